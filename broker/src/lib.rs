@@ -1,0 +1,8 @@
+//! Weir: a Kafka-compatible, durable, partitioned, replicated log broker.
+//!
+//! Every effect on the outside world goes through [`io::Env`]; [`runtime`] is the production
+//! implementation and the `weir-sim` crate the simulated one. See DESIGN.md for the map.
+
+pub mod io;
+pub mod model;
+pub mod runtime;

@@ -1,0 +1,1 @@
+//! Every limit the broker enforces, named with its unit last, in one place.

@@ -1,0 +1,173 @@
+//! Production storage: `std::fs` under a root folder. Each operation runs on tokio's blocking
+//! pool so that a slow disk (a cold read, an `fdatasync`) never stalls the tasks serving
+//! sockets.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::io::disk::checked_path;
+use crate::io::{BoxFuture, Disk, File};
+
+/// A data folder on the local file system.
+pub struct FsDisk {
+    root: PathBuf,
+}
+
+impl FsDisk {
+    /// A disk rooted at `root`. The folder is created on first use if missing.
+    pub fn new(root: PathBuf) -> FsDisk {
+        FsDisk { root }
+    }
+
+    fn full(&self, path: &Path) -> io::Result<PathBuf> {
+        Ok(self.root.join(checked_path(path)?))
+    }
+}
+
+/// Runs blocking file-system work off the async worker threads.
+async fn blocking<T, F>(work: F) -> io::Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> io::Result<T> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(join) => Err(io::Error::other(format!("blocking disk task failed: {join}"))),
+    }
+}
+
+fn open_file(full: PathBuf, create: bool) -> io::Result<Arc<dyn File>> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    if create {
+        options.create(true).truncate(true);
+    }
+    let file = options.open(full)?;
+    let len = file.metadata()?.len();
+    Ok(Arc::new(FsFile { file: Arc::new(file), len: AtomicU64::new(len) }))
+}
+
+impl Disk for FsDisk {
+    fn create(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
+        let full = self.full(path);
+        Box::pin(async move { blocking(move || open_file(full?, true)).await })
+    }
+
+    fn open(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
+        let full = self.full(path);
+        Box::pin(async move { blocking(move || open_file(full?, false)).await })
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> BoxFuture<'_, io::Result<()>> {
+        let (from, to) = (self.full(from), self.full(to));
+        Box::pin(async move { blocking(move || std::fs::rename(from?, to?)).await })
+    }
+
+    fn remove(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        let full = self.full(path);
+        Box::pin(async move { blocking(move || std::fs::remove_file(full?)).await })
+    }
+
+    fn create_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        let full = self.full(path);
+        Box::pin(async move { blocking(move || std::fs::create_dir_all(full?)).await })
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        let full = self.full(path);
+        Box::pin(async move { blocking(move || std::fs::remove_dir_all(full?)).await })
+    }
+
+    fn list(&self, path: &Path) -> BoxFuture<'_, io::Result<Vec<String>>> {
+        let full = self.full(path);
+        Box::pin(async move {
+            blocking(move || {
+                let mut names = Vec::new();
+                for entry in std::fs::read_dir(full?)? {
+                    names.push(entry?.file_name().to_string_lossy().into_owned());
+                }
+                names.sort();
+                Ok(names)
+            })
+            .await
+        })
+    }
+
+    fn sync_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        let full = self.full(path);
+        Box::pin(async move { blocking(move || std::fs::File::open(full?)?.sync_all()).await })
+    }
+}
+
+/// An open file with its length tracked in process, so `len` costs no system call.
+struct FsFile {
+    file: Arc<std::fs::File>,
+    len: AtomicU64,
+}
+
+impl File for FsFile {
+    fn read_at(&self, pos: u64, len: usize) -> BoxFuture<'_, io::Result<Bytes>> {
+        let file = Arc::clone(&self.file);
+        Box::pin(async move {
+            blocking(move || {
+                let mut buf = BytesMut::zeroed(len);
+                let mut filled = 0;
+                while filled < len {
+                    match file.read_at(&mut buf[filled..], pos + filled as u64) {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                buf.truncate(filled);
+                Ok(buf.freeze())
+            })
+            .await
+        })
+    }
+
+    fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>> {
+        let file = Arc::clone(&self.file);
+        let end = pos + data.len() as u64;
+        Box::pin(async move {
+            blocking(move || file.write_all_at(&data, pos)).await?;
+            self.len.fetch_max(end, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+
+    fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
+        let file = Arc::clone(&self.file);
+        // Reserving the range up front keeps appends in call order without a lock.
+        let pos = self.len.fetch_add(data.len() as u64, Ordering::SeqCst);
+        Box::pin(async move {
+            blocking(move || file.write_all_at(&data, pos)).await?;
+            Ok(pos)
+        })
+    }
+
+    fn truncate(&self, len: u64) -> BoxFuture<'_, io::Result<()>> {
+        let file = Arc::clone(&self.file);
+        Box::pin(async move {
+            blocking(move || file.set_len(len)).await?;
+            self.len.store(len, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+
+    fn len(&self) -> u64 {
+        self.len.load(Ordering::SeqCst)
+    }
+
+    fn sync_data(&self) -> BoxFuture<'_, io::Result<()>> {
+        let file = Arc::clone(&self.file);
+        Box::pin(async move { blocking(move || file.sync_data()).await })
+    }
+}

@@ -1,0 +1,44 @@
+//! Production networking: tokio TCP with Nagle's algorithm off (Kafka requests are small and
+//! latency-sensitive; batching happens in the protocol, not in the kernel).
+
+use std::io;
+use std::net::SocketAddr;
+
+use crate::io::{BoxFuture, Conn, Listener, Net};
+
+/// Real TCP sockets.
+pub struct TcpNet;
+
+struct TcpListener(tokio::net::TcpListener, SocketAddr);
+
+impl Net for TcpNet {
+    fn bind(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
+        Box::pin(async move {
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            let local = listener.local_addr()?;
+            Ok(Box::new(TcpListener(listener, local)) as Box<dyn Listener>)
+        })
+    }
+
+    fn connect(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Conn>>> {
+        Box::pin(async move {
+            let stream = tokio::net::TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            Ok(Box::new(stream) as Box<dyn Conn>)
+        })
+    }
+}
+
+impl Listener for TcpListener {
+    fn accept(&self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
+        Box::pin(async move {
+            let (stream, peer) = self.0.accept().await?;
+            stream.set_nodelay(true)?;
+            Ok((Box::new(stream) as Box<dyn Conn>, peer))
+        })
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.1
+    }
+}

@@ -1,0 +1,1 @@
+//! Shared helpers for the fault scenarios in `tests/`.
