@@ -99,7 +99,7 @@ impl Timers {
             }
         }
     }
-
+}
 
 /// A future that completes when simulated time reaches a deadline.
 pub(crate) struct SimSleep {
