@@ -4,5 +4,6 @@
 //! implementation and the `weir-sim` crate the simulated one. See DESIGN.md for the map.
 
 pub mod io;
+pub mod log;
 pub mod model;
 pub mod runtime;

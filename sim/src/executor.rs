@@ -107,8 +107,14 @@ impl Executor {
             queued: AtomicBool::new(false),
             ready: Arc::clone(&self.ready),
         });
-        table.slots[slot as usize] =
-            Some(Task { generation, serial, node, future: Some(future), waker: Arc::clone(&waker), aborted: false });
+        table.slots[slot as usize] = Some(Task {
+            generation,
+            serial,
+            node,
+            future: Some(future),
+            waker: Arc::clone(&waker),
+            aborted: false,
+        });
         table.live += 1;
         drop(table);
         waker.wake_by_ref();
@@ -130,7 +136,9 @@ impl Executor {
             };
             let mut table = lock(&self.table);
             let paused = &table.paused;
-            let Some(Some(task)) = table.slots.get(id.slot as usize) else { continue };
+            let Some(Some(task)) = table.slots.get(id.slot as usize) else {
+                continue;
+            };
             if task.generation != id.generation || task.future.is_none() {
                 continue;
             }
@@ -139,7 +147,9 @@ impl Executor {
                 table.deferred.push((node, id));
                 continue;
             }
-            let Some(Some(task)) = table.slots.get_mut(id.slot as usize) else { continue };
+            let Some(Some(task)) = table.slots.get_mut(id.slot as usize) else {
+                continue;
+            };
             task.waker.queued.store(false, Ordering::Relaxed);
             let waker = Waker::from(Arc::clone(&task.waker));
             let future = task.future.take()?;
@@ -174,7 +184,9 @@ impl Executor {
     /// Aborts one task: dropped now if idle, or when its current poll returns.
     pub(crate) fn abort(&self, id: TaskId) -> Option<BoxFuture<'static, ()>> {
         let mut table = lock(&self.table);
-        let Some(Some(task)) = table.slots.get_mut(id.slot as usize) else { return None };
+        let Some(Some(task)) = table.slots.get_mut(id.slot as usize) else {
+            return None;
+        };
         if task.generation != id.generation {
             return None;
         }
@@ -199,12 +211,9 @@ impl Executor {
         for task in table.slots.iter_mut().flatten() {
             if task.node == node && !task.aborted {
                 task.aborted = true;
-                match task.future.take() {
-                    Some(future) => {
-                        dropped.push(future);
-                        ended.push(task.waker.id);
-                    }
-                    None => {}
+                if let Some(future) = task.future.take() {
+                    dropped.push(future);
+                    ended.push(task.waker.id);
                 }
             }
         }

@@ -6,16 +6,19 @@
 //! controls. One `u64` seed determines the whole run, and every scheduling decision and I/O result
 //! is folded into a trace hash that proves it.
 
+pub mod bench;
 pub mod clock;
 pub mod disk;
 pub mod entropy;
 mod executor;
+pub mod nemesis;
 pub mod net;
 pub mod node;
 mod sim;
 pub mod spawn;
 mod timer;
 pub mod trace;
+pub mod workload;
 mod world;
 
 pub use disk::DiskFaults;

@@ -139,7 +139,8 @@ impl NetState {
             let mut inner = lock(&self.inner);
             let link = inner.links.entry((from, to)).or_default();
             f(link);
-            let (blocked, detail) = (link.blocked(), u64::from(link.partitioned) | u64::from(link.clogged) << 1);
+            let (blocked, detail) =
+                (link.blocked(), u64::from(link.partitioned) | u64::from(link.clogged) << 1);
             world.trace.fold(Event::NetFault, (from as u64) << 32 | (to as u64) << 8 | detail);
             if blocked { Vec::new() } else { inner.held.remove(&(from, to)).unwrap_or_default() }
         };
@@ -308,11 +309,18 @@ impl Pipe {
             }
             [state.read_waker.take(), state.write_waker.take()]
         };
-        world.trace.fold(Event::NetConn, (self.from as u64) << 32 | (self.to as u64) << 8 | fault as u64);
+        world
+            .trace
+            .fold(Event::NetConn, (self.from as u64) << 32 | (self.to as u64) << 8 | fault as u64);
         wakers.into_iter().flatten().for_each(Waker::wake);
     }
 
-    fn poll_read(&self, world: &World, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        &self,
+        world: &World,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let mut state = lock(&self.state);
         if state.reset {
             return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
@@ -343,7 +351,9 @@ impl Pipe {
         }
         let mut copied = 0;
         while buf.remaining() > 0 {
-            let Some((at, chunk)) = state.chunks.front_mut() else { break };
+            let Some((at, chunk)) = state.chunks.front_mut() else {
+                break;
+            };
             if *at > now {
                 break;
             }
@@ -364,7 +374,12 @@ impl Pipe {
         Poll::Ready(Ok(()))
     }
 
-    fn poll_write(&self, world: &World, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        &self,
+        world: &World,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let mut state = lock(&self.state);
         if state.reset {
             return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
@@ -432,13 +447,21 @@ pub struct SimConn {
 }
 
 impl AsyncRead for SimConn {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         self.incoming.poll_read(&self.world, cx, buf)
     }
 }
 
 impl AsyncWrite for SimConn {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.outgoing.poll_write(&self.world, cx, buf)
     }
 
@@ -500,7 +523,8 @@ impl SimNet {
             world.trace.fold(Event::NetConn, 0xdead);
             return Err(io::ErrorKind::HostUnreachable.into());
         };
-        let cut = world.net.link(self.node, peer).partitioned || world.net.link(peer, self.node).partitioned;
+        let cut = world.net.link(self.node, peer).partitioned
+            || world.net.link(peer, self.node).partitioned;
         if cut {
             let timeout = lock(&world.net.inner).connect_timeout.unwrap_or(CONNECT_TIMEOUT_DEFAULT);
             SimSleep::new(Arc::clone(world), world.now_nanos() + nanos(timeout)).await;
@@ -521,7 +545,11 @@ impl SimNet {
             pipes: [Arc::downgrade(&out), Arc::downgrade(&back)],
         });
         let local = SocketAddr::new(self.ip, self.ephemeral_port());
-        let server_end = SimConn { world: Arc::clone(world), incoming: Arc::clone(&out), outgoing: Arc::clone(&back) };
+        let server_end = SimConn {
+            world: Arc::clone(world),
+            incoming: Arc::clone(&out),
+            outgoing: Arc::clone(&back),
+        };
         let waker = {
             let mut state = lock(&listener.state);
             if state.closed {
@@ -553,9 +581,11 @@ impl Net for SimNet {
             if inner.listeners.contains_key(&addr) {
                 return Err(io::ErrorKind::AddrInUse.into());
             }
-            let shared = Arc::new(ListenerShared { addr, node: self.node, state: Mutex::default() });
+            let shared =
+                Arc::new(ListenerShared { addr, node: self.node, state: Mutex::default() });
             inner.listeners.insert(addr, Arc::clone(&shared));
-            Ok(Box::new(SimListener { world: Arc::clone(&self.world), shared }) as Box<dyn Listener>)
+            Ok(Box::new(SimListener { world: Arc::clone(&self.world), shared })
+                as Box<dyn Listener>)
         })
     }
 

@@ -85,7 +85,9 @@ impl Nodes {
 
     pub(crate) fn is_alive(&self, node: NodeIx, incarnation: u64) -> bool {
         let table = lock(&self.table);
-        table.get(node).is_some_and(|n| n.incarnation == incarnation && n.status != NodeStatus::Down)
+        table
+            .get(node)
+            .is_some_and(|n| n.incarnation == incarnation && n.status != NodeStatus::Down)
     }
 
     pub(crate) fn count(&self) -> usize {
@@ -118,9 +120,9 @@ impl World {
 
     /// An `Env` for the node's current life.
     pub(crate) fn current_env(self: &Arc<Self>, node: NodeIx) -> Env {
-        let (incarnation, clock, disk, ip) = self.nodes.with(node, |n| {
-            (n.incarnation, Arc::clone(&n.clock), Arc::clone(&n.disk), n.ip)
-        });
+        let (incarnation, clock, disk, ip) = self
+            .nodes
+            .with(node, |n| (n.incarnation, Arc::clone(&n.clock), Arc::clone(&n.disk), n.ip));
         self.node_env(node, incarnation, ip, clock, disk)
     }
 

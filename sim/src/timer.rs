@@ -86,7 +86,9 @@ impl Timers {
         let mut guard = lock(&self.heap);
         let heap = &mut guard.0;
         while heap.peek().is_some_and(|Reverse(entry)| entry.at <= now) {
-            let Some(Reverse(entry)) = heap.pop() else { break };
+            let Some(Reverse(entry)) = heap.pop() else {
+                break;
+            };
             match entry.target {
                 Target::Wake(waker) => out.push(waker),
                 Target::Sleep(shared) => {

@@ -100,7 +100,10 @@ impl World {
     /// Polls tasks and advances time until `stop` holds, `limit` (simulated nanoseconds) is
     /// reached, or nothing can happen any more. `stop` is checked between steps.
     pub(crate) fn run(&self, limit: u64, stop: &dyn Fn() -> bool) -> RunOutcome {
-        assert!(!self.running.swap(true, Ordering::SeqCst), "Sim::run called re-entrantly from a task");
+        assert!(
+            !self.running.swap(true, Ordering::SeqCst),
+            "Sim::run called re-entrantly from a task"
+        );
         let outcome = self.run_inner(limit, stop);
         self.running.store(false, Ordering::SeqCst);
         outcome
@@ -122,7 +125,9 @@ impl World {
                 );
                 continue;
             }
-            let Some(at) = self.timers.next_deadline() else { return RunOutcome::Idle };
+            let Some(at) = self.timers.next_deadline() else {
+                return RunOutcome::Idle;
+            };
             if at > limit {
                 self.advance_to(limit);
                 return RunOutcome::TimeLimit;

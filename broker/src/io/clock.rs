@@ -122,6 +122,9 @@ mod tests {
         assert_eq!(b.as_nanos(), 15);
         assert_eq!(b - a, Duration::from_nanos(10));
         assert_eq!(a - b, Duration::ZERO);
-        assert_eq!((Instant::from_nanos(u64::MAX - 1) + Duration::from_secs(1)).as_nanos(), u64::MAX);
+        assert_eq!(
+            (Instant::from_nanos(u64::MAX - 1) + Duration::from_secs(1)).as_nanos(),
+            u64::MAX
+        );
     }
 }

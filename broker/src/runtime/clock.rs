@@ -1,20 +1,20 @@
-//! The operating system's clocks: `std::time::Instant` for monotonic time, `SystemTime` for wall
+//! The operating system's clocks: tokio's `Instant` for monotonic time, `SystemTime` for wall
 //! time, tokio timers for sleeping.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::io::{BoxFuture, Clock, Instant};
 
-/// Real time.
+/// Real time. Monotonic time is read from tokio's clock (the OS monotonic clock, unless a test
+/// pauses tokio's time), so `now` and timers always agree.
 pub struct SystemClock {
-    origin: std::time::Instant,
-    tokio_origin: tokio::time::Instant,
+    origin: tokio::time::Instant,
 }
 
 impl SystemClock {
     /// A clock whose monotonic origin is now.
     pub fn new() -> SystemClock {
-        SystemClock { origin: std::time::Instant::now(), tokio_origin: tokio::time::Instant::now() }
+        SystemClock { origin: tokio::time::Instant::now() }
     }
 }
 
@@ -39,7 +39,7 @@ impl Clock for SystemClock {
     }
 
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
-        let at = self.tokio_origin + std::time::Duration::from_nanos(deadline.as_nanos());
+        let at = self.origin + std::time::Duration::from_nanos(deadline.as_nanos());
         Box::pin(tokio::time::sleep_until(at))
     }
 }

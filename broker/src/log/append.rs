@@ -1,0 +1,231 @@
+//! Appending: validate a client's batch, assign its offsets, write it at the end of the active
+//! segment (rolling first when the segment is full or old), and — under `flush.policy=ack` —
+//! complete only once it is synced.
+
+use std::io;
+
+use bytes::Bytes;
+
+use super::batch::{self, BatchHeader};
+use super::checkpoint;
+use super::config::{FlushPolicy, TimestampPolicy};
+use super::epochs::EPOCH_CHECKPOINT;
+use super::error::{AppendError, Offline};
+use super::partition_log::Log;
+use super::records;
+use super::segment::{self, LOG_EXT, Segment, SegmentIndex};
+use crate::model::{LeaderEpoch, Offset};
+
+/// What an append did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the batch's first record.
+    pub base_offset: Offset,
+    /// Offset of its last record.
+    pub last_offset: Offset,
+    /// The broker's timestamp, when the topic uses LogAppendTime.
+    pub log_append_time: Option<i64>,
+    /// The log start offset after the append.
+    pub log_start: Offset,
+    /// The stamped header as stored.
+    pub header: BatchHeader,
+}
+
+impl Log {
+    /// Appends one batch a client produced and, under the `ack` flush policy, waits until it is
+    /// durable. Nothing is written unless the batch passes every check.
+    pub async fn append(
+        &self,
+        batch: Bytes,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo, AppendError> {
+        let info = self.append_unsynced(batch, leader_epoch).await?;
+        match self.config().flush_policy {
+            FlushPolicy::Ack => self.wait_durable(info.last_offset.next()).await?,
+            FlushPolicy::Interval => self.flush_if_due().await?,
+        }
+        Ok(info)
+    }
+
+    /// Appends one batch a client produced without waiting for it to be durable.
+    pub async fn append_unsynced(
+        &self,
+        batch: Bytes,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo, AppendError> {
+        let config = self.config();
+        let header = batch::validate_produce(&batch, config.max_message_bytes)?;
+        if config.cleanup_policy.compacts() && has_keyless_record(&batch)? {
+            return Err(AppendError::KeylessOnCompacted);
+        }
+        let mut owned = segment::owned(batch);
+        let log_append_time = match config.timestamp_policy {
+            TimestampPolicy::CreateTime => None,
+            TimestampPolicy::LogAppendTime => {
+                let now = self.env.clock.wall_ms();
+                batch::set_log_append_time(&mut owned, now)?;
+                Some(now)
+            }
+        };
+        let _append = self.append_lock.lock().await;
+        self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
+        let (base, position, file) = {
+            let state = self.state();
+            state.check_online()?;
+            let active = state.active().ok_or(Offline::Closed)?;
+            (state.log_end, active.size, std::sync::Arc::clone(&active.log))
+        };
+        self.record_epoch(leader_epoch, base).await?;
+        batch::stamp(&mut owned, base.0, leader_epoch.0)?;
+        let stamped = owned.freeze();
+        let header = batch::parse_header(&stamped)?;
+        self.write(&*file, position, stamped).await?;
+        let interval = config.index_interval_bytes;
+        let mut state = self.state();
+        let first_write = state.active().is_some_and(|a| a.size == 0);
+        let now = self.env.clock.wall_ms();
+        if let Some(active) = state.active_mut() {
+            active.record_batch(&header, position, interval);
+            if first_write {
+                active.first_append_wall_ms = Some(now);
+            }
+        }
+        state.log_end = Offset(header.last_offset() + 1);
+        state.unflushed_records += i64::from(header.record_count());
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: Offset(header.last_offset()),
+            log_append_time,
+            log_start: state.log_start,
+            header,
+        })
+    }
+
+    /// Refuses an epoch older than the log's newest; records a newer one durably before any
+    /// batch carries it, so recovery can vouch for every stored epoch.
+    async fn record_epoch(&self, epoch: LeaderEpoch, start: Offset) -> Result<(), AppendError> {
+        let encoded = {
+            let mut state = self.state();
+            match state.epochs.latest() {
+                Some((latest, _)) if epoch < latest => {
+                    return Err(AppendError::StaleEpoch { got: epoch, latest });
+                }
+                Some((latest, _)) if epoch == latest => return Ok(()),
+                _ => {}
+            }
+            state.epochs.assign(epoch, start);
+            state.epochs.encode()
+        };
+        let written =
+            checkpoint::write_atomic(&*self.env.disk, &self.dir, EPOCH_CHECKPOINT, encoded);
+        match written.await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
+        }
+    }
+
+    /// Writes at `position`; a failure leaves the tail unknown and takes the log offline, except
+    /// a full disk, where the partial write is cut off again and the log stays usable.
+    async fn write(
+        &self,
+        file: &dyn crate::io::File,
+        position: u64,
+        bytes: Bytes,
+    ) -> Result<(), AppendError> {
+        match file.write_at(position, bytes).await {
+            Ok(()) => Ok(()),
+            Err(e)
+                if e.kind() == io::ErrorKind::StorageFull
+                    && file.truncate(position).await.is_ok() =>
+            {
+                Err(AppendError::DiskFull)
+            }
+            Err(e) => Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
+        }
+    }
+
+    /// Rolls before an append of `incoming` bytes and `last_delta + 1` records if the active
+    /// segment is too big, too old, has a full index, or could not index the new offsets.
+    async fn roll_if_needed(&self, incoming: u64, last_delta: i32) -> Result<(), AppendError> {
+        let config = self.config();
+        let now = self.env.clock.wall_ms();
+        let needed = {
+            let state = self.state();
+            let Some(active) = state.active() else {
+                return Err(Offline::Closed.into());
+            };
+            let last = Offset(state.log_end.0 + i64::from(last_delta));
+            active.size > 0
+                && (active.size + incoming > config.segment_bytes
+                    || active
+                        .first_append_wall_ms
+                        .is_some_and(|t| now.saturating_sub(t) >= config.segment_ms)
+                    || active.index_bytes() + index_entry_bytes() > config.segment_index_bytes
+                    || active.relative(last).is_none())
+        };
+        if needed {
+            self.roll_locked().await?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at the log end offset (if the active one
+    /// holds anything). For operators and tests; appends roll by themselves.
+    pub async fn roll(&self) -> Result<(), AppendError> {
+        let _append = self.append_lock.lock().await;
+        self.roll_locked().await
+    }
+
+    /// The roll itself; the caller holds the append lock.
+    pub(super) async fn roll_locked(&self) -> Result<(), AppendError> {
+        let (old_base, index, new_base) = {
+            let state = self.state();
+            state.check_online()?;
+            let Some(active) = state.active() else {
+                return Err(Offline::Closed.into());
+            };
+            let SegmentIndex::Active(index) = &active.index else {
+                return Ok(());
+            };
+            if active.size == 0 {
+                return Ok(());
+            }
+            (active.base, index.clone(), state.log_end)
+        };
+        let disk = &*self.env.disk;
+        let created = async {
+            let sealed = segment::write_index_files(disk, &self.dir, old_base, &index).await?;
+            let file = disk.create(&segment::path(&self.dir, new_base, LOG_EXT)).await?;
+            io::Result::Ok((sealed, file))
+        }
+        .await;
+        let (sealed, file) = match created {
+            Ok(done) => done,
+            Err(e) => return Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
+        };
+        let mut state = self.state();
+        if let Some(old) = state.segments.get_mut(&old_base) {
+            old.index = SegmentIndex::Sealed(sealed);
+            let log = std::sync::Arc::clone(&old.log);
+            state.unsynced.push(log);
+        }
+        state.segments.insert(new_base, Segment::new_active(new_base, file));
+        state.dir_dirty = true;
+        tracing::debug!(log = %self.dir.display(), segment = %new_base, "rolled");
+        Ok(())
+    }
+}
+
+fn index_entry_bytes() -> u64 {
+    super::index::OFFSET_ENTRY_BYTES as u64
+}
+
+/// Whether any record of the batch has a null key (decompressing if needed).
+fn has_keyless_record(batch: &Bytes) -> Result<bool, AppendError> {
+    for record in records::record_iter(batch)? {
+        if record?.key.is_none() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

@@ -1,0 +1,146 @@
+//! Checkpoint files: small records of a partition's state (recovery point, log start offset,
+//! high watermark, leader epochs, producer state), replaced atomically so that a crash at any
+//! instant leaves either the old or the new contents, never a mix.
+//!
+//! Format: magic `WEIRCKPT`, kind (`u8`), version (`u8`), body length (`u32`), body,
+//! CRC-32C of everything before it. Atomic replace: write `<name>.tmp`, sync it, rename over
+//! `<name>`, sync the folder.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::io::Disk;
+
+const MAGIC: &[u8; 8] = b"WEIRCKPT";
+const HEADER_BYTES: usize = MAGIC.len() + 1 + 1 + 4;
+const CRC_BYTES: usize = 4;
+/// The largest checkpoint body accepted when reading (producer state is the big one).
+pub const CHECKPOINT_BODY_BYTES_MAX: usize = 64 << 20;
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// Why a checkpoint could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The file could not be read.
+    #[error("reading checkpoint {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The file is not a valid checkpoint of this kind (torn, corrupt, or another kind).
+    #[error("checkpoint {path} is invalid: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+/// Frames `body` as a checkpoint of `kind`/`version`.
+pub fn encode(kind: u8, version: u8, body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(HEADER_BYTES + body.len() + CRC_BYTES);
+    out.put_slice(MAGIC);
+    out.put_u8(kind);
+    out.put_u8(version);
+    out.put_u32(u32::try_from(body.len()).unwrap_or(u32::MAX));
+    out.put_slice(body);
+    let crc = crc32c::crc32c(&out);
+    out.put_u32(crc);
+    out.freeze()
+}
+
+/// Unframes a checkpoint, checking magic, kind, length and CRC. Returns (version, body).
+pub fn decode(kind: u8, bytes: &Bytes) -> Result<(u8, Bytes), &'static str> {
+    if bytes.len() < HEADER_BYTES + CRC_BYTES {
+        return Err("shorter than a header");
+    }
+    let (framed, crc) = bytes.split_at(bytes.len() - CRC_BYTES);
+    if crc32c::crc32c(framed) != u32::from_be_bytes(crc.try_into().map_err(|_| "crc")?) {
+        return Err("checksum mismatch");
+    }
+    let mut header = &framed[..HEADER_BYTES];
+    if &header[..MAGIC.len()] != MAGIC {
+        return Err("bad magic");
+    }
+    header.advance(MAGIC.len());
+    if header.get_u8() != kind {
+        return Err("another kind of checkpoint");
+    }
+    let version = header.get_u8();
+    let len = header.get_u32() as usize;
+    if len != framed.len() - HEADER_BYTES || len > CHECKPOINT_BODY_BYTES_MAX {
+        return Err("length mismatch");
+    }
+    Ok((version, bytes.slice(HEADER_BYTES..HEADER_BYTES + len)))
+}
+
+/// Atomically replaces `dir/name` with `contents` and makes the replacement durable.
+pub async fn write_atomic(
+    disk: &dyn Disk,
+    dir: &Path,
+    name: &str,
+    contents: Bytes,
+) -> io::Result<()> {
+    let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
+    let file = disk.create(&temp).await?;
+    file.write_at(0, contents).await?;
+    file.sync_data().await?;
+    drop(file);
+    disk.rename(&temp, &dir.join(name)).await?;
+    disk.sync_dir(dir).await
+}
+
+/// Reads `dir/name` as a checkpoint of `kind`. `Ok(None)` if there is none.
+pub async fn read(
+    disk: &dyn Disk,
+    dir: &Path,
+    name: &str,
+    kind: u8,
+) -> Result<Option<(u8, Bytes)>, CheckpointError> {
+    let path = dir.join(name);
+    let file = match disk.open(&path).await {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(CheckpointError::Io { path, source }),
+    };
+    let len = usize::try_from(file.len()).unwrap_or(usize::MAX);
+    if len > CHECKPOINT_BODY_BYTES_MAX + HEADER_BYTES + CRC_BYTES {
+        return Err(CheckpointError::Invalid { path, reason: "too large" });
+    }
+    let bytes = file
+        .read_at(0, len)
+        .await
+        .map_err(|source| CheckpointError::Io { path: path.clone(), source })?;
+    decode(kind, &bytes).map(Some).map_err(|reason| CheckpointError::Invalid { path, reason })
+}
+
+/// Whether `name` is a leftover temporary file of [`write_atomic`] (safe to delete at start-up).
+pub fn is_temp(name: &str) -> bool {
+    name.ends_with(TEMP_SUFFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_reject_damage() {
+        let framed = encode(3, 1, b"hello");
+        assert_eq!(decode(3, &framed), Ok((1, Bytes::from_static(b"hello"))));
+        assert_eq!(decode(4, &framed), Err("another kind of checkpoint"));
+        for cut in 0..framed.len() {
+            assert!(
+                decode(3, &framed.slice(..cut)).is_err(),
+                "a torn checkpoint of {cut} bytes was accepted"
+            );
+        }
+        let mut flipped = framed.to_vec();
+        flipped[HEADER_BYTES] ^= 1;
+        assert_eq!(decode(3, &Bytes::from(flipped)), Err("checksum mismatch"));
+    }
+}

@@ -1,0 +1,114 @@
+//! The leader-epoch cache: for each leader epoch, the first offset written under it (Kafka's
+//! `leader-epoch-checkpoint`). Replication uses it to find where a follower's log diverges; the
+//! log uses it to vouch for the epoch field of every stored batch, which, like the base offset,
+//! lies outside the batch CRC and so cannot vouch for itself.
+
+use bytes::Bytes;
+
+use super::checkpoint;
+use crate::model::{LeaderEpoch, Offset};
+
+/// File name of the checkpoint.
+pub const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+/// Checkpoint kind of [`EPOCH_CHECKPOINT`].
+pub const EPOCH_CHECKPOINT_KIND: u8 = 2;
+const EPOCH_CHECKPOINT_VERSION: u8 = 1;
+/// Entries a checkpoint may hold (one per leader change that wrote data).
+pub const EPOCH_ENTRIES_MAX: usize = 1 << 20;
+
+/// (epoch, start offset) pairs, both strictly increasing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EpochCache {
+    entries: Vec<(LeaderEpoch, Offset)>,
+}
+
+impl EpochCache {
+    /// The entries, oldest first.
+    pub fn entries(&self) -> &[(LeaderEpoch, Offset)] {
+        &self.entries
+    }
+
+    /// The newest epoch, if any batch was written.
+    pub fn latest(&self) -> Option<(LeaderEpoch, Offset)> {
+        self.entries.last().copied()
+    }
+
+    /// The epoch that wrote `offset`: the entry with the largest start at or before it.
+    pub fn epoch_for(&self, offset: Offset) -> Option<LeaderEpoch> {
+        let after = self.entries.partition_point(|(_, start)| *start <= offset);
+        after.checked_sub(1).and_then(|i| self.entries.get(i)).map(|(epoch, _)| *epoch)
+    }
+
+    /// Records that `epoch` wrote from `start` on. Returns whether the cache changed. An epoch
+    /// older than the newest is refused (false).
+    pub fn assign(&mut self, epoch: LeaderEpoch, start: Offset) -> bool {
+        match self.entries.last() {
+            Some((latest, _)) if *latest >= epoch => false,
+            Some((_, latest_start)) if *latest_start > start => false,
+            _ => {
+                self.entries.push((epoch, start));
+                true
+            }
+        }
+    }
+
+    /// Forgets epochs that start at or after `offset` (the log was truncated there).
+    pub fn truncate_from(&mut self, offset: Offset) -> bool {
+        let keep = self.entries.partition_point(|(_, start)| *start < offset);
+        let changed = keep < self.entries.len();
+        self.entries.truncate(keep);
+        changed
+    }
+
+    /// Encodes as a checkpoint.
+    pub fn encode(&self) -> Bytes {
+        let mut body = Vec::with_capacity(4 + self.entries.len() * 12);
+        body.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
+        for (epoch, start) in &self.entries {
+            body.extend_from_slice(&epoch.0.to_be_bytes());
+            body.extend_from_slice(&start.0.to_be_bytes());
+        }
+        checkpoint::encode(EPOCH_CHECKPOINT_KIND, EPOCH_CHECKPOINT_VERSION, &body)
+    }
+
+    /// Decodes a checkpoint body; `None` if malformed or not increasing.
+    pub fn decode(body: &[u8]) -> Option<EpochCache> {
+        let (count, rest) = body.split_first_chunk::<4>()?;
+        let count = u32::from_be_bytes(*count) as usize;
+        if count > EPOCH_ENTRIES_MAX || rest.len() != count * 12 {
+            return None;
+        }
+        let mut cache = EpochCache::default();
+        for entry in rest.chunks_exact(12) {
+            let (epoch, start) = entry.split_at(4);
+            let epoch = LeaderEpoch(i32::from_be_bytes(epoch.try_into().ok()?));
+            let start = Offset(i64::from_be_bytes(start.try_into().ok()?));
+            if !cache.assign(epoch, start) {
+                return None;
+            }
+        }
+        Some(cache)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assign_lookup_truncate_round_trip() {
+        let mut cache = EpochCache::default();
+        assert!(cache.assign(LeaderEpoch(0), Offset(0)));
+        assert!(!cache.assign(LeaderEpoch(0), Offset(5)), "same epoch again");
+        assert!(cache.assign(LeaderEpoch(3), Offset(10)));
+        assert!(!cache.assign(LeaderEpoch(2), Offset(20)), "older epoch");
+        assert_eq!(cache.epoch_for(Offset(9)), Some(LeaderEpoch(0)));
+        assert_eq!(cache.epoch_for(Offset(10)), Some(LeaderEpoch(3)));
+        assert_eq!(cache.epoch_for(Offset(-1)), None);
+        let framed = cache.encode();
+        let (_, body) = checkpoint::decode(EPOCH_CHECKPOINT_KIND, &framed).unwrap_or_default();
+        assert_eq!(EpochCache::decode(&body), Some(cache.clone()));
+        assert!(cache.truncate_from(Offset(10)));
+        assert_eq!(cache.latest(), Some((LeaderEpoch(0), Offset(0))));
+    }
+}

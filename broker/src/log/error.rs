@@ -1,0 +1,120 @@
+//! The log's typed errors, one per operation. The server maps them to Kafka error codes at the
+//! edge.
+
+use std::io;
+
+use super::batch::BatchError;
+use crate::model::Offset;
+
+/// Why a log cannot be used any more until the broker restarts and recovers it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Offline {
+    /// A sync failed: data the OS said it held may be gone (fsyncgate), so nothing after the
+    /// last successful sync can be trusted.
+    #[error("fsync failed ({0:?}); the log is offline until recovered from disk")]
+    SyncFailed(io::ErrorKind),
+    /// A write failed: the file's tail is in an unknown state.
+    #[error("write failed ({0:?}); the log is offline until recovered from disk")]
+    WriteFailed(io::ErrorKind),
+    /// The log was closed.
+    #[error("the log is closed")]
+    Closed,
+}
+
+/// Why an append was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    /// The batch is malformed, corrupt or too large; nothing was written.
+    #[error("invalid batch: {0}")]
+    Invalid(#[from] BatchError),
+    /// A compacted log refuses records without a key; nothing was written.
+    #[error("a record without a key cannot be appended to a compacted log")]
+    KeylessOnCompacted,
+    /// The disk is full; nothing was written.
+    #[error("disk full")]
+    DiskFull,
+    /// The log is offline (and the batch was not appended, or, if the failure happened during
+    /// the write or sync, may or may not be on disk).
+    #[error(transparent)]
+    Offline(#[from] Offline),
+    /// The batch comes from an older leader epoch than one that already wrote to this log.
+    #[error("leader epoch {got} is older than the log's latest epoch {latest}")]
+    StaleEpoch {
+        /// The epoch of the append.
+        got: crate::model::LeaderEpoch,
+        /// The newest epoch in the log.
+        latest: crate::model::LeaderEpoch,
+    },
+    /// A follower append did not continue the log where it ends.
+    #[error("batch at offset {got} does not continue the log at {expected}")]
+    OutOfOrder {
+        /// The log end offset.
+        expected: Offset,
+        /// The batch's base offset.
+        got: Offset,
+    },
+}
+
+/// Why a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The offset is before the log start or after the log end.
+    #[error("offset {offset} is outside the log [{log_start}, {log_end}]")]
+    OutOfRange {
+        /// The offset asked for.
+        offset: Offset,
+        /// The first offset kept.
+        log_start: Offset,
+        /// The offset the next append gets.
+        log_end: Offset,
+    },
+    /// Stored bytes failed their checksum twice: the disk holds corrupt data at this offset.
+    #[error("stored batch at offset {offset} is corrupt: {cause}")]
+    Corrupt {
+        /// Offset of the batch, as far as it could be told.
+        offset: Offset,
+        /// What failed.
+        cause: BatchError,
+    },
+    /// The disk failed the read.
+    #[error("read failed: {0}")]
+    Io(#[from] io::Error),
+    /// The log is offline.
+    #[error(transparent)]
+    Offline(#[from] Offline),
+}
+
+/// Why a log could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The disk failed.
+    #[error("opening log {dir}: {source}")]
+    Io {
+        /// The log's folder.
+        dir: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The checkpoint after recovery failed.
+    #[error("checkpointing log {dir} after recovery: {source}")]
+    Checkpoint {
+        /// The log's folder.
+        dir: String,
+        /// The cause.
+        source: MaintenanceError,
+    },
+}
+
+/// Why a background operation (flush, checkpoint, retention, compaction) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintenanceError {
+    /// The disk failed.
+    #[error("disk: {0}")]
+    Io(#[from] io::Error),
+    /// The log is offline.
+    #[error(transparent)]
+    Offline(#[from] Offline),
+    /// Stored data failed its checksum.
+    #[error("corrupt data: {0}")]
+    Corrupt(#[from] BatchError),
+}

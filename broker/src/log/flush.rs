@@ -1,0 +1,168 @@
+//! Durability: group commit and checkpoints.
+//!
+//! Group commit: a caller that needs its offsets durable either finds a sync already covering
+//! them, or becomes the one task that syncs everything written so far while the others wait for
+//! it. However many appends arrive during a sync, the next sync covers them all, so the number
+//! of `fdatasync` calls adapts to the load by itself.
+//!
+//! A failed sync takes the log offline for good (fsyncgate): the kernel may have dropped the
+//! unsynced pages, and a retried sync that succeeds proves nothing.
+
+use std::sync::Arc;
+
+use super::checkpoint;
+use super::config::FlushPolicy;
+use super::error::{MaintenanceError, Offline};
+use super::open::{PARTITION_CHECKPOINT, PartitionCheckpoint};
+use super::partition_log::Log;
+use super::segment::{self, SegmentIndex};
+
+use crate::model::Offset;
+
+impl Log {
+    /// Waits until every offset below `target` is durable, syncing if no sync in flight covers
+    /// it. Fails if the log is (or goes) offline.
+    pub async fn wait_durable(&self, target: Offset) -> Result<(), Offline> {
+        loop {
+            let notified = self.synced.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let lead = {
+                let mut state = self.state();
+                state.check_online()?;
+                if state.durable.offset >= target.min(state.log_end) {
+                    return Ok(());
+                }
+                !std::mem::replace(&mut state.syncing, true)
+            };
+            if lead {
+                self.sync_once().await?;
+            } else {
+                notified.await;
+            }
+        }
+    }
+
+    /// Makes everything appended so far durable.
+    pub async fn flush(&self) -> Result<(), Offline> {
+        let end = self.log_end_offset();
+        self.wait_durable(end).await
+    }
+
+    /// Under the interval policy, flushes if `flush.messages` records or `flush.ms` have
+    /// accumulated since the last sync. Call it after appends and from a periodic task.
+    pub async fn flush_if_due(&self) -> Result<(), Offline> {
+        let config = self.config();
+        if config.flush_policy != FlushPolicy::Interval {
+            return Ok(());
+        }
+        let due = {
+            let state = self.state();
+            let elapsed = self.env.clock.now() - state.last_sync;
+            let by_count = state.unflushed_records >= config.flush_messages.max(1);
+            let by_time = config.flush_interval().is_some_and(|interval| elapsed >= interval);
+            state.durable.offset < state.log_end && (by_count || by_time)
+        };
+        if due { self.flush().await } else { Ok(()) }
+    }
+
+    /// One sync of everything written so far; the caller has set `syncing`.
+    async fn sync_once(&self) -> Result<(), Offline> {
+        let (target, active, files, dir_dirty, records) = {
+            let mut state = self.state();
+            let target = state.end_point();
+            let active = state.active().map(|a| Arc::clone(&a.log));
+            let files = std::mem::take(&mut state.unsynced);
+            let dir_dirty = std::mem::take(&mut state.dir_dirty);
+            (target, active, files, dir_dirty, state.unflushed_records)
+        };
+        let result = async {
+            for file in files.iter().chain(active.iter()) {
+                file.sync_data().await?;
+            }
+            if dir_dirty {
+                self.env.disk.sync_dir(&self.dir).await?;
+            }
+            std::io::Result::Ok(())
+        }
+        .await;
+        let outcome = {
+            let mut state = self.state();
+            state.syncing = false;
+            match result {
+                Ok(()) => {
+                    if target.offset > state.durable.offset {
+                        state.durable = target;
+                    }
+                    state.unflushed_records -= records;
+                    state.last_sync = self.env.clock.now();
+                    Ok(())
+                }
+                Err(e) => Err(e.kind()),
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                self.synced.notify_waiters();
+                Ok(())
+            }
+            Err(kind) => Err(self.go_offline(Offline::SyncFailed(kind))),
+        }
+    }
+
+    /// Records how far recovery may trust the log: writes the active segment's index up to the
+    /// durable point and then the partition checkpoint (recovery point, log start offset, high
+    /// watermark). Runs periodically and at shutdown; after a crash, recovery rescans only what
+    /// was appended since.
+    pub async fn checkpoint(&self) -> Result<(), MaintenanceError> {
+        let _append = self.append_lock.lock().await;
+        self.checkpoint_locked().await
+    }
+
+    /// The checkpoint itself; the caller holds the append lock (so no roll changes the active
+    /// segment meanwhile).
+    pub(super) async fn checkpoint_locked(&self) -> Result<(), MaintenanceError> {
+        let (point, index) = {
+            let state = self.state();
+            state.check_online()?;
+            let point = state.durable;
+            let index = state.segments.get(&point.segment).and_then(|s| match &s.index {
+                SegmentIndex::Active(active) => Some(active.truncated_to(point.position)),
+                SegmentIndex::Sealed(_) => None,
+            });
+            (point, index)
+        };
+        if let Some(index) = index {
+            segment::write_index_files(&*self.env.disk, &self.dir, point.segment, &index).await?;
+        }
+        self.write_checkpoint_point(point).await?;
+        self.state().checkpointed = point;
+        Ok(())
+    }
+
+    /// Writes the partition checkpoint with the current log start and high watermark.
+    pub(super) async fn write_checkpoint_point(
+        &self,
+        recovery: super::partition_log::RecoveryPoint,
+    ) -> std::io::Result<()> {
+        let body = {
+            let state = self.state();
+            PartitionCheckpoint {
+                recovery,
+                log_start: state.log_start,
+                high_watermark: state.high_watermark,
+            }
+        };
+        checkpoint::write_atomic(&*self.env.disk, &self.dir, PARTITION_CHECKPOINT, body.encode())
+            .await
+    }
+
+    /// Flushes, checkpoints and takes the log offline (`Closed`), so that the next open has
+    /// nothing to recover.
+    pub async fn close(&self) -> Result<(), MaintenanceError> {
+        self.flush().await?;
+        self.checkpoint().await?;
+        self.go_offline(Offline::Closed);
+        Ok(())
+    }
+}

@@ -1,0 +1,34 @@
+//! The durable partition log: RecordBatch v2 bytes as clients send them, validated and stamped in
+//! place, and (to come) the segments, indexes, recovery, retention and compaction that keep them.
+//!
+//! [`batch`] is the only way bytes from a client or a disk become a trusted batch; everything that
+//! must look inside one goes through [`records`].
+
+pub mod batch;
+pub mod encode;
+pub mod inflate;
+pub mod records;
+pub mod split;
+mod wire;
+
+mod append;
+pub mod checkpoint;
+pub mod config;
+pub mod epochs;
+pub mod error;
+mod flush;
+pub mod index;
+mod open;
+mod partition_log;
+mod read;
+mod retention;
+mod segment;
+mod walk;
+
+pub use append::AppendInfo;
+pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
+pub use error::{AppendError, MaintenanceError, Offline, OpenError, ReadError};
+pub use open::PartitionCheckpoint;
+pub use partition_log::{Log, RecoveryPoint};
+pub use read::ReadResult;
+pub use retention::RetentionOutcome;

@@ -1,0 +1,487 @@
+//! Opening a log: find its segments, trust what the last checkpoint says was durable, and
+//! re-verify only the tail after it — so recovery time depends on the unflushed tail, not on
+//! the size of the log. A torn or corrupt batch ends the log: the file is cut at the last valid
+//! batch and every later segment is dropped.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+use super::checkpoint;
+use super::config::LogConfig;
+use super::epochs::{EPOCH_CHECKPOINT, EPOCH_CHECKPOINT_KIND, EpochCache};
+use super::error::OpenError;
+use super::index::{self, TIME_ENTRY_BYTES};
+use super::partition_log::{Log, RecoveryPoint, State};
+use super::segment::{
+    self, ActiveIndex, INDEX_EXT, LOG_EXT, SealedIndex, Segment, SegmentIndex, TIME_INDEX_EXT,
+};
+use super::walk::{Epochs, WalkStop, Walker};
+use crate::io::{Env, File};
+use crate::model::{LeaderEpoch, Offset};
+
+/// Name of a partition's checkpoint file.
+pub const PARTITION_CHECKPOINT: &str = "partition.checkpoint";
+/// Checkpoint kind of [`PARTITION_CHECKPOINT`].
+pub const PARTITION_CHECKPOINT_KIND: u8 = 1;
+const PARTITION_CHECKPOINT_VERSION: u8 = 1;
+
+/// What a partition checkpoint holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PartitionCheckpoint {
+    /// Where recovery may start.
+    pub recovery: RecoveryPoint,
+    /// The first offset kept.
+    pub log_start: Offset,
+    /// The last high watermark known.
+    pub high_watermark: Offset,
+}
+
+impl PartitionCheckpoint {
+    /// Encodes the body.
+    pub fn encode(&self) -> Bytes {
+        let mut body = Vec::with_capacity(40);
+        for value in [
+            self.recovery.offset.0,
+            self.recovery.segment.0,
+            self.recovery.position as i64,
+            self.log_start.0,
+            self.high_watermark.0,
+        ] {
+            body.extend_from_slice(&value.to_be_bytes());
+        }
+        checkpoint::encode(PARTITION_CHECKPOINT_KIND, PARTITION_CHECKPOINT_VERSION, &body)
+    }
+
+    fn decode(body: &[u8]) -> Option<PartitionCheckpoint> {
+        let mut values = body.chunks_exact(8).map(|c| c.try_into().map(i64::from_be_bytes));
+        let mut next = || values.next()?.ok();
+        let (offset, segment, position, log_start, hw) =
+            (next()?, next()?, next()?, next()?, next()?);
+        Some(PartitionCheckpoint {
+            recovery: RecoveryPoint {
+                offset: Offset(offset),
+                segment: Offset(segment),
+                position: u64::try_from(position).ok()?,
+            },
+            log_start: Offset(log_start),
+            high_watermark: Offset(hw),
+        })
+    }
+}
+
+fn io_error(dir: &Path) -> impl Fn(io::Error) -> OpenError + '_ {
+    move |source| OpenError::Io { dir: dir.display().to_string(), source }
+}
+
+impl Log {
+    /// Opens (creating if needed) the log in folder `dir` of `env.disk`, recovering it from
+    /// whatever state a crash left.
+    pub async fn open(env: Env, dir: PathBuf, config: LogConfig) -> Result<Log, OpenError> {
+        let err = io_error(&dir);
+        let disk = &*env.disk;
+        disk.create_dir(&dir).await.map_err(&err)?;
+        disk.sync_dir(dir.parent().unwrap_or(Path::new(""))).await.map_err(&err)?;
+        let bases = clean_folder(disk, &dir).await.map_err(&err)?;
+        let saved =
+            match checkpoint::read(disk, &dir, PARTITION_CHECKPOINT, PARTITION_CHECKPOINT_KIND)
+                .await
+            {
+                Ok(Some((_, body))) => PartitionCheckpoint::decode(&body),
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::warn!(log = %dir.display(), "ignoring checkpoint: {e}");
+                    None
+                }
+            };
+        let saved = saved.unwrap_or_default();
+        let loaded_epochs = load_epochs(disk, &dir).await;
+        let mut epochs = loaded_epochs.clone();
+        let mut recovered = recover_segments(disk, &dir, &bases, saved, &config, &mut epochs)
+            .await
+            .map_err(&err)?;
+        let log_start =
+            saved.log_start.max(recovered.keys().next().copied().unwrap_or(saved.log_start));
+        if recovered.is_empty() {
+            let base = log_start;
+            let file = disk.create(&segment::path(&dir, base, LOG_EXT)).await.map_err(&err)?;
+            recovered.insert(base, Segment::new_active(base, file));
+        }
+        let log_end = recovered.values().next_back().map_or(log_start, |s| s.next_offset);
+        epochs.truncate_from(log_end.max(log_start));
+        if epochs != loaded_epochs {
+            checkpoint::write_atomic(disk, &dir, EPOCH_CHECKPOINT, epochs.encode())
+                .await
+                .map_err(&err)?;
+        }
+        let log = Log::assemble(
+            env.clone(),
+            dir.clone(),
+            config,
+            recovered,
+            log_start,
+            saved.high_watermark,
+        );
+        log.state().epochs = epochs;
+        log.sync_from(saved.recovery.segment).await.map_err(&err)?;
+        log.checkpoint()
+            .await
+            .map_err(|source| OpenError::Checkpoint { dir: dir.display().to_string(), source })?;
+        Ok(log)
+    }
+
+    fn assemble(
+        env: Env,
+        dir: PathBuf,
+        config: LogConfig,
+        segments: BTreeMap<Offset, Segment>,
+        log_start: Offset,
+        high_watermark: Offset,
+    ) -> Log {
+        let now = env.clock.now();
+        let mut state = State {
+            segments,
+            log_start,
+            log_end: log_start,
+            durable: RecoveryPoint::default(),
+            checkpointed: RecoveryPoint::default(),
+            high_watermark,
+            syncing: false,
+            unsynced: Vec::new(),
+            dir_dirty: true,
+            offline: None,
+            epochs: EpochCache::default(),
+            unflushed_records: 0,
+            last_sync: now,
+        };
+        state.log_end = state.active().map_or(log_start, |a| a.next_offset).max(log_start);
+        state.high_watermark = state.high_watermark.min(state.log_end);
+        Log {
+            env,
+            dir,
+            config: Mutex::new(config),
+            state: Mutex::new(state),
+            append_lock: tokio::sync::Mutex::new(()),
+            synced: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Syncs the segment files recovery may have touched (from the recovery segment on) and the
+    /// folder, then records the whole log as durable.
+    async fn sync_from(&self, first: Offset) -> io::Result<()> {
+        let files: Vec<Arc<dyn File>> =
+            self.state().segments.range(first..).map(|(_, s)| Arc::clone(&s.log)).collect();
+        for file in files {
+            file.sync_data().await?;
+        }
+        self.env.disk.sync_dir(&self.dir).await?;
+        let mut state = self.state();
+        state.durable = state.end_point();
+        state.dir_dirty = false;
+        Ok(())
+    }
+}
+
+/// The leader-epoch checkpoint, or an empty history if there is none or it is unreadable (the
+/// tail rescan then relearns what it can).
+async fn load_epochs(disk: &dyn crate::io::Disk, dir: &Path) -> EpochCache {
+    match checkpoint::read(disk, dir, EPOCH_CHECKPOINT, EPOCH_CHECKPOINT_KIND).await {
+        Ok(Some((_, body))) => EpochCache::decode(&body).unwrap_or_default(),
+        Ok(None) => EpochCache::default(),
+        Err(e) => {
+            tracing::warn!(log = %dir.display(), "ignoring leader-epoch checkpoint: {e}");
+            EpochCache::default()
+        }
+    }
+}
+
+/// Removes leftovers of interrupted operations and returns the base offsets of the segments.
+async fn clean_folder(disk: &dyn crate::io::Disk, dir: &Path) -> io::Result<Vec<Offset>> {
+    let mut bases = Vec::new();
+    for name in disk.list(dir).await? {
+        if checkpoint::is_temp(&name) || name.ends_with(".cleaned") {
+            disk.remove(&dir.join(&name)).await?;
+            continue;
+        }
+        if let Some((base, LOG_EXT)) = segment::parse_file_name(&name) {
+            bases.push(base);
+        }
+    }
+    bases.sort();
+    Ok(bases)
+}
+
+/// Opens the segments: those before the recovery point as sealed (trusted), the rest rescanned.
+async fn recover_segments(
+    disk: &dyn crate::io::Disk,
+    dir: &Path,
+    bases: &[Offset],
+    saved: PartitionCheckpoint,
+    config: &LogConfig,
+    epochs: &mut EpochCache,
+) -> io::Result<BTreeMap<Offset, Segment>> {
+    let mut segments = BTreeMap::new();
+    // Segments wholly before the log start were deleted in all but name.
+    let first_kept = bases.iter().rposition(|&b| b <= saved.log_start).unwrap_or(0);
+    for &base in &bases[..first_kept] {
+        remove_segment_files(disk, dir, base).await?;
+    }
+    let bases = &bases[first_kept..];
+    let recovery_ix = bases.iter().position(|&b| b == saved.recovery.segment);
+    for (ix, &base) in bases.iter().enumerate() {
+        let log = disk.open(&segment::path(dir, base, LOG_EXT)).await?;
+        let next_base = bases.get(ix + 1).copied();
+        let trusted = recovery_ix.is_some_and(|r| ix < r);
+        if trusted && let Some(sealed) = open_sealed(disk, dir, base, &log, next_base).await? {
+            segments.insert(base, sealed);
+            continue;
+        }
+        let resume = (recovery_ix == Some(ix)).then_some(saved.recovery);
+        // Below the recovery point every batch was durable: a bad one there is damage to keep
+        // reporting (reads fail their checksum), never a tail to cut off with what follows it.
+        let (mut seg, clean) =
+            rescan(disk, dir, base, log, Rescan { resume, may_truncate: !trusted }, config, epochs)
+                .await?;
+        if !clean && trusted {
+            // Offsets past the damage still exist; reads reaching them report the corruption.
+            seg.next_offset = next_base.unwrap_or(seg.next_offset);
+        }
+        segments.insert(base, seg);
+        if !clean && !trusted {
+            for &later in &bases[ix + 1..] {
+                tracing::warn!(log = %dir.display(), segment = %later, "dropping segment after a corrupt tail");
+                remove_segment_files(disk, dir, later).await?;
+            }
+            break;
+        }
+    }
+    seal_all_but_last(disk, dir, &mut segments).await?;
+    Ok(segments)
+}
+
+/// Opens a sealed segment from its files, or `None` if its indexes are missing or implausible
+/// (the caller then rescans it).
+async fn open_sealed(
+    disk: &dyn crate::io::Disk,
+    dir: &Path,
+    base: Offset,
+    log: &Arc<dyn File>,
+    next_base: Option<Offset>,
+) -> io::Result<Option<Segment>> {
+    let (Some(offsets), Some(times)) = (
+        open_optional(disk, dir, base, INDEX_EXT).await?,
+        open_optional(disk, dir, base, TIME_INDEX_EXT).await?,
+    ) else {
+        return Ok(None);
+    };
+    if offsets.len() % index::OFFSET_ENTRY_BYTES as u64 != 0
+        || times.len() % TIME_ENTRY_BYTES as u64 != 0
+    {
+        return Ok(None);
+    }
+    let last_entry = if offsets.is_empty() {
+        None
+    } else {
+        index::decode_offset(
+            &offsets
+                .read_at(
+                    offsets.len() - index::OFFSET_ENTRY_BYTES as u64,
+                    index::OFFSET_ENTRY_BYTES,
+                )
+                .await?,
+        )
+    };
+    if last_entry.is_some_and(|e| u64::from(e.position) >= log.len())
+        || (last_entry.is_none() && !log.is_empty())
+    {
+        return Ok(None);
+    }
+    let last_time = if times.is_empty() {
+        None
+    } else {
+        index::decode_time(
+            &times.read_at(times.len() - TIME_ENTRY_BYTES as u64, TIME_ENTRY_BYTES).await?,
+        )
+    };
+    let size = log.len();
+    Ok(Some(Segment {
+        base,
+        log: Arc::clone(log),
+        size,
+        next_offset: next_base.unwrap_or(base),
+        max_timestamp: last_time.map_or(-1, |t| t.timestamp),
+        max_timestamp_batch: last_time.map_or(base, |t| Offset(base.0 + i64::from(t.relative))),
+        first_append_wall_ms: None,
+        index: SegmentIndex::Sealed(SealedIndex { offsets: Some(offsets), times: Some(times) }),
+    }))
+}
+
+async fn open_optional(
+    disk: &dyn crate::io::Disk,
+    dir: &Path,
+    base: Offset,
+    ext: &str,
+) -> io::Result<Option<Arc<dyn File>>> {
+    match disk.open(&segment::path(dir, base, ext)).await {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// How to rescan one segment.
+struct Rescan {
+    /// Where to start (its start if `None`, or if the point's index files are unusable).
+    resume: Option<RecoveryPoint>,
+    /// Whether a bad batch ends the log (the unflushed tail) or is damage to report (durable
+    /// data, which is never cut off).
+    may_truncate: bool,
+}
+
+/// Rescans a segment from `resume` (or its start), rebuilding its index in memory and cutting
+/// off a torn or corrupt tail. Returns the segment and whether it ended cleanly.
+async fn rescan(
+    disk: &dyn crate::io::Disk,
+    dir: &Path,
+    base: Offset,
+    log: Arc<dyn File>,
+    how: Rescan,
+    config: &LogConfig,
+    epochs: &mut EpochCache,
+) -> io::Result<(Segment, bool)> {
+    let Rescan { resume, may_truncate } = how;
+    let mut seg = Segment::new_active(base, Arc::clone(&log));
+    let mut start = 0;
+    if let Some(point) = resume.filter(|p| p.position > 0 && p.position <= log.len())
+        && let Some(prefix) = load_prefix(disk, dir, base, &log, point).await?
+    {
+        seg.index = SegmentIndex::Active(prefix.0);
+        seg.size = point.position;
+        seg.next_offset = point.offset;
+        seg.max_timestamp = prefix.1;
+        start = point.position;
+    }
+    let interval = config.index_interval_bytes;
+    let dense = !config.cleanup_policy.compacts();
+    let before = epochs.epoch_for(Offset(seg.next_offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
+    let learn = Epochs::Learn(before);
+    let mut walker = Walker::new(&*log, start, log.len(), seg.next_offset, dense, learn);
+    let stop = loop {
+        match walker.next().await {
+            Ok(Some(walked)) => {
+                let header = &walked.header;
+                let epoch = LeaderEpoch(header.partition_leader_epoch());
+                epochs.assign(epoch, Offset(header.base_offset()));
+                seg.record_batch(header, walked.position, interval);
+            }
+            Ok(None) => break None,
+            Err(WalkStop::Io(e)) => return Err(e),
+            Err(WalkStop::Invalid { position, error }) => break Some((position, error)),
+        }
+    };
+    let clean = stop.is_none();
+    if let Some((position, error)) = stop {
+        if !may_truncate {
+            tracing::error!(log = %dir.display(), segment = %base, position, %error, "corrupt batch in durable data");
+            seg.size = log.len();
+            return Ok((seg, false));
+        }
+        tracing::warn!(log = %dir.display(), segment = %base, position, %error, "truncating a torn or corrupt tail");
+        log.truncate(position).await?;
+    }
+    if may_truncate {
+        rewrite(&*log, start, seg.size).await?;
+    }
+    Ok((seg, clean))
+}
+
+/// Writes bytes `from..to` of `file` again, unchanged. Recovery does this to the unflushed tail
+/// before syncing it: if an earlier sync failed, the kernel may hold those pages as clean though
+/// the disk never got them (fsyncgate), and a sync now would not write them; rewriting dirties
+/// them again, so the sync that follows really makes what recovery verified durable.
+async fn rewrite(file: &dyn File, from: u64, to: u64) -> io::Result<()> {
+    let mut at = from;
+    while at < to {
+        let len = ((to - at) as usize).min(REWRITE_CHUNK_BYTES);
+        let bytes = file.read_at(at, len).await?;
+        if bytes.is_empty() {
+            break;
+        }
+        let n = bytes.len() as u64;
+        file.write_at(at, bytes).await?;
+        at += n;
+    }
+    Ok(())
+}
+
+/// Bytes rewritten at a time by [`rewrite`].
+const REWRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// The index entries before a checkpointed recovery point, from the index files the checkpoint
+/// wrote, and the largest timestamp they record. `None` if the files do not fit the point.
+async fn load_prefix(
+    disk: &dyn crate::io::Disk,
+    dir: &Path,
+    base: Offset,
+    log: &Arc<dyn File>,
+    point: RecoveryPoint,
+) -> io::Result<Option<(ActiveIndex, i64)>> {
+    let (Some(offsets), Some(times)) = (
+        open_optional(disk, dir, base, INDEX_EXT).await?,
+        open_optional(disk, dir, base, TIME_INDEX_EXT).await?,
+    ) else {
+        return Ok(None);
+    };
+    let offset_bytes = offsets.read_at(0, offsets.len() as usize).await?;
+    let time_bytes = times.read_at(0, times.len() as usize).await?;
+    let (Some(offsets), Some(times)) = (
+        index::decode_offsets_checked(&offset_bytes, log.len()),
+        index::decode_times_checked(&time_bytes),
+    ) else {
+        return Ok(None);
+    };
+    let index = ActiveIndex { offsets, times, bytes_since_entry: 0 }.truncated_to(point.position);
+    if index.offsets.is_empty() {
+        return Ok(None);
+    }
+    let max_ts = index.times.last().map_or(-1, |t| t.timestamp);
+    Ok(Some((index, max_ts)))
+}
+
+/// Writes the index files of every rescanned segment except the last, which stays active.
+async fn seal_all_but_last(
+    disk: &dyn crate::io::Disk,
+    dir: &Path,
+    segments: &mut BTreeMap<Offset, Segment>,
+) -> io::Result<()> {
+    let last = segments.keys().next_back().copied();
+    for (base, seg) in segments.iter_mut() {
+        if Some(*base) == last {
+            continue;
+        }
+        if let SegmentIndex::Active(active) = &seg.index {
+            seg.index =
+                SegmentIndex::Sealed(segment::write_index_files(disk, dir, *base, active).await?);
+        }
+    }
+    Ok(())
+}
+
+/// Removes a segment's files (those that exist).
+pub(super) async fn remove_segment_files(
+    disk: &dyn crate::io::Disk,
+    dir: &Path,
+    base: Offset,
+) -> io::Result<()> {
+    for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+        match disk.remove(&segment::path(dir, base, ext)).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

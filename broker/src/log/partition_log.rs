@@ -1,0 +1,204 @@
+//! [`Log`]: one partition's log — its segments, offsets and durability state — and the small
+//! accessors every other part of the log module shares. Opening and recovery, appends, reads,
+//! flushing and retention live in their own files as further `impl Log` blocks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::config::LogConfig;
+use super::error::Offline;
+use super::segment::Segment;
+use crate::io::{Env, File, Instant};
+use crate::model::Offset;
+
+/// One partition's durable log.
+///
+/// Appends are serialised by an async lock held across their file write; the state lock is a
+/// plain mutex held only between awaits, so reads never wait for a write or a sync to finish.
+pub struct Log {
+    pub(super) env: Env,
+    pub(super) dir: PathBuf,
+    pub(super) config: Mutex<LogConfig>,
+    pub(super) state: Mutex<State>,
+    pub(super) append_lock: tokio::sync::Mutex<()>,
+    /// Woken whenever a sync finishes (or fails).
+    pub(super) synced: tokio::sync::Notify,
+}
+
+/// A byte position known to hold a batch boundary: where recovery may start scanning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RecoveryPoint {
+    /// Every offset below this one is durable.
+    pub offset: Offset,
+    /// The segment holding `offset` (or ending just before it).
+    pub segment: Offset,
+    /// The byte position of `offset` in that segment.
+    pub position: u64,
+}
+
+pub(super) struct State {
+    pub(super) segments: BTreeMap<Offset, Segment>,
+    pub(super) log_start: Offset,
+    /// One past the last published offset.
+    pub(super) log_end: Offset,
+    /// Everything below this point is synced.
+    pub(super) durable: RecoveryPoint,
+    /// What the last checkpoint recorded.
+    pub(super) checkpointed: RecoveryPoint,
+    /// The high watermark to record in the next checkpoint (kept by the partition above).
+    pub(super) high_watermark: Offset,
+    pub(super) syncing: bool,
+    /// Files of sealed segments (and their indexes) written since the last sync.
+    pub(super) unsynced: Vec<Arc<dyn File>>,
+    /// A segment file was created or removed since the last folder sync.
+    pub(super) dir_dirty: bool,
+    pub(super) offline: Option<Offline>,
+    /// Which leader epoch wrote which offsets.
+    pub(super) epochs: super::epochs::EpochCache,
+    /// Records appended since the last sync, and when it happened (interval policy).
+    pub(super) unflushed_records: i64,
+    pub(super) last_sync: Instant,
+}
+
+impl State {
+    pub(super) fn check_online(&self) -> Result<(), Offline> {
+        self.offline.clone().map_or(Ok(()), Err)
+    }
+
+    pub(super) fn active(&self) -> Option<&Segment> {
+        self.segments.values().next_back()
+    }
+
+    pub(super) fn active_mut(&mut self) -> Option<&mut Segment> {
+        self.segments.values_mut().next_back()
+    }
+
+    /// The segment holding `offset`: the last one whose base is at or before it.
+    pub(super) fn segment_for(&self, offset: Offset) -> Option<&Segment> {
+        self.segments.range(..=offset).next_back().map(|(_, s)| s)
+    }
+
+    /// Where the log ends, as a recovery point.
+    pub(super) fn end_point(&self) -> RecoveryPoint {
+        match self.active() {
+            Some(active) => {
+                RecoveryPoint { offset: self.log_end, segment: active.base, position: active.size }
+            }
+            None => RecoveryPoint { offset: self.log_end, segment: self.log_end, position: 0 },
+        }
+    }
+
+    /// Bytes held by all segments.
+    pub(super) fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+}
+
+impl Log {
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The log's settings.
+    pub fn config(&self) -> LogConfig {
+        self.config.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Replaces the log's settings (takes effect for the next append, roll or cleaning).
+    pub fn set_config(&self, config: LogConfig) {
+        *self.config.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = config;
+    }
+
+    /// The log's folder on its disk.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The first offset kept (earlier ones were deleted by retention or DeleteRecords).
+    pub fn log_start_offset(&self) -> Offset {
+        self.state().log_start
+    }
+
+    /// The offset the next append will get.
+    pub fn log_end_offset(&self) -> Offset {
+        self.state().log_end
+    }
+
+    /// Every offset below this one has been synced to disk.
+    pub fn durable_offset(&self) -> Offset {
+        self.state().durable.offset
+    }
+
+    /// Whether the log is offline (a write or sync failed), and why.
+    pub fn offline(&self) -> Option<Offline> {
+        self.state().offline.clone()
+    }
+
+    /// Bytes held by the log's segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.state().size_bytes()
+    }
+
+    /// How many segments the log has.
+    pub fn segment_count(&self) -> usize {
+        self.state().segments.len()
+    }
+
+    /// The base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> Vec<Offset> {
+        self.state().segments.keys().copied().collect()
+    }
+
+    /// (base, size, next offset, sealed) of every segment, for diagnostics.
+    pub fn describe_segments(&self) -> Vec<(Offset, u64, Offset, bool)> {
+        let state = self.state();
+        state
+            .segments
+            .values()
+            .map(|s| {
+                (
+                    s.base,
+                    s.size,
+                    s.next_offset,
+                    matches!(s.index, super::segment::SegmentIndex::Sealed(_)),
+                )
+            })
+            .collect()
+    }
+
+    /// The leader-epoch history: (epoch, first offset) pairs.
+    pub fn epochs(&self) -> super::epochs::EpochCache {
+        self.state().epochs.clone()
+    }
+
+    /// Records the high watermark the next checkpoint should carry.
+    pub fn set_high_watermark(&self, offset: Offset) {
+        let mut state = self.state();
+        state.high_watermark = state.high_watermark.max(offset);
+    }
+
+    /// The largest timestamp in the log and the base offset of the batch that holds it.
+    pub fn max_timestamp(&self) -> Option<(i64, Offset)> {
+        let state = self.state();
+        state
+            .segments
+            .values()
+            .filter(|s| s.max_timestamp >= 0)
+            .max_by_key(|s| s.max_timestamp)
+            .map(|s| (s.max_timestamp, s.max_timestamp_batch))
+    }
+
+    /// Marks the log offline; every later operation fails with `reason`.
+    pub(super) fn go_offline(&self, reason: Offline) -> Offline {
+        let mut state = self.state();
+        if state.offline.is_none() {
+            tracing::error!(log = %self.dir.display(), %reason, "log offline");
+            state.offline = Some(reason);
+        }
+        let reason = state.offline.clone().unwrap_or(Offline::Closed);
+        drop(state);
+        self.synced.notify_waiters();
+        reason
+    }
+}

@@ -1,0 +1,312 @@
+//! Reading: whole batches from the one holding the requested offset, bounded by a byte budget
+//! and an upper offset (the high watermark), served as stored — never decoded — but every batch
+//! checked against its CRC before it leaves, so a corrupt disk is reported, not forwarded.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::epochs::EpochCache;
+use super::error::ReadError;
+use super::partition_log::{Log, State};
+use super::records;
+use super::segment::{self, SegmentIndex};
+use super::split;
+use super::walk::{Epochs, WalkStop, Walker};
+use crate::io::File;
+use crate::model::Offset;
+
+/// Bytes read beyond a reader's budget, to cover the distance from the index entry found to
+/// the batch wanted (`index.interval.bytes` plus a header).
+pub const INDEX_SLACK_BYTES: usize = 8 << 10;
+
+/// What one read may return.
+#[derive(Clone, Copy)]
+struct Window<'a> {
+    start: Offset,
+    max_bytes: usize,
+    upper: Offset,
+    dense: bool,
+    epochs: &'a EpochCache,
+}
+
+/// What a read returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole batches, as stored (possibly empty).
+    pub records: Bytes,
+    /// The offset after the last batch returned (the requested offset if none).
+    pub next_offset: Offset,
+    /// The log start offset at the time of the read.
+    pub log_start: Offset,
+    /// The log end offset at the time of the read.
+    pub log_end: Offset,
+}
+
+/// Where a read starts within one segment.
+struct Plan {
+    base: Offset,
+    log: Arc<dyn File>,
+    end: u64,
+    index: Lookup,
+}
+
+enum Lookup {
+    /// From the in-memory index: a position and the base offset of the batch there.
+    Position(u64, Offset),
+    File(Option<Arc<dyn File>>),
+}
+
+impl Log {
+    /// Reads batches from the one holding `start`, at most `max_bytes` of them (but always the
+    /// first whole batch, however large, so a consumer can make progress), stopping before any
+    /// batch that reaches `upper` (exclusive; the high watermark).
+    pub async fn read(
+        &self,
+        start: Offset,
+        max_bytes: usize,
+        upper: Offset,
+    ) -> Result<ReadResult, ReadError> {
+        let (log_start, log_end, epochs) = {
+            let state = self.state();
+            state.check_online()?;
+            (state.log_start, state.log_end, state.epochs.clone())
+        };
+        if start < log_start || start > log_end {
+            return Err(ReadError::OutOfRange { offset: start, log_start, log_end });
+        }
+        let upper = upper.min(log_end);
+        let dense = !self.config().cleanup_policy.compacts();
+        let mut from = start;
+        while from < upper {
+            let Some(plan) = self.plan(from) else { break };
+            let (position, expected) = plan.start_position(from).await?;
+            let (log, end) = (&*plan.log, plan.end);
+            let window = Window { start: from, max_bytes, upper, dense, epochs: &epochs };
+            let mut found = read_segment(log, position, expected, end, &window).await;
+            if found.is_err() && position > 0 {
+                // The index is only a hint and may itself have been misread: before reporting
+                // corruption, walk the segment from its start.
+                found = read_segment(log, 0, plan.base, end, &window).await;
+            }
+            let found = found?;
+            if let Some((records, next)) = found {
+                return Ok(ReadResult { records, next_offset: next, log_start, log_end });
+            }
+            // Nothing at or after `from` in this segment (compaction gaps): try the next one.
+            match self.state().segments.range((Bound::Excluded(plan.base), Bound::Unbounded)).next()
+            {
+                Some((&next_base, _)) => from = from.max(next_base),
+                None => break,
+            }
+        }
+        Ok(ReadResult { records: Bytes::new(), next_offset: start, log_start, log_end })
+    }
+
+    fn plan(&self, offset: Offset) -> Option<Plan> {
+        let state: std::sync::MutexGuard<'_, State> = self.state();
+        let seg = state.segment_for(offset).or_else(|| state.segments.values().next())?;
+        let relative = seg.relative(offset.max(seg.base)).unwrap_or(u32::MAX);
+        let index = match &seg.index {
+            SegmentIndex::Active(active) => {
+                match super::index::floor_offset(&active.offsets, relative) {
+                    Some(e) => Lookup::Position(
+                        u64::from(e.position),
+                        Offset(seg.base.0 + i64::from(e.relative)),
+                    ),
+                    None => Lookup::Position(0, seg.base),
+                }
+            }
+            SegmentIndex::Sealed(sealed) => Lookup::File(sealed.offsets.clone()),
+        };
+        Some(Plan { base: seg.base, log: Arc::clone(&seg.log), end: seg.size, index })
+    }
+
+    /// The offset of the first record whose timestamp is at or after `timestamp`, with that
+    /// record's timestamp (ListOffsets by time). `None` if every record is older.
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<(Offset, i64)>, ReadError> {
+        /// A segment that may hold the timestamp: base, log, size, time index.
+        type Candidate = (Offset, Arc<dyn File>, u64, Option<Arc<dyn File>>);
+        let candidates: Vec<Candidate> = {
+            let state = self.state();
+            state.check_online()?;
+            state
+                .segments
+                .values()
+                .filter(|s| s.max_timestamp >= timestamp)
+                .map(|s| {
+                    let times = match &s.index {
+                        SegmentIndex::Sealed(sealed) => sealed.times.clone(),
+                        SegmentIndex::Active(_) => None,
+                    };
+                    (s.base, Arc::clone(&s.log), s.size, times)
+                })
+                .collect()
+        };
+        let log_start = self.log_start_offset();
+        for (base, log, end, times) in candidates {
+            let from = match times {
+                Some(times) => match segment::sealed_time_ceiling(&*times, timestamp).await? {
+                    Some(entry) => Offset(base.0 + i64::from(entry.relative)),
+                    None => base,
+                },
+                None => base,
+            };
+            let plan = self.plan(from.max(log_start));
+            let start = match plan {
+                Some(plan) if plan.base == base => plan.start_position(from).await?,
+                _ => (0, base),
+            };
+            if let Some(found) =
+                first_record_at_or_after(&*log, start, end, timestamp, log_start, self.epochs())
+                    .await?
+            {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The offset and timestamp of the record with the largest timestamp (the earliest such
+    /// record if several share it), for ListOffsets' MAX_TIMESTAMP.
+    pub async fn offset_of_max_timestamp(&self) -> Result<Option<(Offset, i64)>, ReadError> {
+        let Some((max, batch_base)) = self.max_timestamp() else {
+            return Ok(None);
+        };
+        let result =
+            self.read(batch_base.max(self.log_start_offset()), 1, Offset(i64::MAX)).await?;
+        let Some(first) = split::split_batches(&result.records).next() else {
+            return Ok(None);
+        };
+        let first = first.map_err(|cause| ReadError::Corrupt { offset: batch_base, cause })?;
+        for record in records::record_iter(&first)
+            .map_err(|cause| ReadError::Corrupt { offset: batch_base, cause })?
+        {
+            let record =
+                record.map_err(|cause| ReadError::Corrupt { offset: batch_base, cause })?;
+            if record.timestamp >= max {
+                return Ok(Some((Offset(record.offset), record.timestamp)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Plan {
+    /// A batch boundary at or before `offset`, and the base offset of the batch there.
+    async fn start_position(&self, offset: Offset) -> Result<(u64, Offset), ReadError> {
+        let relative = u32::try_from(offset.0.saturating_sub(self.base.0)).unwrap_or(u32::MAX);
+        let entry = match &self.index {
+            Lookup::Position(position, expected) => return Ok((*position, *expected)),
+            Lookup::File(Some(file)) => segment::sealed_floor(&**file, relative).await?,
+            Lookup::File(None) => None,
+        };
+        // An entry that cannot be right (a misread) is ignored: start from the segment's start.
+        let plausible =
+            entry.filter(|e| u64::from(e.position) < self.end && e.relative <= relative);
+        Ok(plausible.map_or((0, self.base), |e| {
+            (u64::from(e.position), Offset(self.base.0 + i64::from(e.relative)))
+        }))
+    }
+}
+
+/// Reads batches of one segment from `position` (a batch boundary, where a batch with base
+/// offset `expected` starts, at or before the one holding `start`). Returns the batches and the
+/// offset after them, or `None` if the segment holds no batch reaching `start` below `upper`.
+async fn read_segment(
+    log: &dyn File,
+    position: u64,
+    expected: Offset,
+    end: u64,
+    window: &Window<'_>,
+) -> Result<Option<(Bytes, Offset)>, ReadError> {
+    let Window { start, max_bytes, upper, dense, epochs } = *window;
+    let chunk = max_bytes.saturating_add(INDEX_SLACK_BYTES);
+    let epochs = Epochs::Verify(epochs.clone());
+    let mut walker = Walker::new(log, position, end, expected, dense, epochs).with_chunk(chunk);
+    let mut pieces: Vec<Bytes> = Vec::new();
+    let (mut first, mut taken, mut next) = (0u64, 0usize, start);
+    loop {
+        let walked = match walker.next().await {
+            Ok(Some(walked)) => walked,
+            Ok(None) => break,
+            // Return what came before a bad batch; the next read starts there and reports it.
+            Err(_) if !pieces.is_empty() => break,
+            Err(WalkStop::Io(e)) => return Err(e.into()),
+            Err(WalkStop::Invalid { error, .. }) => {
+                return Err(ReadError::Corrupt { offset: start, cause: error });
+            }
+        };
+        let header = walked.header;
+        if header.last_offset() < start.0 {
+            continue;
+        }
+        let over_budget = !pieces.is_empty() && taken + walked.bytes.len() > max_bytes;
+        if header.last_offset() >= upper.0 || over_budget {
+            break;
+        }
+        if pieces.is_empty() {
+            first = walked.position;
+        }
+        taken += walked.bytes.len();
+        next = Offset(header.last_offset() + 1);
+        pieces.push(walked.bytes);
+        if taken >= max_bytes {
+            break;
+        }
+    }
+    if pieces.is_empty() {
+        return Ok(None);
+    }
+    let records = match walker.span(first, first + taken as u64) {
+        Some(contiguous) => contiguous,
+        None => concat(&pieces, taken),
+    };
+    Ok(Some((records, next)))
+}
+
+fn concat(pieces: &[Bytes], len: usize) -> Bytes {
+    let mut out = BytesMut::with_capacity(len);
+    for piece in pieces {
+        out.extend_from_slice(piece);
+    }
+    out.freeze()
+}
+
+/// Scans one segment from `position` (where a batch at `expected` starts) for the first record
+/// with a timestamp at or after `timestamp`.
+async fn first_record_at_or_after(
+    log: &dyn File,
+    (position, expected): (u64, Offset),
+    end: u64,
+    timestamp: i64,
+    log_start: Offset,
+    epochs: EpochCache,
+) -> Result<Option<(Offset, i64)>, ReadError> {
+    let mut walker = Walker::new(log, position, end, expected, false, Epochs::Verify(epochs));
+    loop {
+        let walked = match walker.next().await {
+            Ok(Some(walked)) => walked,
+            Ok(None) => return Ok(None),
+            Err(WalkStop::Io(e)) => return Err(e.into()),
+            Err(WalkStop::Invalid { error, .. }) => {
+                return Err(ReadError::Corrupt { offset: expected, cause: error });
+            }
+        };
+        let header = walked.header;
+        if header.max_timestamp() < timestamp || header.last_offset() < log_start.0 {
+            continue;
+        }
+        let corrupt = |cause| ReadError::Corrupt { offset: Offset(header.base_offset()), cause };
+        for record in records::record_iter(&walked.bytes).map_err(corrupt)? {
+            let record = record.map_err(corrupt)?;
+            if record.timestamp >= timestamp && record.offset >= log_start.0 {
+                return Ok(Some((Offset(record.offset), record.timestamp)));
+            }
+        }
+    }
+}

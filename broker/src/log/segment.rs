@@ -1,0 +1,278 @@
+//! One segment of a partition log: a `.log` file of whole batches starting at a base offset, and
+//! its sparse indexes (see [`super::index`]).
+//!
+//! The segment itself does no locking; the [`super::Log`] owns every segment and changes its
+//! metadata only under its state lock, with file I/O done outside it.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::batch::{BATCH_HEADER_BYTES, BATCH_LOG_OVERHEAD_BYTES, BatchHeader};
+use super::index::{self, OFFSET_ENTRY_BYTES, OffsetEntry, TIME_ENTRY_BYTES, TimeEntry};
+use crate::io::{Disk, File};
+use crate::model::Offset;
+
+/// Extension of a segment's data file.
+pub const LOG_EXT: &str = "log";
+/// Extension of a segment's offset index.
+pub const INDEX_EXT: &str = "index";
+/// Extension of a segment's time index.
+pub const TIME_INDEX_EXT: &str = "timeindex";
+
+/// `00000000000000000042.log` for base offset 42, as Kafka names it.
+pub fn file_name(base: Offset, ext: &str) -> String {
+    format!("{:020}.{ext}", base.0)
+}
+
+/// The base offset and extension of a segment file name, if it is one.
+pub fn parse_file_name(name: &str) -> Option<(Offset, &str)> {
+    let (stem, ext) = name.split_once('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((Offset(stem.parse().ok()?), ext))
+}
+
+/// Where a segment's offsets are indexed.
+pub(crate) enum SegmentIndex {
+    /// The active segment: entries in memory, written out when sealed or checkpointed.
+    Active(ActiveIndex),
+    /// A sealed segment: entries searched in the index files.
+    Sealed(SealedIndex),
+}
+
+/// The in-memory index of the active segment.
+#[derive(Default, Clone)]
+pub(crate) struct ActiveIndex {
+    pub(crate) offsets: Vec<OffsetEntry>,
+    pub(crate) times: Vec<TimeEntry>,
+    /// Log bytes appended since the last offset entry.
+    pub(crate) bytes_since_entry: u64,
+}
+
+/// The on-disk index of a sealed segment (files may be absent: lookups then scan from 0).
+pub(crate) struct SealedIndex {
+    pub(crate) offsets: Option<Arc<dyn File>>,
+    pub(crate) times: Option<Arc<dyn File>>,
+}
+
+/// One segment.
+pub(crate) struct Segment {
+    pub(crate) base: Offset,
+    pub(crate) log: Arc<dyn File>,
+    /// Bytes of whole, published batches.
+    pub(crate) size: u64,
+    /// One past the last offset of the last batch (the base offset when empty).
+    pub(crate) next_offset: Offset,
+    /// Largest batch max-timestamp, and the base offset of the batch holding it (−1: none).
+    pub(crate) max_timestamp: i64,
+    pub(crate) max_timestamp_batch: Offset,
+    /// Wall time of the first append, for `segment.ms` (None: empty or recovered).
+    pub(crate) first_append_wall_ms: Option<i64>,
+    pub(crate) index: SegmentIndex,
+}
+
+impl Segment {
+    /// A new, empty active segment.
+    pub(crate) fn new_active(base: Offset, log: Arc<dyn File>) -> Segment {
+        Segment {
+            base,
+            log,
+            size: 0,
+            next_offset: base,
+            max_timestamp: -1,
+            max_timestamp_batch: base,
+            first_append_wall_ms: None,
+            index: SegmentIndex::Active(ActiveIndex::default()),
+        }
+    }
+
+    /// Offset relative to the base, if it fits the index format.
+    pub(crate) fn relative(&self, offset: Offset) -> Option<u32> {
+        u32::try_from(offset.0.checked_sub(self.base.0)?).ok()
+    }
+
+    /// Records a batch written at `position` (the segment's current end).
+    pub(crate) fn record_batch(
+        &mut self,
+        header: &BatchHeader,
+        position: u64,
+        index_interval_bytes: u64,
+    ) {
+        let len = header.total_bytes() as u64;
+        debug_assert_eq!(position, self.size, "batches are appended at the end");
+        let relative = self.relative(Offset(header.base_offset()));
+        let raises_max = header.max_timestamp() > self.max_timestamp;
+        if raises_max {
+            self.max_timestamp = header.max_timestamp();
+            self.max_timestamp_batch = Offset(header.base_offset());
+        }
+        if let (SegmentIndex::Active(active), Some(relative), Ok(position)) =
+            (&mut self.index, relative, u32::try_from(position))
+        {
+            active.add(
+                relative,
+                position,
+                len,
+                self.max_timestamp,
+                raises_max,
+                index_interval_bytes,
+            );
+        }
+        self.size = position + len;
+        self.next_offset = Offset(header.last_offset() + 1);
+    }
+
+    /// Bytes the offset index of this segment takes (for `segment.index.bytes`).
+    pub(crate) fn index_bytes(&self) -> u64 {
+        match &self.index {
+            SegmentIndex::Active(a) => (a.offsets.len() * OFFSET_ENTRY_BYTES) as u64,
+            SegmentIndex::Sealed(s) => s.offsets.as_ref().map_or(0, |f| f.len()),
+        }
+    }
+}
+
+impl ActiveIndex {
+    fn add(
+        &mut self,
+        relative: u32,
+        position: u32,
+        len: u64,
+        max_ts: i64,
+        raises_max: bool,
+        interval: u64,
+    ) {
+        let due = self.offsets.is_empty() || self.bytes_since_entry >= interval;
+        if due {
+            self.offsets.push(OffsetEntry { relative, position });
+            self.bytes_since_entry = 0;
+        }
+        if raises_max && (due || self.times.is_empty()) {
+            self.times.push(TimeEntry { timestamp: max_ts, relative });
+        }
+        self.bytes_since_entry += len;
+    }
+
+    /// The entries up to (not including) byte `position`, for resuming after a checkpoint.
+    pub(crate) fn truncated_to(&self, position: u64) -> ActiveIndex {
+        let offsets: Vec<OffsetEntry> =
+            self.offsets.iter().copied().filter(|e| u64::from(e.position) < position).collect();
+        let last_relative = offsets.last().map(|e| e.relative);
+        let times = self
+            .times
+            .iter()
+            .copied()
+            .filter(|t| last_relative.is_some_and(|r| t.relative <= r))
+            .collect();
+        ActiveIndex { offsets, times, bytes_since_entry: 0 }
+    }
+}
+
+/// The largest index entry at or before `relative` in an index file of `len` bytes, found by
+/// binary search with small reads (sealed segments are not held in memory).
+pub(crate) async fn sealed_floor(
+    file: &dyn File,
+    relative: u32,
+) -> io::Result<Option<OffsetEntry>> {
+    let count = file.len() / OFFSET_ENTRY_BYTES as u64;
+    let (mut lo, mut hi) = (0u64, count);
+    let mut best = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let bytes = file.read_at(mid * OFFSET_ENTRY_BYTES as u64, OFFSET_ENTRY_BYTES).await?;
+        let Some(entry) = index::decode_offset(&bytes) else {
+            break;
+        };
+        if entry.relative <= relative {
+            best = Some(entry);
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(best)
+}
+
+/// The first time entry at or after `timestamp` in a time index file, by binary search.
+pub(crate) async fn sealed_time_ceiling(
+    file: &dyn File,
+    timestamp: i64,
+) -> io::Result<Option<TimeEntry>> {
+    let count = file.len() / TIME_ENTRY_BYTES as u64;
+    let (mut lo, mut hi) = (0u64, count);
+    let mut best = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let bytes = file.read_at(mid * TIME_ENTRY_BYTES as u64, TIME_ENTRY_BYTES).await?;
+        let Some(entry) = index::decode_time(&bytes) else {
+            break;
+        };
+        if entry.timestamp >= timestamp {
+            best = Some(entry);
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(best)
+}
+
+/// Writes an index's files beside the segment (temp file, sync, rename). The caller syncs the
+/// folder. Returns the reopened files.
+pub(crate) async fn write_index_files(
+    disk: &dyn Disk,
+    dir: &Path,
+    base: Offset,
+    active: &ActiveIndex,
+) -> io::Result<SealedIndex> {
+    let offsets = write_replacing(
+        disk,
+        dir,
+        &file_name(base, INDEX_EXT),
+        index::encode_offsets(&active.offsets),
+    )
+    .await?;
+    let times = write_replacing(
+        disk,
+        dir,
+        &file_name(base, TIME_INDEX_EXT),
+        index::encode_times(&active.times),
+    )
+    .await?;
+    Ok(SealedIndex { offsets: Some(offsets), times: Some(times) })
+}
+
+async fn write_replacing(
+    disk: &dyn Disk,
+    dir: &Path,
+    name: &str,
+    contents: Bytes,
+) -> io::Result<Arc<dyn File>> {
+    let temp = dir.join(format!("{name}.tmp"));
+    let file = disk.create(&temp).await?;
+    file.write_at(0, contents).await?;
+    file.sync_data().await?;
+    disk.rename(&temp, &dir.join(name)).await?;
+    Ok(file)
+}
+
+/// Path of a segment file.
+pub(crate) fn path(dir: &Path, base: Offset, ext: &str) -> PathBuf {
+    dir.join(file_name(base, ext))
+}
+
+/// Total length of the batch framed at the start of `bytes`, from its length field, if the
+/// field is present and plausible.
+pub(crate) fn frame_len(bytes: &[u8]) -> Option<usize> {
+    let field: [u8; 4] = bytes.get(8..12)?.try_into().ok()?;
+    let len = usize::try_from(i32::from_be_bytes(field)).ok()?;
+    (len + BATCH_LOG_OVERHEAD_BYTES >= BATCH_HEADER_BYTES).then_some(len + BATCH_LOG_OVERHEAD_BYTES)
+}
+
+/// Copies a batch so its header can be stamped, leaving the caller's bytes untouched.
+pub(crate) fn owned(batch: Bytes) -> BytesMut {
+    batch.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]))
+}

@@ -1,0 +1,225 @@
+//! Walking the batches of a segment file: the one place stored bytes are turned back into
+//! trusted batches, for reads and for recovery alike.
+//!
+//! Every batch is checked in full before it is believed — framing, CRC-32C, and its base offset
+//! against the offset the walk expects (the base offset lies outside the CRC, so only continuity
+//! can vouch for it). A batch that fails is read again before it is called corrupt: a read can be
+//! transiently wrong, and neither a consumer nor recovery should act on a one-off bad read.
+
+use bytes::Bytes;
+
+use super::batch::{self, BATCH_LOG_OVERHEAD_BYTES, BatchError, BatchHeader};
+use super::epochs::EpochCache;
+use super::segment::frame_len;
+use crate::io::File;
+use crate::model::{LeaderEpoch, Offset};
+
+/// How a walk vouches for each batch's leader epoch (outside the CRC).
+pub(crate) enum Epochs {
+    /// Every epoch must be the one the cache records for the batch's offset.
+    Verify(EpochCache),
+    /// Recovery: epochs may only grow from this one on, and a growth is believed only if a
+    /// second read agrees.
+    Learn(LeaderEpoch),
+}
+
+/// Reads of one batch before it is declared corrupt.
+pub const READ_ATTEMPTS: usize = 3;
+/// Bytes read at a time when walking a segment.
+pub const WALK_CHUNK_BYTES: usize = 256 << 10;
+
+/// What stopped a walk before the end of the segment.
+#[derive(Debug)]
+pub(crate) enum WalkStop {
+    /// The bytes at `position` are not a valid batch, however often they are read.
+    Invalid {
+        /// Where the bad bytes start.
+        position: u64,
+        /// What is wrong with them.
+        error: BatchError,
+    },
+    /// The disk failed.
+    Io(std::io::Error),
+}
+
+/// A cursor over the batches of one segment file.
+pub(crate) struct Walker<'a> {
+    file: &'a dyn File,
+    end: u64,
+    buf: Bytes,
+    buf_at: u64,
+    cursor: u64,
+    expected: Offset,
+    /// Whether base offsets must continue exactly (no compaction gaps).
+    dense: bool,
+    epochs: Epochs,
+    chunk: usize,
+}
+
+/// One verified batch.
+pub(crate) struct Walked {
+    pub(crate) position: u64,
+    pub(crate) header: BatchHeader,
+    pub(crate) bytes: Bytes,
+}
+
+impl<'a> Walker<'a> {
+    /// Walks `file` from `position`, where a batch with base offset `expected` starts (at least
+    /// `expected` when the log may have compaction gaps: `dense` false), up to byte `end`.
+    pub(crate) fn new(
+        file: &'a dyn File,
+        position: u64,
+        end: u64,
+        expected: Offset,
+        dense: bool,
+        epochs: Epochs,
+    ) -> Walker<'a> {
+        Walker {
+            file,
+            end,
+            buf: Bytes::new(),
+            buf_at: position,
+            cursor: position,
+            expected,
+            dense,
+            epochs,
+            chunk: WALK_CHUNK_BYTES,
+        }
+    }
+
+    /// Reads ahead this many bytes at a time (a reader's budget plus the distance from an
+    /// index entry), instead of [`WALK_CHUNK_BYTES`].
+    pub(crate) fn with_chunk(mut self, bytes: usize) -> Walker<'a> {
+        self.chunk = bytes.max(batch::BATCH_HEADER_BYTES);
+        self
+    }
+
+    /// The bytes from `from` to `to` if the current buffer holds them all (no copy).
+    pub(crate) fn span(&self, from: u64, to: u64) -> Option<Bytes> {
+        let start = usize::try_from(from.checked_sub(self.buf_at)?).ok()?;
+        let end = usize::try_from(to.checked_sub(self.buf_at)?).ok()?;
+        (end <= self.buf.len() && start <= end).then(|| self.buf.slice(start..end))
+    }
+
+    /// The next verified batch, `None` at the end, or why the walk cannot go on.
+    pub(crate) async fn next(&mut self) -> Result<Option<Walked>, WalkStop> {
+        if self.cursor >= self.end {
+            return Ok(None);
+        }
+        let mut error = BatchError::NoBatch;
+        for attempt in 0..READ_ATTEMPTS {
+            if attempt > 0 {
+                // Drop the buffer: the next attempt reads the disk again.
+                self.buf = Bytes::new();
+            }
+            let bytes = match self.frame().await {
+                Ok(Ok(bytes)) => bytes,
+                Ok(Err(e)) => {
+                    error = e;
+                    continue;
+                }
+                Err(io) => return Err(WalkStop::Io(io)),
+            };
+            let checked = self.check(&bytes);
+            if let Ok(header) = &checked {
+                match self.confirm_epoch(header).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        error = BatchError::Corrupt("leader epoch changed between reads");
+                        continue;
+                    }
+                    Err(io) => return Err(WalkStop::Io(io)),
+                }
+            }
+            match checked {
+                Ok(header) => {
+                    let walked = Walked { position: self.cursor, header, bytes };
+                    self.cursor += walked.bytes.len() as u64;
+                    self.expected = Offset(header.last_offset() + 1);
+                    return Ok(Some(walked));
+                }
+                Err(e) => error = e,
+            }
+        }
+        Err(WalkStop::Invalid { position: self.cursor, error })
+    }
+
+    fn check(&self, bytes: &[u8]) -> Result<BatchHeader, BatchError> {
+        let header = batch::validate(bytes, usize::MAX)?;
+        let base = header.base_offset();
+        let fits = if self.dense { base == self.expected.0 } else { base >= self.expected.0 };
+        if !fits {
+            return Err(BatchError::Corrupt("base offset breaks the sequence"));
+        }
+        let epoch = LeaderEpoch(header.partition_leader_epoch());
+        let epoch_ok = match &self.epochs {
+            Epochs::Verify(cache) => cache.epoch_for(Offset(base)).is_none_or(|e| e == epoch),
+            Epochs::Learn(latest) => epoch >= *latest,
+        };
+        if !epoch_ok {
+            return Err(BatchError::Corrupt("leader epoch disagrees with the epoch history"));
+        }
+        Ok(header)
+    }
+
+    /// In learning mode, a batch that raises the epoch is believed only if a fresh read of its
+    /// header shows the same epoch (a flipped bit would otherwise found a bogus epoch).
+    async fn confirm_epoch(&mut self, header: &BatchHeader) -> std::io::Result<bool> {
+        let Epochs::Learn(latest) = self.epochs else { return Ok(true) };
+        let epoch = LeaderEpoch(header.partition_leader_epoch());
+        if epoch == latest {
+            return Ok(true);
+        }
+        let again = self.file.read_at(self.cursor, batch::BATCH_HEADER_BYTES).await?;
+        let confirmed = batch::parse_header(&again).is_ok_and(|h| {
+            h.partition_leader_epoch() == epoch.0 && h.base_offset() == header.base_offset()
+        });
+        if confirmed {
+            self.epochs = Epochs::Learn(epoch);
+        }
+        Ok(confirmed)
+    }
+
+    /// The bytes of the batch framed at the cursor, reading as needed.
+    async fn frame(&mut self) -> std::io::Result<Result<Bytes, BatchError>> {
+        let remaining = self.end - self.cursor;
+        if remaining < BATCH_LOG_OVERHEAD_BYTES as u64 {
+            return Ok(Err(BatchError::TooShort {
+                needed: BATCH_LOG_OVERHEAD_BYTES,
+                actual: remaining as usize,
+            }));
+        }
+        let len = match self.buffered(BATCH_LOG_OVERHEAD_BYTES) {
+            Some(head) => frame_len(&head),
+            None => {
+                self.fill(BATCH_LOG_OVERHEAD_BYTES).await?;
+                self.buffered(BATCH_LOG_OVERHEAD_BYTES).and_then(|head| frame_len(&head))
+            }
+        };
+        let Some(len) = len else {
+            return Ok(Err(BatchError::Corrupt("implausible batch length")));
+        };
+        if len as u64 > remaining {
+            return Ok(Err(BatchError::TooShort { needed: len, actual: remaining as usize }));
+        }
+        if let Some(bytes) = self.buffered(len) {
+            return Ok(Ok(bytes));
+        }
+        self.fill(len).await?;
+        Ok(self.buffered(len).ok_or(BatchError::TooShort { needed: len, actual: self.buf.len() }))
+    }
+
+    /// `len` bytes at the cursor, if the buffer holds them.
+    fn buffered(&self, len: usize) -> Option<Bytes> {
+        let from = usize::try_from(self.cursor.checked_sub(self.buf_at)?).ok()?;
+        (self.buf.len() >= from + len).then(|| self.buf.slice(from..from + len))
+    }
+
+    /// Reads at least `len` bytes from the cursor (a chunk, bounded by the end).
+    async fn fill(&mut self, len: usize) -> std::io::Result<()> {
+        let want = (len.max(self.chunk) as u64).min(self.end - self.cursor) as usize;
+        self.buf = self.file.read_at(self.cursor, want).await?;
+        self.buf_at = self.cursor;
+        Ok(())
+    }
+}

@@ -1,0 +1,255 @@
+//! The nemesis: random faults drawn from a per-seed fault mix (swarm testing — each seed
+//! enables a different subset of faults at different rates, so rare combinations get explored).
+//!
+//! It is driven from outside the executor: the driver runs the simulation for a random interval,
+//! then asks the nemesis for one step, and at the end heals everything for the liveness phase.
+
+use std::time::Duration;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+
+use crate::disk::DiskFaults;
+use crate::node::NodeStatus;
+use crate::sim::{Host, Sim};
+use crate::trace::mix;
+
+/// The relative weights of each fault for one seed (0 disables a fault).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultMix {
+    /// Kill a host's process (page cache survives).
+    pub kill: u32,
+    /// Cut a host's power (unsynced writes lost or torn).
+    pub power_fail: u32,
+    /// Pause a host for a while.
+    pub pause: u32,
+    /// Partition two sets of hosts, both ways.
+    pub partition: u32,
+    /// Cut one direction between two hosts.
+    pub one_way: u32,
+    /// Clog a link.
+    pub clog: u32,
+    /// Reset the connections between two hosts.
+    pub reset: u32,
+    /// Jump or drift a host's wall clock.
+    pub clock: u32,
+    /// Turn on disk faults on a host for a while.
+    pub disk: u32,
+    /// Heal everything (partitions, clogs, pauses; restart down hosts).
+    pub heal: u32,
+    /// Mean time between faults.
+    pub interval_mean: Duration,
+}
+
+impl FaultMix {
+    /// Draws a fault mix from `seed`: each fault is off with probability 1/3.
+    pub fn from_seed(seed: u64) -> FaultMix {
+        let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ 0xfa17));
+        let mut weight = |scale: u32| {
+            if rng.next_u32() % 3 == 0 { 0 } else { 1 + rng.next_u32() % scale }
+        };
+        FaultMix {
+            kill: weight(10),
+            power_fail: weight(10),
+            pause: weight(5),
+            partition: weight(10),
+            one_way: weight(5),
+            clog: weight(5),
+            reset: weight(5),
+            clock: weight(5),
+            disk: weight(5),
+            heal: 5 + weight(10),
+            interval_mean: Duration::from_millis(100 + u64::from(rng.next_u32() % 2_000)),
+        }
+    }
+
+    /// A mix without disk-content faults, for workloads that cannot survive them.
+    pub fn without_disk_faults(mut self) -> FaultMix {
+        self.disk = 0;
+        self
+    }
+
+    fn total(&self) -> u32 {
+        self.kill
+            + self.power_fail
+            + self.pause
+            + self.partition
+            + self.one_way
+            + self.clog
+            + self.reset
+            + self.clock
+            + self.disk
+            + self.heal
+    }
+}
+
+/// Injects faults into a set of target hosts.
+pub struct Nemesis {
+    rng: ChaCha8Rng,
+    mix: FaultMix,
+    targets: Vec<Host>,
+    log: Vec<String>,
+}
+
+impl Nemesis {
+    /// A nemesis for `targets` (client hosts are usually left out) with its own random stream.
+    pub fn new(seed: u64, mix: FaultMix, targets: Vec<Host>) -> Nemesis {
+        Nemesis { rng: ChaCha8Rng::seed_from_u64(mix_seed(seed)), mix, targets, log: Vec::new() }
+    }
+
+    /// The mix in use.
+    pub fn mix(&self) -> &FaultMix {
+        &self.mix
+    }
+
+    /// What the nemesis did, in order, with simulated times.
+    pub fn log(&self) -> &[String] {
+        &self.log
+    }
+
+    /// How long to run before the next step: exponential around the mix's mean.
+    pub fn next_interval(&mut self) -> Duration {
+        let uniform = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mean = self.mix.interval_mean.as_secs_f64();
+        Duration::from_secs_f64((-mean * (1.0 - uniform).ln()).min(mean * 10.0))
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.rng.next_u64()) * n as u128) >> 64) as usize
+    }
+
+    fn pick(&mut self) -> Host {
+        let at = self.below(self.targets.len());
+        self.targets[at]
+    }
+
+    /// Injects one fault.
+    pub fn step(&mut self, sim: &Sim) {
+        let total = self.mix.total();
+        if total == 0 || self.targets.is_empty() {
+            return;
+        }
+        let mut roll = (self.rng.next_u32() % total) as i64;
+        let m = self.mix.clone();
+        let weights = [
+            m.kill,
+            m.power_fail,
+            m.pause,
+            m.partition,
+            m.one_way,
+            m.clog,
+            m.reset,
+            m.clock,
+            m.disk,
+            m.heal,
+        ];
+        let mut choice = weights.len() - 1;
+        for (i, w) in weights.iter().enumerate() {
+            roll -= i64::from(*w);
+            if roll < 0 {
+                choice = i;
+                break;
+            }
+        }
+        let host = self.pick();
+        let name = sim.name(host);
+        let what = match choice {
+            0 => self.restart_after(sim, host, false),
+            1 => self.restart_after(sim, host, true),
+            2 => {
+                if sim.status(host) == NodeStatus::Up {
+                    sim.pause(host);
+                }
+                format!("pause {name}")
+            }
+            3 => {
+                let split = 1 + self.below(self.targets.len().max(2) - 1);
+                let mut hosts = self.targets.clone();
+                for i in (1..hosts.len()).rev() {
+                    let j = self.below(i + 1);
+                    hosts.swap(i, j);
+                }
+                let (a, b) = hosts.split_at(split.min(hosts.len()));
+                sim.partition(a, b);
+                format!("partition {:?} | {:?}", names(sim, a), names(sim, b))
+            }
+            4 => {
+                let other = self.pick();
+                sim.partition_one_way(host, other);
+                format!("one-way {name} -/-> {}", sim.name(other))
+            }
+            5 => {
+                let other = self.pick();
+                sim.clog(host, other);
+                format!("clog {name} -> {}", sim.name(other))
+            }
+            6 => {
+                let other = self.pick();
+                sim.reset_connections(host, other);
+                format!("reset {name} <-> {}", sim.name(other))
+            }
+            7 => {
+                if self.rng.next_u32().is_multiple_of(2) {
+                    let jump = (self.rng.next_u64() % 120_000) as i64 - 60_000;
+                    sim.clock_jump(host, jump);
+                    format!("clock {name} jumps {jump} ms")
+                } else {
+                    let drift = (self.rng.next_u64() % 2_000) as i64 - 1_000;
+                    sim.clock_drift(host, drift);
+                    format!("clock {name} drifts {drift} ppm")
+                }
+            }
+            8 => {
+                let faults = DiskFaults {
+                    read_error: 0.01,
+                    write_error: 0.01,
+                    sync_error: 0.02,
+                    read_corruption: 0.01,
+                    latency_max: Duration::from_millis(20),
+                    ..DiskFaults::default()
+                };
+                sim.set_disk_faults(host, faults);
+                format!("disk faults on {name}")
+            }
+            _ => {
+                self.heal(sim);
+                "heal".to_owned()
+            }
+        };
+        self.log.push(format!("{:>10.3}s {what}", sim.now().as_secs_f64()));
+    }
+
+    /// Kills or power-fails a host and starts it again at once (a crash-restart).
+    fn restart_after(&mut self, sim: &Sim, host: Host, power: bool) -> String {
+        if power {
+            sim.power_fail(host);
+        } else {
+            sim.kill(host);
+        }
+        sim.set_disk_faults(host, DiskFaults::default());
+        sim.start(host);
+        format!("{} {}", if power { "power-fail+restart" } else { "kill+restart" }, sim.name(host))
+    }
+
+    /// Ends every fault: heals the network, resumes paused hosts, clears disk faults and starts
+    /// hosts that are down.
+    pub fn heal(&mut self, sim: &Sim) {
+        sim.heal_all();
+        for &host in &self.targets {
+            sim.set_disk_faults(host, DiskFaults::default());
+            match sim.status(host) {
+                NodeStatus::Paused => sim.resume(host),
+                NodeStatus::Down => sim.start(host),
+                NodeStatus::Up => {}
+            }
+        }
+    }
+}
+
+fn mix_seed(seed: u64) -> u64 {
+    mix(seed ^ 0x006e_656d_6573_6973)
+}
+
+fn names(sim: &Sim, hosts: &[Host]) -> Vec<String> {
+    hosts.iter().map(|&h| sim.name(h)).collect()
+}

@@ -1,0 +1,4 @@
+//! Workloads: the applications a simulation runs, each with its own history and checker.
+
+pub mod echo;
+pub mod log;
