@@ -3,7 +3,17 @@
 //! Every effect on the outside world goes through [`io::Env`]; [`runtime`] is the production
 //! implementation and the `weir-sim` crate the simulated one. See DESIGN.md for the map.
 
+pub mod catalog;
+pub mod config;
+pub mod coordinator;
+pub mod groups;
 pub mod io;
 pub mod log;
 pub mod model;
+pub mod node;
+pub mod partition;
+pub mod producer_ids;
+pub mod protocol;
 pub mod runtime;
+pub mod server;
+pub mod topics;

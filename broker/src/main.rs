@@ -1,5 +1,91 @@
-//! The `weir` binary.
+//! The `weir` binary: `weir serve` runs a broker node. With no arguments it listens on
+//! 127.0.0.1:9092 and keeps its data in `./weir-data`.
 
-fn main() {
-    println!("weir {}", env!("CARGO_PKG_VERSION"));
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use weir::config::BrokerConfig;
+use weir::node::Broker;
+use weir::runtime;
+
+/// Huge allocations are lazy, so a hostile array count cannot abort the broker; see
+/// `runtime::alloc`.
+#[global_allocator]
+static ALLOCATOR: runtime::alloc::LazyHugeAlloc = runtime::alloc::LazyHugeAlloc;
+
+#[derive(Parser)]
+#[command(name = "weir", version, about = "A Kafka-compatible, durable, replicated log broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs a broker node.
+    Serve {
+        /// A TOML configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The client listener address (overrides the file).
+        #[arg(long)]
+        listener: Option<std::net::SocketAddr>,
+        /// The data folder (overrides the file).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// This node's id (overrides the file).
+        #[arg(long)]
+        node_id: Option<i32>,
+    },
+}
+
+fn main() -> ExitCode {
+    runtime::init_logging();
+    let Cli { command: Command::Serve { config, listener, data_dir, node_id } } = Cli::parse();
+    let mut settings = match config {
+        Some(path) => {
+            match runtime::read_config_file(&path).map(|text| BrokerConfig::from_toml(&text)) {
+                Ok(Ok(settings)) => settings,
+                Ok(Err(e)) => return fail(format!("{}: {e}", path.display())),
+                Err(e) => return fail(format!("{}: {e}", path.display())),
+            }
+        }
+        None => BrokerConfig::default(),
+    };
+    settings.listener = listener.unwrap_or(settings.listener);
+    settings.data_dir = data_dir.unwrap_or(settings.data_dir);
+    settings.node_id = node_id.unwrap_or(settings.node_id);
+    if let Err(e) = settings.validate() {
+        return fail(e.to_string());
+    }
+    let rt = match runtime::build_runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("starting the runtime: {e}")),
+    };
+    rt.block_on(async move {
+        let env = runtime::production_env(settings.data_dir.clone());
+        let broker = match Broker::start(env, settings).await {
+            Ok(broker) => broker,
+            Err(e) => return fail(format!("starting the broker: {e}")),
+        };
+        let listener = match broker.bind().await {
+            Ok(listener) => listener,
+            Err(e) => return fail(format!("binding {}: {e}", broker.config.listener)),
+        };
+        tokio::select! {
+            biased;
+            () = runtime::shutdown_signal() => {
+                tracing::info!("shutting down");
+                broker.shutdown().await;
+                ExitCode::SUCCESS
+            }
+            () = std::sync::Arc::clone(&broker).serve(listener) => ExitCode::FAILURE,
+        }
+    })
+}
+
+fn fail(message: String) -> ExitCode {
+    eprintln!("weir: {message}");
+    ExitCode::FAILURE
 }

@@ -7,6 +7,8 @@
 //! is folded into a trace hash that proves it.
 
 pub mod bench;
+pub mod checker;
+pub mod client;
 pub mod clock;
 pub mod disk;
 pub mod entropy;

@@ -30,6 +30,9 @@ struct Cli {
     /// Which workload to run.
     #[arg(long, value_enum, default_value_t = Workload::Echo)]
     workload: Workload,
+    /// Let the nemesis break the broker's disk too (broker workload only).
+    #[arg(long)]
+    disk_faults: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -38,6 +41,9 @@ enum Workload {
     Echo,
     /// One partition log appended under crashes, power failures and disk faults.
     Log,
+    /// One Weir broker with producers and a consumer group over the Kafka protocol, under
+    /// crashes, power failures, pauses, clock jumps and faulty client links.
+    Broker,
 }
 
 #[derive(Subcommand)]
@@ -89,17 +95,19 @@ fn main() -> ExitCode {
     let single = end - first == 1;
     let replay_workload = format!("{:?}", cli.workload).to_lowercase();
     let fault_secs = cli.fault_secs;
+    let disk_faults = if cli.disk_faults { " --disk-faults" } else { "" };
     let replay_command = move |seed: u64| {
         format!(
-            "cargo run -p weir-sim --release -- --seed {seed:#x} --workload {replay_workload} --fault-secs {fault_secs} --verbose"
+            "cargo run -p weir-sim --release -- --seed {seed:#x} --workload {replay_workload} --fault-secs {fault_secs}{disk_faults} --verbose"
         )
     };
+    let options = weir_sim::workload::broker::Options { disk_faults: cli.disk_faults };
     let mut failed = Vec::new();
     for seed in first..end {
         if single || cli.verbose {
             println!("seed {seed:#x} (commit {}, {})", env!("WEIR_COMMIT"), rustc_version());
         }
-        let report = run_workload(cli.workload, seed, Duration::from_secs(cli.fault_secs));
+        let report = run_workload(cli.workload, seed, Duration::from_secs(cli.fault_secs), options);
         if single || cli.verbose {
             print_report(&report, cli.verbose, &replay_command);
         }
@@ -131,7 +139,12 @@ struct Outcome {
     violations: Vec<String>,
 }
 
-fn run_workload(workload: Workload, seed: u64, fault_phase: Duration) -> Outcome {
+fn run_workload(
+    workload: Workload,
+    seed: u64,
+    fault_phase: Duration,
+    options: weir_sim::workload::broker::Options,
+) -> Outcome {
     match workload {
         Workload::Echo => {
             let r = echo::run(seed, fault_phase);
@@ -156,6 +169,21 @@ fn run_workload(workload: Workload, seed: u64, fault_phase: Duration) -> Outcome
                 trace_hash: r.trace_hash,
                 summary: format!("{} acked batches, {} crashes", r.acked, r.crashes),
                 faults: Vec::new(),
+                violations: r.violations,
+            }
+        }
+        Workload::Broker => {
+            let r = weir_sim::workload::broker::run_with(seed, fault_phase, options);
+            Outcome {
+                seed,
+                trace_hash: r.trace_hash,
+                summary: format!(
+                    "simulated {:.1}s; {}\n  {}",
+                    r.simulated.as_secs_f64(),
+                    r.shape,
+                    r.counts
+                ),
+                faults: r.faults,
                 violations: r.violations,
             }
         }

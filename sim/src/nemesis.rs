@@ -88,13 +88,36 @@ pub struct Nemesis {
     rng: ChaCha8Rng,
     mix: FaultMix,
     targets: Vec<Host>,
+    peers: Vec<Host>,
     log: Vec<String>,
+    power_failures: u64,
 }
 
 impl Nemesis {
     /// A nemesis for `targets` (client hosts are usually left out) with its own random stream.
     pub fn new(seed: u64, mix: FaultMix, targets: Vec<Host>) -> Nemesis {
-        Nemesis { rng: ChaCha8Rng::seed_from_u64(mix_seed(seed)), mix, targets, log: Vec::new() }
+        Nemesis {
+            rng: ChaCha8Rng::seed_from_u64(mix_seed(seed)),
+            mix,
+            targets,
+            peers: Vec::new(),
+            log: Vec::new(),
+            power_failures: 0,
+        }
+    }
+
+    /// Network faults (partitions, one-way cuts, clogs, resets) then fall between a target and
+    /// one of `peers`, in either direction, instead of among the targets; process, clock and
+    /// disk faults still hit targets only. This is how clients get cut off from a broker without
+    /// being crashed themselves.
+    pub fn with_peers(mut self, peers: Vec<Host>) -> Nemesis {
+        self.peers = peers;
+        self
+    }
+
+    /// How many power failures the nemesis has caused so far.
+    pub fn power_failures(&self) -> u64 {
+        self.power_failures
     }
 
     /// The mix in use.
@@ -153,6 +176,11 @@ impl Nemesis {
         }
         let host = self.pick();
         let name = sim.name(host);
+        if (3..=6).contains(&choice) && !self.peers.is_empty() {
+            let what = self.peer_fault(sim, choice, host);
+            self.log.push(format!("{:>10.3}s {what}", sim.now().as_secs_f64()));
+            return;
+        }
         let what = match choice {
             0 => self.restart_after(sim, host, false),
             1 => self.restart_after(sim, host, true),
@@ -219,9 +247,39 @@ impl Nemesis {
         self.log.push(format!("{:>10.3}s {what}", sim.now().as_secs_f64()));
     }
 
+    /// A network fault between target `host` and a random peer: `choice` is the fault's index
+    /// in the mix (3 partition, 4 one-way, 5 clog, 6 reset).
+    fn peer_fault(&mut self, sim: &Sim, choice: usize, host: Host) -> String {
+        let at = self.below(self.peers.len());
+        let peer = self.peers[at];
+        let (name, other) = (sim.name(host), sim.name(peer));
+        let outbound = self.rng.next_u32().is_multiple_of(2);
+        let (from, to) = if outbound { (host, peer) } else { (peer, host) };
+        let (from_name, to_name) = (sim.name(from), sim.name(to));
+        match choice {
+            3 => {
+                sim.partition(&[host], &[peer]);
+                format!("partition {name} | {other}")
+            }
+            4 => {
+                sim.partition_one_way(from, to);
+                format!("one-way {from_name} -/-> {to_name}")
+            }
+            5 => {
+                sim.clog(from, to);
+                format!("clog {from_name} -> {to_name}")
+            }
+            _ => {
+                sim.reset_connections(host, peer);
+                format!("reset {name} <-> {other}")
+            }
+        }
+    }
+
     /// Kills or power-fails a host and starts it again at once (a crash-restart).
     fn restart_after(&mut self, sim: &Sim, host: Host, power: bool) -> String {
         if power {
+            self.power_failures += 1;
             sim.power_fail(host);
         } else {
             sim.kill(host);

@@ -44,6 +44,9 @@ pub(crate) struct NodeState {
     pub(crate) ip: IpAddr,
     pub(crate) status: NodeStatus,
     pub(crate) incarnation: u64,
+    /// `Env`s handed out in this incarnation after the boot one (each gets its own random
+    /// stream, so tasks spawned from the outside do not draw the same numbers).
+    pub(crate) envs: u64,
     pub(crate) boot: Boot,
     pub(crate) clock: Arc<Mutex<ClockState>>,
     pub(crate) disk: Arc<DiskState>,
@@ -70,6 +73,7 @@ impl Nodes {
             ip: node_ip(ix),
             status: NodeStatus::Down,
             incarnation: 0,
+            envs: 0,
             boot,
             clock: Arc::new(Mutex::new(ClockState::default())),
             disk: Arc::new(DiskState::default()),
@@ -107,30 +111,33 @@ impl World {
         let (incarnation, boot, clock, disk, ip) = self.nodes.with(node, |n| {
             assert_eq!(n.status, NodeStatus::Down, "node {} is already running", n.name);
             n.incarnation += 1;
+            n.envs = 0;
             n.status = NodeStatus::Up;
             (n.incarnation, Arc::clone(&n.boot), Arc::clone(&n.clock), Arc::clone(&n.disk), n.ip)
         });
         self.trace.fold(Event::Node, (node as u64) << 8 | 1);
         self.executor.set_paused(node, false);
         self.net.on_start(self, node);
-        let env = self.node_env(node, incarnation, ip, clock, disk);
+        let env = self.node_env(node, (incarnation, 0), ip, clock, disk);
         let main = boot(env);
         self.spawn_task(node, main);
     }
 
-    /// An `Env` for the node's current life.
+    /// An `Env` for the node's current life, with a random stream of its own.
     pub(crate) fn current_env(self: &Arc<Self>, node: NodeIx) -> Env {
-        let (incarnation, clock, disk, ip) = self
-            .nodes
-            .with(node, |n| (n.incarnation, Arc::clone(&n.clock), Arc::clone(&n.disk), n.ip));
-        self.node_env(node, incarnation, ip, clock, disk)
+        let (life, clock, disk, ip) = self.nodes.with(node, |n| {
+            n.envs += 1;
+            ((n.incarnation, n.envs), Arc::clone(&n.clock), Arc::clone(&n.disk), n.ip)
+        });
+        self.node_env(node, life, ip, clock, disk)
     }
 
-    /// The `Env` of one life of a node.
+    /// The `Env` of one life of a node; `life` is the incarnation and which of its `Env`s this
+    /// is (0: the boot one), which picks the random stream.
     fn node_env(
         self: &Arc<Self>,
         node: NodeIx,
-        incarnation: u64,
+        (incarnation, stream): (u64, u64),
         ip: IpAddr,
         clock: Arc<Mutex<ClockState>>,
         disk: Arc<DiskState>,
@@ -141,7 +148,7 @@ impl World {
             disk: Arc::new(SimDisk::new(Arc::clone(&world), node, disk, incarnation)),
             net: Arc::new(SimNet::new(Arc::clone(&world), node, ip, incarnation)),
             spawner: Arc::new(SimSpawner::new(Arc::clone(&world), node, incarnation)),
-            entropy: Arc::new(SimEntropy::new(world, node, incarnation)),
+            entropy: Arc::new(SimEntropy::new(world, node, incarnation, stream)),
         }
     }
 

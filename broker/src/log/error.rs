@@ -117,4 +117,17 @@ pub enum MaintenanceError {
     /// Stored data failed its checksum.
     #[error("corrupt data: {0}")]
     Corrupt(#[from] BatchError),
+    /// The compaction cleaner's offset map cannot hold even the first key of the dirty section,
+    /// so no pass could ever make progress.
+    #[error(
+        "the key of {key_bytes} bytes at offset {offset} does not fit the cleaner's offset map of {map_bytes_max} bytes"
+    )]
+    CleanerMapTooSmall {
+        /// The record whose key did not fit.
+        offset: Offset,
+        /// Its key's length.
+        key_bytes: usize,
+        /// The map's budget.
+        map_bytes_max: usize,
+    },
 }

@@ -13,6 +13,7 @@ mod wire;
 
 mod append;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod epochs;
 pub mod error;
@@ -20,12 +21,14 @@ mod flush;
 pub mod index;
 mod open;
 mod partition_log;
+pub mod producers;
 mod read;
 mod retention;
 mod segment;
 mod walk;
 
 pub use append::AppendInfo;
+pub use cleaner::{CleanOutcome, CleanStats};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
 pub use error::{AppendError, MaintenanceError, Offline, OpenError, ReadError};
 pub use open::PartitionCheckpoint;

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use super::checkpoint;
+use super::cleaner::CLEANER_CHECKPOINT;
 use super::config::LogConfig;
 use super::epochs::{EPOCH_CHECKPOINT, EPOCH_CHECKPOINT_KIND, EpochCache};
 use super::error::OpenError;
@@ -85,7 +86,9 @@ impl Log {
         let disk = &*env.disk;
         disk.create_dir(&dir).await.map_err(&err)?;
         disk.sync_dir(dir.parent().unwrap_or(Path::new(""))).await.map_err(&err)?;
+        super::cleaner::complete_interrupted_swaps(disk, &dir).await.map_err(&err)?;
         let bases = clean_folder(disk, &dir).await.map_err(&err)?;
+        let gapped = disk.list(&dir).await.map_err(&err)?.iter().any(|n| n == CLEANER_CHECKPOINT);
         let saved =
             match checkpoint::read(disk, &dir, PARTITION_CHECKPOINT, PARTITION_CHECKPOINT_KIND)
                 .await
@@ -100,9 +103,10 @@ impl Log {
         let saved = saved.unwrap_or_default();
         let loaded_epochs = load_epochs(disk, &dir).await;
         let mut epochs = loaded_epochs.clone();
-        let mut recovered = recover_segments(disk, &dir, &bases, saved, &config, &mut epochs)
-            .await
-            .map_err(&err)?;
+        let mut recovered =
+            recover_segments(disk, &dir, &bases, saved, &config, &mut epochs, gapped)
+                .await
+                .map_err(&err)?;
         let log_start =
             saved.log_start.max(recovered.keys().next().copied().unwrap_or(saved.log_start));
         if recovered.is_empty() {
@@ -125,7 +129,11 @@ impl Log {
             log_start,
             saved.high_watermark,
         );
-        log.state().epochs = epochs;
+        {
+            let mut state = log.state();
+            state.epochs = epochs;
+            state.gapped = gapped;
+        }
         log.sync_from(saved.recovery.segment).await.map_err(&err)?;
         log.checkpoint()
             .await
@@ -153,6 +161,7 @@ impl Log {
             unsynced: Vec::new(),
             dir_dirty: true,
             offline: None,
+            gapped: false,
             epochs: EpochCache::default(),
             unflushed_records: 0,
             last_sync: now,
@@ -166,6 +175,7 @@ impl Log {
             state: Mutex::new(state),
             append_lock: tokio::sync::Mutex::new(()),
             synced: tokio::sync::Notify::new(),
+            cleaner: Default::default(),
         }
     }
 
@@ -222,6 +232,7 @@ async fn recover_segments(
     saved: PartitionCheckpoint,
     config: &LogConfig,
     epochs: &mut EpochCache,
+    gapped: bool,
 ) -> io::Result<BTreeMap<Offset, Segment>> {
     let mut segments = BTreeMap::new();
     // Segments wholly before the log start were deleted in all but name.
@@ -242,9 +253,20 @@ async fn recover_segments(
         let resume = (recovery_ix == Some(ix)).then_some(saved.recovery);
         // Below the recovery point every batch was durable: a bad one there is damage to keep
         // reporting (reads fail their checksum), never a tail to cut off with what follows it.
-        let (mut seg, clean) =
-            rescan(disk, dir, base, log, Rescan { resume, may_truncate: !trusted }, config, epochs)
-                .await?;
+        let (mut seg, clean) = rescan(
+            disk,
+            dir,
+            base,
+            log,
+            Rescan {
+                resume,
+                may_truncate: !trusted,
+                dense: !gapped && !config.cleanup_policy.compacts(),
+            },
+            config,
+            epochs,
+        )
+        .await?;
         if !clean && trusted {
             // Offsets past the damage still exist; reads reaching them report the corruption.
             seg.next_offset = next_base.unwrap_or(seg.next_offset);
@@ -339,6 +361,8 @@ struct Rescan {
     /// Whether a bad batch ends the log (the unflushed tail) or is damage to report (durable
     /// data, which is never cut off).
     may_truncate: bool,
+    /// Whether base offsets must continue exactly (the log was never compacted).
+    dense: bool,
 }
 
 /// Rescans a segment from `resume` (or its start), rebuilding its index in memory and cutting
@@ -352,7 +376,7 @@ async fn rescan(
     config: &LogConfig,
     epochs: &mut EpochCache,
 ) -> io::Result<(Segment, bool)> {
-    let Rescan { resume, may_truncate } = how;
+    let Rescan { resume, may_truncate, dense } = how;
     let mut seg = Segment::new_active(base, Arc::clone(&log));
     let mut start = 0;
     if let Some(point) = resume.filter(|p| p.position > 0 && p.position <= log.len())
@@ -365,7 +389,6 @@ async fn rescan(
         start = point.position;
     }
     let interval = config.index_interval_bytes;
-    let dense = !config.cleanup_policy.compacts();
     let before = epochs.epoch_for(Offset(seg.next_offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
     let learn = Epochs::Learn(before);
     let mut walker = Walker::new(&*log, start, log.len(), seg.next_offset, dense, learn);

@@ -24,6 +24,8 @@ pub struct Log {
     pub(super) append_lock: tokio::sync::Mutex<()>,
     /// Woken whenever a sync finishes (or fails).
     pub(super) synced: tokio::sync::Notify,
+    /// The compaction cleaner's per-log state.
+    pub(super) cleaner: super::cleaner::CleanerState,
 }
 
 /// A byte position known to hold a batch boundary: where recovery may start scanning.
@@ -54,6 +56,9 @@ pub(super) struct State {
     /// A segment file was created or removed since the last folder sync.
     pub(super) dir_dirty: bool,
     pub(super) offline: Option<Offline>,
+    /// The log may have offset gaps: it has been compacted (now or before a config change), so
+    /// base offsets only increase rather than continue exactly.
+    pub(super) gapped: bool,
     /// Which leader epoch wrote which offsets.
     pub(super) epochs: super::epochs::EpochCache,
     /// Records appended since the last sync, and when it happened (interval policy).
@@ -108,6 +113,12 @@ impl Log {
     /// Replaces the log's settings (takes effect for the next append, roll or cleaning).
     pub fn set_config(&self, config: LogConfig) {
         *self.config.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = config;
+    }
+
+    /// Whether base offsets continue exactly from batch to batch (no compaction gaps), which
+    /// lets reads and recovery vouch for each batch's base offset more strictly.
+    pub(super) fn dense(&self) -> bool {
+        !self.config().cleanup_policy.compacts() && !self.state().gapped
     }
 
     /// The log's folder on its disk.
@@ -193,7 +204,11 @@ impl Log {
     pub(super) fn go_offline(&self, reason: Offline) -> Offline {
         let mut state = self.state();
         if state.offline.is_none() {
-            tracing::error!(log = %self.dir.display(), %reason, "log offline");
+            if reason == Offline::Closed {
+                tracing::debug!(log = %self.dir.display(), "log closed");
+            } else {
+                tracing::error!(log = %self.dir.display(), %reason, "log offline");
+            }
             state.offline = Some(reason);
         }
         let reason = state.offline.clone().unwrap_or(Offline::Closed);

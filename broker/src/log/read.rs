@@ -77,7 +77,7 @@ impl Log {
             return Err(ReadError::OutOfRange { offset: start, log_start, log_end });
         }
         let upper = upper.min(log_end);
-        let dense = !self.config().cleanup_policy.compacts();
+        let dense = self.dense();
         let mut from = start;
         while from < upper {
             let Some(plan) = self.plan(from) else { break };

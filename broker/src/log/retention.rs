@@ -77,6 +77,7 @@ impl Log {
         offset: Offset,
         upper_bound: Offset,
     ) -> Result<Offset, MaintenanceError> {
+        let append = self.append_lock.lock().await;
         let advanced = {
             let mut state = self.state();
             state.check_online()?;
@@ -90,6 +91,9 @@ impl Log {
         if advanced {
             let point = self.state().checkpointed;
             self.write_checkpoint_point(point).await?;
+        }
+        drop(append);
+        if advanced {
             self.apply_retention(upper_bound).await?;
         }
         Ok(self.log_start_offset())

@@ -52,6 +52,11 @@ newtype!(
     ProducerEpoch(i16)
 );
 newtype!(
+    /// An idempotent producer's sequence number: per partition, one per record, counting up
+    /// from 0 in each producer epoch and wrapping from `i32::MAX` to 0.
+    Sequence(i32)
+);
+newtype!(
     /// Milliseconds since the Unix epoch (record timestamps, retention). Wall time: may be
     /// skewed between nodes.
     TimestampMs(i64)
@@ -77,6 +82,17 @@ impl Offset {
 impl LeaderEpoch {
     /// "No epoch" on the wire.
     pub const NONE: LeaderEpoch = LeaderEpoch(-1);
+}
+
+impl Sequence {
+    /// "No sequence" on the wire: a batch from a producer without idempotence.
+    pub const NONE: Sequence = Sequence(-1);
+
+    /// The sequence after this one, wrapping from `i32::MAX` to 0 as Kafka's
+    /// `DefaultRecordBatch.incrementSequence` does; after [`Sequence::NONE`] comes 0.
+    pub fn next(self) -> Sequence {
+        Sequence(if self.0 == i32::MAX { 0 } else { self.0 + 1 })
+    }
 }
 
 /// A topic's stable 128-bit id (Kafka's topic UUID).

@@ -4,6 +4,7 @@
 //! `disallowed-methods`/`disallowed-types` bans are lifted here and nowhere else in the crate.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod alloc;
 mod clock;
 mod disk;
 mod entropy;
@@ -37,4 +38,43 @@ pub fn production_env(data_dir: PathBuf) -> Env {
 /// Builds the multi-threaded tokio runtime the `weir` binary runs on.
 pub fn build_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weir").build()
+}
+
+/// Logs to standard error; `WEIR_LOG` (or `RUST_LOG`) sets the filter, `info` by default.
+pub fn init_logging() {
+    let filter = std::env::var("WEIR_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".to_owned());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Reads a configuration file.
+pub fn read_config_file(path: &std::path::Path) -> std::io::Result<String> {
+    std::fs::read_to_string(path)
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            biased;
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
 }

@@ -1,4 +1,5 @@
 //! Workloads: the applications a simulation runs, each with its own history and checker.
 
+pub mod broker;
 pub mod echo;
 pub mod log;

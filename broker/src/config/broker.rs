@@ -1,0 +1,186 @@
+//! The broker's own settings. With no file and no flags, a single node listens on
+//! 127.0.0.1:9092 and keeps its data in `./weir-data`. A TOML file (names follow Kafka's, with
+//! `_` for `.`) and command-line flags override the defaults; anything invalid is refused at
+//! start-up with a message.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::topic::{ConfigError, TopicConfig};
+
+/// Kafka's `socket.request.max.bytes` default: the largest request frame accepted.
+pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
+
+/// Why a broker configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerConfigError {
+    /// The file could not be parsed.
+    #[error("configuration file: {0}")]
+    Parse(#[from] toml::de::Error),
+    /// A default topic setting is invalid.
+    #[error("topic_defaults: {0}")]
+    TopicDefault(#[from] ConfigError),
+    /// A setting is out of range.
+    #[error("{name}: {rule}")]
+    Invalid {
+        /// The setting.
+        name: &'static str,
+        /// What is wrong.
+        rule: &'static str,
+    },
+}
+
+/// Everything a broker node is configured with.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// `node.id`.
+    pub node_id: i32,
+    /// The client listener.
+    pub listener: SocketAddr,
+    /// The host name given to clients in Metadata (the listener's IP if empty).
+    pub advertised_host: String,
+    /// The port given to clients (the listener's port if 0).
+    pub advertised_port: u16,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+    /// Where the node keeps its data.
+    pub data_dir: PathBuf,
+    /// `socket.request.max.bytes`.
+    pub socket_request_max_bytes: usize,
+    /// `num.partitions`: partitions of an auto-created topic, and of CreateTopics without a
+    /// count.
+    pub num_partitions: i32,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics_enable: bool,
+    /// Defaults for topic settings (Kafka's topic config names, e.g. `"retention.ms"`).
+    pub topic_defaults: BTreeMap<String, String>,
+    /// `offsets.topic.num.partitions`.
+    pub offsets_topic_num_partitions: i32,
+    /// `group.initial.rebalance.delay.ms`.
+    pub group_initial_rebalance_delay_ms: i64,
+    /// `group.min.session.timeout.ms`.
+    pub group_min_session_timeout_ms: i64,
+    /// `group.max.session.timeout.ms`.
+    pub group_max_session_timeout_ms: i64,
+    /// `log.retention.check.interval.ms`: how often retention and compaction run.
+    pub log_retention_check_interval_ms: i64,
+    /// How often recovery points are checkpointed (`log.flush.offset.checkpoint.interval.ms`).
+    pub log_checkpoint_interval_ms: i64,
+    /// The cluster id reported to clients.
+    pub cluster_id: String,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            node_id: 1,
+            listener: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertised_host: String::new(),
+            advertised_port: 0,
+            rack: None,
+            data_dir: PathBuf::from("weir-data"),
+            socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+            num_partitions: 1,
+            auto_create_topics_enable: true,
+            topic_defaults: BTreeMap::new(),
+            offsets_topic_num_partitions: 50,
+            group_initial_rebalance_delay_ms: 3_000,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            log_retention_check_interval_ms: 300_000,
+            log_checkpoint_interval_ms: 60_000,
+            cluster_id: "weir-cluster".to_owned(),
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// Parses a TOML file's contents over the defaults, and validates the result.
+    pub fn from_toml(text: &str) -> Result<BrokerConfig, BrokerConfigError> {
+        let config: BrokerConfig = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every setting.
+    pub fn validate(&self) -> Result<(), BrokerConfigError> {
+        for (name, value) in &self.topic_defaults {
+            TopicConfig::validate(name, value)?;
+        }
+        let checks: [(&'static str, bool, &'static str); 5] = [
+            ("num_partitions", self.num_partitions >= 1, "must be at least 1"),
+            (
+                "offsets_topic_num_partitions",
+                self.offsets_topic_num_partitions >= 1,
+                "must be at least 1",
+            ),
+            (
+                "socket_request_max_bytes",
+                self.socket_request_max_bytes >= 1024,
+                "must be at least 1024",
+            ),
+            (
+                "group_min_session_timeout_ms",
+                self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms,
+                "must not exceed group_max_session_timeout_ms",
+            ),
+            (
+                "log_retention_check_interval_ms",
+                self.log_retention_check_interval_ms >= 1,
+                "must be at least 1",
+            ),
+        ];
+        for (name, ok, rule) in checks {
+            if !ok {
+                return Err(BrokerConfigError::Invalid { name, rule });
+            }
+        }
+        Ok(())
+    }
+
+    /// The host and port clients are told to connect to.
+    pub fn advertised(&self) -> (String, i32) {
+        let host = if self.advertised_host.is_empty() {
+            self.listener.ip().to_string()
+        } else {
+            self.advertised_host.clone()
+        };
+        let port =
+            if self.advertised_port == 0 { self.listener.port() } else { self.advertised_port };
+        (host, i32::from(port))
+    }
+
+    /// A topic configuration carrying this broker's defaults.
+    pub fn topic_config(&self) -> TopicConfig {
+        TopicConfig::with_defaults(self.topic_defaults.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let config = BrokerConfig::from_toml("").unwrap_or_default();
+        assert_eq!(config.listener, SocketAddr::from(([127, 0, 0, 1], 9092)));
+        assert_eq!(config.advertised(), ("127.0.0.1".to_owned(), 9092));
+        let config = BrokerConfig::from_toml(
+            "node_id = 3\nlistener = \"127.0.0.1:19093\"\n[topic_defaults]\n\"retention.ms\" = \"1000\"\n",
+        );
+        assert!(
+            matches!(config, Ok(ref c) if c.node_id == 3 && c.topic_config().log_config().retention_ms == 1000)
+        );
+    }
+
+    #[test]
+    fn invalid_settings_are_refused() {
+        assert!(BrokerConfig::from_toml("no_such = 1").is_err());
+        assert!(BrokerConfig::from_toml("num_partitions = 0").is_err());
+        assert!(BrokerConfig::from_toml("[topic_defaults]\n\"retention.ms\" = \"soon\"").is_err());
+    }
+}

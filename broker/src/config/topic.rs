@@ -1,0 +1,323 @@
+//! Topic configuration with Kafka's names and defaults. A topic stores only its overrides;
+//! every other key takes the broker's default. Invalid names and values are refused with a
+//! message that says why, and nothing changes.
+
+use std::collections::BTreeMap;
+
+use crate::log::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
+
+/// Why a topic configuration was refused (Kafka's INVALID_CONFIG).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not a topic configuration Weir knows.
+    #[error("unknown topic config {0:?}")]
+    UnknownName(String),
+    /// The value does not parse or is out of range.
+    #[error("invalid value {value:?} for {name}: {rule}")]
+    InvalidValue {
+        /// The configuration name.
+        name: String,
+        /// The value given.
+        value: String,
+        /// What a valid value looks like.
+        rule: &'static str,
+    },
+}
+
+/// How a key is checked, and its default.
+struct Key {
+    name: &'static str,
+    default: &'static str,
+    check: fn(&str) -> Result<(), &'static str>,
+}
+
+macro_rules! long_min {
+    ($min:expr, $rule:literal) => {
+        |v: &str| match v.parse::<i64>() {
+            Ok(n) if n >= $min => Ok(()),
+            _ => Err($rule),
+        }
+    };
+}
+
+const KEYS: &[Key] = &[
+    Key { name: "cleanup.policy", default: "delete", check: check_cleanup_policy },
+    Key {
+        name: "retention.ms",
+        default: "604800000",
+        check: long_min!(-1, "an integer >= -1 (-1: keep forever)"),
+    },
+    Key {
+        name: "retention.bytes",
+        default: "-1",
+        check: long_min!(-1, "an integer >= -1 (-1: no limit)"),
+    },
+    Key { name: "segment.bytes", default: "1073741824", check: check_segment_bytes },
+    Key { name: "segment.ms", default: "604800000", check: long_min!(1, "an integer >= 1") },
+    Key {
+        name: "segment.index.bytes",
+        default: "10485760",
+        check: long_min!(8, "an integer >= 8"),
+    },
+    Key { name: "index.interval.bytes", default: "4096", check: long_min!(0, "an integer >= 0") },
+    Key { name: "max.message.bytes", default: "1048588", check: check_max_message_bytes },
+    Key { name: "min.insync.replicas", default: "1", check: long_min!(1, "an integer >= 1") },
+    Key {
+        name: "delete.retention.ms",
+        default: "86400000",
+        check: long_min!(0, "an integer >= 0"),
+    },
+    Key { name: "min.cleanable.dirty.ratio", default: "0.5", check: check_ratio },
+    Key { name: "message.timestamp.type", default: "CreateTime", check: check_timestamp_type },
+    Key { name: "flush.policy", default: "ack", check: check_flush_policy },
+    Key {
+        name: "flush.ms",
+        default: "9223372036854775807",
+        check: long_min!(0, "an integer >= 0"),
+    },
+    Key {
+        name: "flush.messages",
+        default: "9223372036854775807",
+        check: long_min!(1, "an integer >= 1"),
+    },
+    Key { name: "unclean.leader.election.enable", default: "false", check: check_bool },
+    Key { name: "compression.type", default: "producer", check: check_compression },
+];
+
+fn check_cleanup_policy(v: &str) -> Result<(), &'static str> {
+    let parts: Vec<&str> = v.split(',').map(str::trim).collect();
+    let ok = !parts.is_empty() && parts.iter().all(|p| matches!(*p, "delete" | "compact"));
+    if ok { Ok(()) } else { Err("delete, compact, or delete,compact") }
+}
+
+fn check_segment_bytes(v: &str) -> Result<(), &'static str> {
+    match v.parse::<i64>() {
+        Ok(n) if (1024..=i64::from(i32::MAX)).contains(&n) => Ok(()),
+        _ => Err("an integer from 1024 to 2147483647"),
+    }
+}
+
+fn check_max_message_bytes(v: &str) -> Result<(), &'static str> {
+    match v.parse::<i64>() {
+        Ok(n) if (0..=i64::from(i32::MAX)).contains(&n) => Ok(()),
+        _ => Err("an integer from 0 to 2147483647"),
+    }
+}
+
+fn check_ratio(v: &str) -> Result<(), &'static str> {
+    match v.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
+        _ => Err("a number from 0 to 1"),
+    }
+}
+
+fn check_timestamp_type(v: &str) -> Result<(), &'static str> {
+    if matches!(v, "CreateTime" | "LogAppendTime") {
+        Ok(())
+    } else {
+        Err("CreateTime or LogAppendTime")
+    }
+}
+
+fn check_flush_policy(v: &str) -> Result<(), &'static str> {
+    if matches!(v, "ack" | "interval") { Ok(()) } else { Err("ack or interval") }
+}
+
+fn check_bool(v: &str) -> Result<(), &'static str> {
+    if matches!(v, "true" | "false") { Ok(()) } else { Err("true or false") }
+}
+
+fn check_compression(v: &str) -> Result<(), &'static str> {
+    // Batches are stored as the producer compressed them; recompressing is not offered.
+    if v == "producer" { Ok(()) } else { Err("producer (batches are stored as sent)") }
+}
+
+/// A topic's overrides on top of broker-wide defaults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TopicConfig {
+    /// Broker-wide defaults for keys the topic does not override (`log.*` settings).
+    defaults: BTreeMap<String, String>,
+    /// The topic's own settings.
+    overrides: BTreeMap<String, String>,
+}
+
+/// Where a value comes from (DescribeConfigs' `config_source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Set on the topic.
+    Topic,
+    /// Set in the broker's configuration.
+    Broker,
+    /// Kafka's default.
+    Default,
+}
+
+impl TopicConfig {
+    /// A configuration with broker-wide defaults (already validated) and no overrides.
+    pub fn with_defaults(defaults: BTreeMap<String, String>) -> TopicConfig {
+        TopicConfig { defaults, overrides: BTreeMap::new() }
+    }
+
+    /// Checks one name and value.
+    pub fn validate(name: &str, value: &str) -> Result<(), ConfigError> {
+        let key = KEYS
+            .iter()
+            .find(|k| k.name == name)
+            .ok_or_else(|| ConfigError::UnknownName(name.to_owned()))?;
+        (key.check)(value).map_err(|rule| ConfigError::InvalidValue {
+            name: name.to_owned(),
+            value: value.to_owned(),
+            rule,
+        })
+    }
+
+    /// Applies `changes` (`None` removes an override) if every one is valid; otherwise changes
+    /// nothing.
+    pub fn apply<'a>(
+        &mut self,
+        changes: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> Result<(), ConfigError> {
+        let mut next = self.overrides.clone();
+        for (name, value) in changes {
+            match value {
+                Some(value) => {
+                    Self::validate(name, value)?;
+                    next.insert(name.to_owned(), value.to_owned());
+                }
+                None => {
+                    if !KEYS.iter().any(|k| k.name == name) {
+                        return Err(ConfigError::UnknownName(name.to_owned()));
+                    }
+                    next.remove(name);
+                }
+            }
+        }
+        self.overrides = next;
+        Ok(())
+    }
+
+    /// Replaces every override at once (AlterConfigs semantics), if all are valid.
+    pub fn replace(&mut self, overrides: BTreeMap<String, String>) -> Result<(), ConfigError> {
+        for (name, value) in &overrides {
+            Self::validate(name, value)?;
+        }
+        self.overrides = overrides;
+        Ok(())
+    }
+
+    /// The topic's overrides.
+    pub fn overrides(&self) -> &BTreeMap<String, String> {
+        &self.overrides
+    }
+
+    /// The value in force for `name`, and where it comes from.
+    pub fn get(&self, name: &str) -> Option<(String, Source)> {
+        if let Some(v) = self.overrides.get(name) {
+            return Some((v.clone(), Source::Topic));
+        }
+        if let Some(v) = self.defaults.get(name) {
+            return Some((v.clone(), Source::Broker));
+        }
+        KEYS.iter().find(|k| k.name == name).map(|k| (k.default.to_owned(), Source::Default))
+    }
+
+    /// Every key with its value in force.
+    pub fn all(&self) -> Vec<(&'static str, String, Source)> {
+        KEYS.iter().filter_map(|k| self.get(k.name).map(|(v, s)| (k.name, v, s))).collect()
+    }
+
+    fn long(&self, name: &str) -> i64 {
+        self.get(name).and_then(|(v, _)| v.parse().ok()).unwrap_or(0)
+    }
+
+    fn text(&self, name: &str) -> String {
+        self.get(name).map(|(v, _)| v).unwrap_or_default()
+    }
+
+    /// `min.insync.replicas`.
+    pub fn min_insync_replicas(&self) -> i64 {
+        self.long("min.insync.replicas")
+    }
+
+    /// `unclean.leader.election.enable`.
+    pub fn unclean_leader_election(&self) -> bool {
+        self.text("unclean.leader.election.enable") == "true"
+    }
+
+    /// The settings of this topic's partition logs.
+    pub fn log_config(&self) -> LogConfig {
+        let cleanup = self.text("cleanup.policy");
+        let (compact, delete) = (cleanup.contains("compact"), cleanup.contains("delete"));
+        LogConfig {
+            segment_bytes: self.long("segment.bytes").max(1024) as u64,
+            segment_ms: self.long("segment.ms"),
+            retention_ms: self.long("retention.ms"),
+            retention_bytes: self.long("retention.bytes"),
+            cleanup_policy: match (compact, delete) {
+                (true, true) => CleanupPolicy::CompactDelete,
+                (true, false) => CleanupPolicy::Compact,
+                _ => CleanupPolicy::Delete,
+            },
+            max_message_bytes: self.long("max.message.bytes").max(0) as usize,
+            delete_retention_ms: self.long("delete.retention.ms"),
+            min_cleanable_dirty_ratio: self
+                .get("min.cleanable.dirty.ratio")
+                .and_then(|(v, _)| v.parse().ok())
+                .unwrap_or(0.5),
+            timestamp_policy: if self.text("message.timestamp.type") == "LogAppendTime" {
+                TimestampPolicy::LogAppendTime
+            } else {
+                TimestampPolicy::CreateTime
+            },
+            flush_policy: if self.text("flush.policy") == "interval" {
+                FlushPolicy::Interval
+            } else {
+                FlushPolicy::Ack
+            },
+            flush_ms: self.long("flush.ms"),
+            flush_messages: self.long("flush.messages"),
+            index_interval_bytes: self.long("index.interval.bytes").max(0) as u64,
+            segment_index_bytes: self.long("segment.index.bytes").max(8) as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_kafkas_and_overrides_win() {
+        let mut config = TopicConfig::default();
+        assert_eq!(config.get("retention.ms"), Some(("604800000".into(), Source::Default)));
+        config
+            .apply([("retention.ms", Some("1000")), ("cleanup.policy", Some("compact,delete"))])
+            .unwrap_or_default();
+        assert_eq!(config.log_config().retention_ms, 1000);
+        assert_eq!(config.log_config().cleanup_policy, CleanupPolicy::CompactDelete);
+        assert_eq!(config.get("retention.ms").map(|v| v.1), Some(Source::Topic));
+    }
+
+    #[test]
+    fn invalid_changes_change_nothing() {
+        let mut config = TopicConfig::default();
+        config.apply([("retention.ms", Some("5"))]).unwrap_or_default();
+        let before = config.clone();
+        let err = config.apply([("segment.ms", Some("10")), ("retention.ms", Some("-7"))]);
+        assert!(matches!(err, Err(ConfigError::InvalidValue { .. })));
+        assert_eq!(config, before);
+        assert_eq!(
+            config.apply([("no.such", Some("1"))]),
+            Err(ConfigError::UnknownName("no.such".into()))
+        );
+        for (name, bad) in [
+            ("cleanup.policy", "archive"),
+            ("flush.policy", "never"),
+            ("min.cleanable.dirty.ratio", "2"),
+            ("message.timestamp.type", "Now"),
+            ("segment.bytes", "10"),
+        ] {
+            assert!(TopicConfig::validate(name, bad).is_err(), "{name}={bad}");
+        }
+    }
+}

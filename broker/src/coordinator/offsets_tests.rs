@@ -1,0 +1,265 @@
+#![allow(clippy::unwrap_used)]
+
+use crate::coordinator::test_support::*;
+use crate::coordinator::*;
+use crate::model::{Offset, TopicPartition};
+
+fn tp(topic: &str, p: i32) -> TopicPartition {
+    TopicPartition::new(topic, p)
+}
+
+fn fetched(h: &Harness, group: &str, partition: TopicPartition) -> Option<i64> {
+    let got = h.c.fetch_offsets(&GroupId::from(group), Some(&[partition]));
+    got[0].1.as_ref().map(|o| o.offset.0)
+}
+
+#[test]
+fn members_commit_with_their_generation_only() {
+    let mut h = Harness::new();
+    let (a, generation) = h.stable_single("g");
+    let ok = h.commit("g", &a, generation, tp("t", 0), 10);
+    assert_eq!(h.commit_error(ok), None);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(10));
+    let stale = h.commit("g", &a, Generation(generation.0 - 1), tp("t", 0), 11);
+    assert_eq!(h.commit_error(stale), Some(GroupError::IllegalGeneration));
+    let ghost = h.commit("g", &MemberId::from("ghost"), generation, tp("t", 0), 12);
+    assert_eq!(h.commit_error(ghost), Some(GroupError::UnknownMemberId));
+    let simple = h.commit("g", &MemberId::unknown(), Generation::NONE, tp("t", 0), 13);
+    assert_eq!(h.commit_error(simple), Some(GroupError::UnknownMemberId), "the group has members");
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(10), "rejected commits change nothing");
+    let lower = h.commit("g", &a, generation, tp("t", 0), 3);
+    assert_eq!(h.commit_error(lower), None);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(3), "an explicit lower commit is honoured");
+}
+
+#[test]
+fn commits_during_completing_rebalance_are_refused() {
+    let mut h = Harness::new();
+    let (a, join) = h.join_new("g");
+    h.tick();
+    let generation = h.join_reply(join).generation;
+    let c = h.commit("g", &a, generation, tp("t", 0), 1);
+    assert_eq!(h.commit_error(c), Some(GroupError::RebalanceInProgress));
+}
+
+#[test]
+fn simple_consumers_commit_to_empty_or_missing_groups() {
+    let mut h = Harness::new();
+    let c = h.commit("simple", &MemberId::unknown(), Generation::NONE, tp("t", 1), 5);
+    assert_eq!(h.commit_error(c), None);
+    assert_eq!(h.state("simple"), GroupState::Empty);
+    assert_eq!(h.c.list_groups(&[])[0].protocol_type, "", "a simple group has no protocol type");
+    let c = h.commit("missing", &MemberId::from("m"), Generation(1), tp("t", 1), 5);
+    assert_eq!(
+        h.commit_error(c),
+        Some(GroupError::IllegalGeneration),
+        "v8 answers ILLEGAL_GENERATION"
+    );
+}
+
+#[test]
+fn a_commit_is_visible_and_acknowledged_only_once_durable() {
+    let mut h = Harness::new();
+    h.auto_persist = false;
+    let c = h.commit("g", &MemberId::unknown(), Generation::NONE, tp("t", 0), 7);
+    assert!(h.take(c).is_none());
+    assert_eq!(fetched(&h, "g", tp("t", 0)), None);
+    h.settle(Ok(()));
+    assert_eq!(h.commit_error(c), None);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(7));
+    let c = h.commit("g", &MemberId::unknown(), Generation::NONE, tp("t", 0), 8);
+    h.settle(Err(PersistError::Storage));
+    assert_eq!(h.commit_error(c), Some(GroupError::NotCoordinator));
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(7), "a failed write is not applied");
+}
+
+#[test]
+fn batches_apply_in_log_order_even_if_reported_out_of_order() {
+    let mut h = Harness::new();
+    h.auto_persist = false;
+    let first = h.commit("g", &MemberId::unknown(), Generation::NONE, tp("t", 0), 1);
+    let second = h.commit("g", &MemberId::unknown(), Generation::NONE, tp("t", 0), 2);
+    let (id1, _) = h.held.remove(0);
+    let (id2, _) = h.held.remove(0);
+    let out = h.c.persisted(id2, Ok(()), h.now());
+    assert!(out.is_empty(), "the second waits for the first");
+    let out = h.c.persisted(id1, Ok(()), h.now());
+    let order: Vec<_> = out
+        .iter()
+        .map(|o| match o {
+            Output::Reply(id, _) => *id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(order, vec![first, second]);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(2));
+}
+
+#[test]
+fn oversized_metadata_is_refused_per_partition() {
+    let mut h = Harness::new();
+    let id = h.request_id();
+    let mut req = CommitRequest {
+        version: 8,
+        group_id: GroupId::from("g"),
+        generation: Generation::NONE,
+        member_id: MemberId::unknown(),
+        instance_id: None,
+        offsets: vec![],
+    };
+    for (p, metadata) in [(0, "x".repeat(5_000)), (1, "ok".to_owned())] {
+        req.offsets.push(OffsetCommit {
+            partition: tp("t", p),
+            offset: Offset(1),
+            leader_epoch: crate::model::LeaderEpoch::NONE,
+            metadata: Some(metadata),
+        });
+    }
+    let out = h.c.commit(id, req, h.now());
+    h.absorb(out);
+    match h.take(id) {
+        Some(Response::Commit(r)) => {
+            assert_eq!(r.partitions[0].error, Some(GroupError::OffsetMetadataTooLarge));
+            assert_eq!(r.partitions[1].error, None);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn delete_offsets(
+    h: &mut Harness,
+    group: &str,
+    partitions: Vec<TopicPartition>,
+) -> DeleteOffsetsResponse {
+    let id = h.request_id();
+    let out = h.c.delete_offsets(
+        id,
+        DeleteOffsetsRequest { group_id: GroupId::from(group), partitions },
+        h.now(),
+    );
+    h.absorb(out);
+    match h.take(id) {
+        Some(Response::DeleteOffsets(r)) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn offset_delete_refuses_subscribed_topics() {
+    let mut h = Harness::new();
+    let (a, generation) = h.stable_single("g"); // subscribed to "t"
+    for topic in ["t", "old"] {
+        let c = h.commit("g", &a, generation, tp(topic, 0), 4);
+        assert_eq!(h.commit_error(c), None);
+    }
+    let r = delete_offsets(&mut h, "g", vec![tp("t", 0), tp("old", 0)]);
+    assert_eq!(r.error, None);
+    assert_eq!(r.partitions[0].error, Some(GroupError::GroupSubscribedToTopic));
+    assert_eq!(r.partitions[1].error, None);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(4));
+    assert_eq!(fetched(&h, "g", tp("old", 0)), None);
+    assert_eq!(delete_offsets(&mut h, "nope", vec![]).error, Some(GroupError::GroupIdNotFound));
+}
+
+#[test]
+fn empty_group_offsets_expire_after_retention_since_it_emptied() {
+    let mut config = CoordinatorConfig::for_tests();
+    config.offsets_retention_ms = 60_000;
+    config.offsets_retention_check_interval_ms = 1_000;
+    let mut h = Harness::with_config(config);
+    let (a, generation) = h.stable_single("g");
+    let c = h.commit("g", &a, generation, tp("t", 0), 9);
+    h.commit_error(c);
+    // The group stays Stable with a live member far beyond retention: nothing expires.
+    for _ in 0..20 {
+        h.advance(5_000);
+        assert_eq!(h.heartbeat("g", &a, generation), None);
+    }
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(9));
+    let id = h.request_id();
+    let leave = LeaveRequest {
+        group_id: GroupId::from("g"),
+        members: vec![LeavingMember { member_id: a, instance_id: None, reason: None }],
+    };
+    let out = h.c.leave(id, leave, h.now());
+    h.absorb(out);
+    assert_eq!(h.state("g"), GroupState::Empty);
+    h.advance(59_000);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(9), "not yet");
+    h.advance(2_000);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), None);
+    assert_eq!(h.state("g"), GroupState::Dead, "the offsetless empty group is deleted");
+    assert!(h.log.iter().any(|r| matches!(r, Record::Group { value: None, .. })));
+}
+
+#[test]
+fn simple_group_offsets_expire_by_commit_time() {
+    let mut config = CoordinatorConfig::for_tests();
+    config.offsets_retention_ms = 10_000;
+    config.offsets_retention_check_interval_ms = 1_000;
+    let mut h = Harness::with_config(config);
+    let c = h.commit("s", &MemberId::unknown(), Generation::NONE, tp("t", 0), 1);
+    h.commit_error(c);
+    h.advance(6_000);
+    let c = h.commit("s", &MemberId::unknown(), Generation::NONE, tp("t", 1), 1);
+    h.commit_error(c);
+    h.advance(5_000);
+    assert_eq!(fetched(&h, "s", tp("t", 0)), None);
+    assert_eq!(fetched(&h, "s", tp("t", 1)), Some(1));
+    assert_eq!(h.state("s"), GroupState::Empty);
+}
+
+#[test]
+fn deleting_groups_requires_them_empty() {
+    let mut h = Harness::new();
+    h.stable_single("busy");
+    let c = h.commit("idle", &MemberId::unknown(), Generation::NONE, tp("t", 0), 1);
+    h.commit_error(c);
+    let id = h.request_id();
+    let ids = vec![GroupId::from("busy"), GroupId::from("idle"), GroupId::from("nope")];
+    let out = h.c.delete_groups(id, ids, h.now());
+    h.absorb(out);
+    let Some(Response::DeleteGroups(r)) = h.take(id) else { panic!("no reply") };
+    assert_eq!(r.groups[0].1, Some(GroupError::NonEmptyGroup));
+    assert_eq!(r.groups[1].1, None);
+    assert_eq!(r.groups[2].1, Some(GroupError::GroupIdNotFound));
+    assert_eq!(h.state("idle"), GroupState::Dead);
+    assert_eq!(fetched(&h, "idle", tp("t", 0)), None);
+    assert_eq!(h.c.list_groups(&[]).len(), 1);
+}
+
+#[test]
+fn a_failed_deletion_brings_the_group_back() {
+    let mut h = Harness::new();
+    let c = h.commit("idle", &MemberId::unknown(), Generation::NONE, tp("t", 0), 1);
+    h.commit_error(c);
+    h.auto_persist = false;
+    let id = h.request_id();
+    let out = h.c.delete_groups(id, vec![GroupId::from("idle")], h.now());
+    h.absorb(out);
+    let blocked = h.join("idle", &MemberId::unknown());
+    assert_eq!(h.join_reply(blocked).error, Some(GroupError::CoordinatorNotAvailable));
+    h.settle(Err(PersistError::TimedOut));
+    let Some(Response::DeleteGroups(r)) = h.take(id) else { panic!("no reply") };
+    assert_eq!(r.groups[0].1, Some(GroupError::CoordinatorNotAvailable));
+    assert_eq!(h.state("idle"), GroupState::Empty);
+    assert_eq!(fetched(&h, "idle", tp("t", 0)), Some(1));
+}
+
+#[test]
+fn deletion_tombstones_commits_still_in_flight() {
+    let mut h = Harness::new();
+    h.auto_persist = false;
+    let c = h.commit("g", &MemberId::unknown(), Generation::NONE, tp("t", 3), 1);
+    let id = h.request_id();
+    let out = h.c.delete_groups(id, vec![GroupId::from("g")], h.now());
+    h.absorb(out);
+    h.settle(Ok(()));
+    h.settle(Ok(()));
+    assert_eq!(h.commit_error(c), None);
+    let tombstoned = h.log.iter().any(
+        |r| matches!(r, Record::Offset { partition, value: None, .. } if *partition == tp("t", 3)),
+    );
+    assert!(tombstoned);
+    assert_eq!(fetched(&h, "g", tp("t", 3)), None);
+}

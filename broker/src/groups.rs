@@ -1,0 +1,255 @@
+//! The async shell around the group coordinator: it stamps requests with ids and the clock,
+//! routes the coordinator's outputs (replies to waiting handlers; record batches to the
+//! `__consumer_offsets` partitions, appended in order and reported back once durable), and runs
+//! its timers. All group logic is in [`crate::coordinator`]; nothing here decides anything.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use bytes::Bytes;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::catalog::Topic;
+use crate::coordinator::{
+    CoordinatorConfig, GroupCoordinator, Now, Output, PersistError, PersistId, Record, RequestId,
+    Response,
+};
+use crate::io::Env;
+use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
+use crate::log::{records, split};
+use crate::model::Offset;
+
+/// Bytes read at a time when loading `__consumer_offsets`.
+pub const LOAD_CHUNK_BYTES: usize = 1 << 20;
+
+/// Why a group request got no answer from the coordinator.
+#[derive(Debug, thiserror::Error)]
+#[error("the group coordinator is not available")]
+pub struct Unavailable;
+
+type Pending = Mutex<BTreeMap<RequestId, oneshot::Sender<Response>>>;
+
+/// The group coordinator of this broker, ready for handlers.
+pub struct Groups {
+    env: Env,
+    state: Mutex<GroupCoordinator>,
+    pending: Pending,
+    next_request: AtomicU64,
+    persist: mpsc::UnboundedSender<(PersistId, Vec<Record>)>,
+    /// Woken when a deadline may have moved.
+    changed: Notify,
+}
+
+impl Groups {
+    /// Loads committed offsets and groups from `offsets` (the `__consumer_offsets` topic) and
+    /// starts the coordinator's timer and persistence tasks.
+    pub async fn start(env: Env, config: CoordinatorConfig, offsets: Arc<Topic>) -> Arc<Groups> {
+        let seed = env.entropy.next_u64();
+        let (persist, queue) = mpsc::unbounded_channel();
+        let groups = Arc::new(Groups {
+            env: env.clone(),
+            state: Mutex::new(GroupCoordinator::new(config, seed)),
+            pending: Mutex::new(BTreeMap::new()),
+            next_request: AtomicU64::new(1),
+            persist,
+            changed: Notify::new(),
+        });
+        let records = load_records(&offsets).await;
+        let loaded = groups.lock().load(records, groups.now());
+        groups.dispatch(loaded);
+        env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), offsets, queue));
+        env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
+        groups
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> Now {
+        Now::new(self.env.clock.now(), self.env.clock.wall_ms())
+    }
+
+    /// Runs one request through the coordinator and waits for its reply (which may come after a
+    /// rebalance or a durable write).
+    pub async fn call(
+        &self,
+        run: impl FnOnce(&mut GroupCoordinator, RequestId, Now) -> Vec<Output>,
+    ) -> Result<Response, Unavailable> {
+        let id = RequestId(self.next_request.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+        let outputs = run(&mut self.lock(), id, self.now());
+        self.dispatch(outputs);
+        // The request may have set or moved a deadline.
+        self.changed.notify_one();
+        rx.await.map_err(|_| Unavailable)
+    }
+
+    /// Reads from the coordinator without a request (describe, list, fetch offsets).
+    pub fn read<T>(&self, read: impl FnOnce(&GroupCoordinator) -> T) -> T {
+        read(&self.lock())
+    }
+
+    fn dispatch(&self, outputs: Vec<Output>) {
+        tracing::trace!(outputs = outputs.len(), "group coordinator outputs");
+        for output in outputs {
+            match output {
+                Output::Reply(id, response) => {
+                    let waiter = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                    match waiter {
+                        Some(waiter) => {
+                            if waiter.send(response).is_err() {
+                                tracing::debug!(
+                                    request = id.0,
+                                    "group reply for a request no one awaits"
+                                );
+                            }
+                        }
+                        None => {
+                            tracing::warn!(request = id.0, "group reply for an unknown request")
+                        }
+                    }
+                }
+                Output::Persist { id, records } => {
+                    tracing::trace!(
+                        persist = id.0,
+                        records = records.len(),
+                        "persisting group records"
+                    );
+                    if self.persist.send((id, records)).is_err() {
+                        tracing::error!("group records cannot be persisted: the writer stopped");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Fires the coordinator's timers (session and rebalance timeouts, offset expiry).
+async fn timer_loop(groups: Weak<Groups>) {
+    loop {
+        let Some(strong) = groups.upgrade() else { return };
+        let clock = Arc::clone(&strong.env.clock);
+        let notified = strong.changed.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        let deadline = strong.lock().next_deadline();
+        match deadline {
+            Some(at) => {
+                let sleep = clock.sleep_until(at);
+                tokio::select! {
+                    biased;
+                    () = sleep => {}
+                    () = notified => {}
+                }
+            }
+            None => notified.await,
+        }
+        let outputs = strong.lock().tick(strong.now());
+        strong.dispatch(outputs);
+    }
+}
+
+/// Appends each batch of group records, in order, to the offsets topic and reports the outcome.
+async fn persist_loop(
+    groups: Weak<Groups>,
+    offsets: Arc<Topic>,
+    mut queue: mpsc::UnboundedReceiver<(PersistId, Vec<Record>)>,
+) {
+    while let Some((id, records)) = queue.recv().await {
+        let Some(strong) = groups.upgrade() else { return };
+        let result = append(&strong.env, &offsets, &records).await;
+        let outputs = strong.lock().persisted(id, result, strong.now());
+        strong.dispatch(outputs);
+        strong.changed.notify_one();
+    }
+}
+
+/// Kafka's partition for a group: Java's `String.hashCode` of the group id, modulo the
+/// partition count (so tools that compute it agree).
+pub fn partition_for(group: &str, partitions: i32) -> i32 {
+    let hash =
+        group.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)));
+    // Kafka's `Utils.abs`: `Math.abs`, except that `Integer.MIN_VALUE` maps to 0.
+    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+    positive % partitions.max(1)
+}
+
+async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), PersistError> {
+    let mut by_partition: BTreeMap<i32, Vec<RecordSpec>> = BTreeMap::new();
+    let now = env.clock.wall_ms();
+    for record in records {
+        let key = record.encode_key().map_err(|_| PersistError::Storage)?;
+        let value = record.encode_value().map_err(|_| PersistError::Storage)?;
+        let specs = by_partition
+            .entry(partition_for(record.group().as_str(), offsets.partition_count()))
+            .or_default();
+        let delta = specs.len() as i32;
+        specs.push(RecordSpec {
+            offset_delta: delta,
+            timestamp: now,
+            key: Some(key),
+            value,
+            headers: Vec::new(),
+        });
+    }
+    for (index, specs) in by_partition {
+        let partition = offsets.partition(index).ok_or(PersistError::NotLeader)?;
+        let batch =
+            encode_batch(&specs, &BatchOptions::default()).map_err(|_| PersistError::Storage)?;
+        let (_, completion) = partition.produce(batch).await.map_err(|e| {
+            tracing::warn!("appending group records failed: {e}");
+            PersistError::Storage
+        })?;
+        completion.await.map_err(|_| PersistError::Storage)?;
+    }
+    Ok(())
+}
+
+/// Every record in the offsets topic, partition by partition, oldest first.
+async fn load_records(offsets: &Topic) -> Vec<Record> {
+    let mut out = Vec::new();
+    for index in 0..offsets.partition_count() {
+        let Some(partition) = offsets.partition(index) else { continue };
+        let end = partition.high_watermark();
+        let mut from = partition.log.log_start_offset();
+        while from < end {
+            let Ok(result) = partition.read(from, LOAD_CHUNK_BYTES).await else { break };
+            if result.records.is_empty() {
+                break;
+            }
+            for batch in split::split_batches(&result.records).flatten() {
+                decode_batch(&batch, &mut out);
+            }
+            from = result.next_offset.max(Offset(from.0 + 1));
+        }
+    }
+    out
+}
+
+fn decode_batch(batch: &Bytes, out: &mut Vec<Record>) {
+    let Ok(iter) = records::record_iter(batch) else { return };
+    for record in iter.flatten() {
+        let Some(key) = record.key else { continue };
+        match Record::decode(&key, record.value.as_deref()) {
+            Ok(decoded) => out.push(decoded),
+            Err(e) => tracing::warn!("skipping an undecodable group record: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_matches_javas_string_hash() {
+        // "my-group".hashCode() == -1906497762 in Java; |h| % 50 == 12.
+        assert_eq!(partition_for("my-group", 50), 12);
+        // "zzzzzzzz".hashCode() == -1910022912; |h| % 50 == 12 as well.
+        assert_eq!(partition_for("zzzzzzzz", 50), 12);
+        assert_eq!(partition_for("", 50), 0);
+    }
+}

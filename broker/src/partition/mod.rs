@@ -1,0 +1,178 @@
+//! A partition as the broker serves it: its log, its idempotent-producer state, its high
+//! watermark, and the ordering of appends — one at a time per partition, so that offsets and
+//! producer sequences agree — with the durability wait kept outside that ordering, so that
+//! group commit can gather many producers' batches into one sync.
+
+pub mod producers;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::io::Env;
+use crate::log::producers::{Decision, ProducerError, ProducerStateManager};
+use crate::log::{
+    AppendError, FlushPolicy, Log, LogConfig, MaintenanceError, OpenError, ReadError, ReadResult,
+    batch,
+};
+use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
+
+/// Why a produce to this partition failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProduceError {
+    /// The log refused or failed the append.
+    #[error(transparent)]
+    Append(#[from] AppendError),
+    /// The idempotent producer's epoch or sequence is wrong.
+    #[error(transparent)]
+    Producer(#[from] ProducerError),
+}
+
+/// Why a partition could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionOpenError {
+    /// The log could not be opened.
+    #[error(transparent)]
+    Log(#[from] OpenError),
+    /// The producer state could not be rebuilt from the log.
+    #[error("rebuilding producer state: {0}")]
+    Producers(#[from] ReadError),
+}
+
+/// One partition of one topic on this broker.
+pub struct Partition {
+    /// The topic and index.
+    pub tp: TopicPartition,
+    /// The topic's id.
+    pub topic_id: TopicId,
+    /// The log.
+    pub log: Log,
+    env: Env,
+    /// The epoch stamped on appended batches.
+    leader_epoch: LeaderEpoch,
+    /// The producer state; its lock also orders appends.
+    producers: tokio::sync::Mutex<ProducerStateManager>,
+    /// Woken when the high watermark moves (fetch long polls).
+    appended: Arc<tokio::sync::Notify>,
+}
+
+/// The rest of a produce after its append: resolves when the batch may be acknowledged.
+pub type Completion = crate::io::BoxFuture<'static, Result<(), crate::log::Offline>>;
+
+/// What a successful produce returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Produced {
+    /// Offset of the batch's first record (the original one, for a retried duplicate).
+    pub base_offset: Offset,
+    /// The broker's timestamp when the topic uses LogAppendTime.
+    pub log_append_time: Option<i64>,
+    /// The log start offset.
+    pub log_start: Offset,
+}
+
+impl Partition {
+    /// Opens (recovering) the partition's log in `dir` and rebuilds its producer state.
+    pub async fn open(
+        env: Env,
+        tp: TopicPartition,
+        topic_id: TopicId,
+        dir: PathBuf,
+        config: LogConfig,
+        appended: Arc<tokio::sync::Notify>,
+    ) -> Result<Partition, PartitionOpenError> {
+        let log = Log::open(env.clone(), dir, config).await?;
+        let leader_epoch = log.epochs().latest().map_or(LeaderEpoch(0), |(e, _)| e);
+        let state = producers::recover(&log, &*env.disk).await?;
+        Ok(Partition {
+            tp,
+            topic_id,
+            log,
+            env,
+            leader_epoch,
+            producers: tokio::sync::Mutex::new(state),
+            appended,
+        })
+    }
+
+    /// The leader epoch this broker writes with.
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.leader_epoch
+    }
+
+    /// The high watermark: what consumers may read. With `flush.policy=ack` only synced data is
+    /// visible, so no consumer ever sees a record a power failure could take back.
+    pub fn high_watermark(&self) -> Offset {
+        match self.log.config().flush_policy {
+            FlushPolicy::Ack => self.log.durable_offset(),
+            FlushPolicy::Interval => self.log.log_end_offset(),
+        }
+    }
+
+    /// Appends a client's batch in this partition's order — or, for a retry of one of an
+    /// idempotent producer's last five batches, finds the original — and returns the offsets
+    /// with the wait that completes the produce: under `flush.policy=ack` until the batch is
+    /// synced, under `interval` until a due flush is done. The caller awaits that outside the
+    /// append order, so many producers' batches share one sync.
+    pub async fn produce(
+        self: &Arc<Self>,
+        batch: Bytes,
+    ) -> Result<(Produced, Completion), ProduceError> {
+        let header = batch::parse_header(&batch).map_err(AppendError::from)?;
+        let (produced, last_offset) = {
+            let mut state = self.producers.lock().await;
+            match state.check(&header)? {
+                Decision::Duplicate { base_offset, last_offset, max_timestamp } => {
+                    let log_append_time = (header.timestamp_type()
+                        == batch::TimestampType::LogAppend
+                        || self.log.config().timestamp_policy
+                            == crate::log::TimestampPolicy::LogAppendTime)
+                        .then_some(max_timestamp.0);
+                    let log_start = self.log.log_start_offset();
+                    (Produced { base_offset, log_append_time, log_start }, last_offset)
+                }
+                Decision::Append => {
+                    let info = self.log.append_unsynced(batch, self.leader_epoch).await?;
+                    state.record(&info.header, info.base_offset, info.last_offset);
+                    let produced = Produced {
+                        base_offset: info.base_offset,
+                        log_append_time: info.log_append_time,
+                        log_start: info.log_start,
+                    };
+                    (produced, info.last_offset)
+                }
+            }
+        };
+        let partition = Arc::clone(self);
+        // A duplicate is acknowledged only once its original is durable too.
+        let completion: Completion = Box::pin(async move {
+            match partition.log.config().flush_policy {
+                FlushPolicy::Ack => partition.log.wait_durable(last_offset.next()).await?,
+                FlushPolicy::Interval => partition.log.flush_if_due().await?,
+            }
+            partition.log.set_high_watermark(partition.high_watermark());
+            partition.appended.notify_waiters();
+            Ok(())
+        });
+        Ok((produced, completion))
+    }
+
+    /// Reads from `offset` up to the high watermark.
+    pub async fn read(&self, offset: Offset, max_bytes: usize) -> Result<ReadResult, ReadError> {
+        self.log.read(offset, max_bytes, self.high_watermark()).await
+    }
+
+    /// Checkpoints the log and snapshots the producer state, so that recovery after a crash
+    /// rescans and replays only what came after.
+    pub async fn checkpoint(&self, producer_expiration_ms: i64) -> Result<(), MaintenanceError> {
+        self.log.checkpoint().await?;
+        let (bytes, end) = {
+            let mut state = self.producers.lock().await;
+            state.expire(self.env.clock.wall_ms(), producer_expiration_ms);
+            let end = self.log.log_end_offset();
+            (state.encode_snapshot(end), end)
+        };
+        producers::save(bytes, end, &*self.env.disk, self.log.dir()).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,101 @@
+//! The idempotent-producer state of one partition, kept beside its log: snapshots
+//! (`<offset>.snapshot`, state as of that offset) written at checkpoints, and recovery that
+//! loads the newest usable snapshot and replays the batches after it from the log.
+
+use std::path::Path;
+
+use bytes::Bytes;
+
+use crate::io::Disk;
+use crate::log::batch;
+use crate::log::checkpoint;
+use crate::log::producers::{
+    PRODUCER_SNAPSHOT_KIND, ProducerStateManager, decode_snapshot_body, parse_snapshot_file_name,
+    snapshot_file_name, snapshots_to_try,
+};
+use crate::log::split::split_batches;
+use crate::log::{Log, ReadError};
+use crate::model::Offset;
+
+/// Snapshots kept per partition (the newest, and one older in case the newest is past a
+/// power failure's cut).
+pub const PRODUCER_SNAPSHOTS_KEPT: usize = 2;
+/// Bytes read at a time when replaying the log into the producer state.
+pub const REPLAY_CHUNK_BYTES: usize = 1 << 20;
+
+async fn snapshots(disk: &dyn Disk, dir: &Path) -> std::io::Result<Vec<Offset>> {
+    Ok(disk.list(dir).await?.iter().filter_map(|name| parse_snapshot_file_name(name)).collect())
+}
+
+/// Rebuilds the state: the newest snapshot within the log, then every batch after it.
+pub async fn recover(log: &Log, disk: &dyn Disk) -> Result<ProducerStateManager, ReadError> {
+    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+    let available = snapshots(disk, log.dir()).await?;
+    // A snapshot past the recovered end describes writes a power failure took back; it would
+    // be wrong once the log grows past it again.
+    for stale in available.iter().filter(|&&offset| offset > end) {
+        disk.remove(&log.dir().join(snapshot_file_name(*stale))).await?;
+    }
+    let mut state = ProducerStateManager::new();
+    let mut from = start;
+    for offset in snapshots_to_try(available, start, end) {
+        let name = snapshot_file_name(offset);
+        match checkpoint::read(disk, log.dir(), &name, PRODUCER_SNAPSHOT_KIND).await {
+            Ok(Some((version, body))) => match decode_snapshot_body(version, &body) {
+                Ok((at, loaded)) => {
+                    state = loaded;
+                    from = at;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(log = %log.dir().display(), snapshot = %name, "ignoring snapshot: {e}")
+                }
+            },
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(log = %log.dir().display(), snapshot = %name, "ignoring snapshot: {e}")
+            }
+        }
+    }
+    replay(log, &mut state, from, end).await?;
+    Ok(state)
+}
+
+/// Feeds every batch in `[from, end)` to the state.
+async fn replay(
+    log: &Log,
+    state: &mut ProducerStateManager,
+    mut from: Offset,
+    end: Offset,
+) -> Result<(), ReadError> {
+    while from < end {
+        let result = log.read(from, REPLAY_CHUNK_BYTES, end).await?;
+        if result.records.is_empty() {
+            break;
+        }
+        for stored in split_batches(&result.records) {
+            let stored = stored.map_err(|cause| ReadError::Corrupt { offset: from, cause })?;
+            let header = batch::parse_header(&stored)
+                .map_err(|cause| ReadError::Corrupt { offset: from, cause })?;
+            state.record(&header, Offset(header.base_offset()), Offset(header.last_offset()));
+        }
+        from = result.next_offset;
+    }
+    Ok(())
+}
+
+/// Writes a snapshot of `state` as of `end` and removes all but the newest snapshots.
+pub async fn save(
+    state_bytes: Bytes,
+    end: Offset,
+    disk: &dyn Disk,
+    dir: &Path,
+) -> std::io::Result<()> {
+    checkpoint::write_atomic(disk, dir, &snapshot_file_name(end), state_bytes).await?;
+    let mut existing = snapshots(disk, dir).await?;
+    existing.sort_unstable_by(|a, b| b.cmp(a));
+    for old in existing.into_iter().skip(PRODUCER_SNAPSHOTS_KEPT) {
+        disk.remove(&dir.join(snapshot_file_name(old))).await?;
+    }
+    Ok(())
+}

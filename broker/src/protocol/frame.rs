@@ -1,0 +1,54 @@
+//! Frames: a 4-byte big-endian size, then that many bytes. The size is checked against
+//! `socket.request.max.bytes` before a buffer is allocated, so a client cannot make the broker
+//! reserve memory it never sends.
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Why a frame could not be read. Any of these ends the connection.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The peer closed the connection between frames.
+    #[error("connection closed")]
+    Closed,
+    /// The declared size is negative or above the limit.
+    #[error("frame of {size} bytes is outside 0..={max}")]
+    BadSize {
+        /// The declared size.
+        size: i32,
+        /// The limit.
+        max: usize,
+    },
+    /// The connection failed or closed mid-frame.
+    #[error("reading a frame: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one frame of at most `max_bytes` bytes.
+pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
+    reader: &mut R,
+    max_bytes: usize,
+) -> Result<Bytes, FrameError> {
+    let mut size = [0u8; 4];
+    match reader.read_exact(&mut size).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
+        Err(e) => return Err(e.into()),
+    }
+    let size = i32::from_be_bytes(size);
+    let len = usize::try_from(size)
+        .ok()
+        .filter(|&len| len <= max_bytes)
+        .ok_or(FrameError::BadSize { size, max: max_bytes })?;
+    let mut buf = BytesMut::zeroed(len);
+    reader.read_exact(&mut buf).await?;
+    Ok(buf.freeze())
+}
+
+/// Prefixes `body` with its size.
+pub fn frame(body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    out.freeze()
+}

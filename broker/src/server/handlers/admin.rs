@@ -1,0 +1,207 @@
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, and
+//! DescribeCluster.
+
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::code;
+use crate::catalog::CatalogError;
+use crate::model::{Offset, TopicId};
+use crate::node::Broker;
+
+/// Kafka's error for a refused topic operation.
+pub(crate) fn catalog_error(error: &CatalogError) -> ResponseError {
+    match error {
+        CatalogError::Exists(_) => ResponseError::TopicAlreadyExists,
+        CatalogError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
+        CatalogError::BadName(_) => ResponseError::InvalidTopicException,
+        CatalogError::BadPartitions(_) => ResponseError::InvalidPartitions,
+        CatalogError::BadReplication(_) => ResponseError::InvalidReplicationFactor,
+        CatalogError::BadConfig(_) => ResponseError::InvalidConfig,
+        CatalogError::Internal(_) => ResponseError::TopicAuthorizationFailed,
+        CatalogError::Storage(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+fn message(error: &CatalogError) -> Option<StrBytes> {
+    Some(StrBytes::from_string(error.to_string()))
+}
+
+/// Answers CreateTopics.
+pub async fn create_topics(
+    broker: &Arc<Broker>,
+    request: CreateTopicsRequest,
+    _version: i16,
+) -> CreateTopicsResponse {
+    let mut response = CreateTopicsResponse::default();
+    for wanted in request.topics {
+        let mut result = CreatableTopicResult::default();
+        result.name = wanted.name.clone();
+        result.num_partitions = -1;
+        result.replication_factor = -1;
+        let configs: Vec<(String, String)> = wanted
+            .configs
+            .iter()
+            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .collect();
+        let partitions = if wanted.assignments.is_empty() {
+            wanted.num_partitions
+        } else {
+            wanted.assignments.len() as i32
+        };
+        let created = broker
+            .catalog
+            .create(
+                wanted.name.0.as_str(),
+                partitions,
+                wanted.replication_factor,
+                &configs,
+                request.validate_only,
+            )
+            .await;
+        match created {
+            Ok(topic) => {
+                if let Some(topic) = topic {
+                    result.topic_id = Uuid::from_bytes(topic.id.0);
+                    result.num_partitions = topic.partition_count();
+                } else {
+                    result.num_partitions =
+                        if partitions == -1 { broker.config.num_partitions } else { partitions };
+                }
+                result.replication_factor = 1;
+            }
+            Err(error) => {
+                result.error_code = code(catalog_error(&error));
+                result.error_message = message(&error);
+            }
+        }
+        response.topics.push(result);
+    }
+    response
+}
+
+/// Answers DeleteTopics (by name, or by id from v6).
+pub async fn delete_topics(
+    broker: &Arc<Broker>,
+    request: DeleteTopicsRequest,
+    _version: i16,
+) -> DeleteTopicsResponse {
+    let mut response = DeleteTopicsResponse::default();
+    let mut wanted: Vec<(Option<String>, Uuid)> =
+        request.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect();
+    wanted.extend(
+        request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
+    );
+    for (name, id) in wanted {
+        let mut result = DeletableTopicResult::default();
+        result.topic_id = id;
+        let name = match name {
+            Some(name) => Some(name),
+            None => broker.catalog.by_id(TopicId(*id.as_bytes())).map(|t| t.name.clone()),
+        };
+        result.name = name.clone().map(|n| TopicName(StrBytes::from_string(n)));
+        match name {
+            None => result.error_code = code(ResponseError::UnknownTopicId),
+            Some(name) => match broker.catalog.delete(&name).await {
+                Ok(id) => result.topic_id = Uuid::from_bytes(id.0),
+                Err(error) => {
+                    result.error_code = code(catalog_error(&error));
+                    result.error_message = message(&error);
+                }
+            },
+        }
+        response.responses.push(result);
+    }
+    response
+}
+
+/// Answers CreatePartitions.
+pub async fn create_partitions(
+    broker: &Arc<Broker>,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut response = CreatePartitionsResponse::default();
+    for wanted in request.topics {
+        let mut result = CreatePartitionsTopicResult::default();
+        result.name = wanted.name.clone();
+        if let Err(error) = broker
+            .catalog
+            .create_partitions(wanted.name.0.as_str(), wanted.count, request.validate_only)
+            .await
+        {
+            result.error_code = code(catalog_error(&error));
+            result.error_message = message(&error);
+        }
+        response.results.push(result);
+    }
+    response
+}
+
+/// Answers DeleteRecords: advances each partition's log start offset (−1 means the high
+/// watermark), never past the high watermark.
+pub async fn delete_records(
+    broker: &Arc<Broker>,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let mut response = DeleteRecordsResponse::default();
+    for wanted in request.topics {
+        let topic = broker.catalog.get(wanted.name.0.as_str());
+        let mut out = DeleteRecordsTopicResult::default();
+        out.name = wanted.name;
+        for part in wanted.partitions {
+            let mut p = DeleteRecordsPartitionResult::default();
+            p.partition_index = part.partition_index;
+            p.low_watermark = -1;
+            match topic.as_ref().and_then(|t| t.partition(part.partition_index)) {
+                None => p.error_code = code(ResponseError::UnknownTopicOrPartition),
+                Some(partition) => {
+                    let hw = partition.high_watermark();
+                    let target = if part.offset == -1 { hw } else { Offset(part.offset) };
+                    if target.0 < 0 || target > hw {
+                        p.error_code = code(ResponseError::OffsetOutOfRange);
+                    } else {
+                        match partition.log.delete_records_before(target, hw).await {
+                            Ok(start) => p.low_watermark = start.0,
+                            Err(error) => {
+                                tracing::warn!(partition = %partition.tp, "delete records failed: {error}");
+                                p.error_code = code(ResponseError::KafkaStorageError);
+                            }
+                        }
+                    }
+                }
+            }
+            out.partitions.push(p);
+        }
+        response.topics.push(out);
+    }
+    response
+}
+
+/// Answers DescribeCluster.
+pub fn describe_cluster(
+    broker: &Arc<Broker>,
+    _request: &DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let mut response = DescribeClusterResponse::default();
+    let (host, port) = broker.advertised();
+    response.cluster_id = StrBytes::from_string(broker.config.cluster_id.clone());
+    response.controller_id = BrokerId(broker.config.node_id);
+    let mut me = DescribeClusterBroker::default();
+    me.broker_id = BrokerId(broker.config.node_id);
+    me.host = StrBytes::from_string(host);
+    me.port = port;
+    me.rack = broker.config.rack.clone().map(StrBytes::from_string);
+    response.brokers = vec![me];
+    response
+}

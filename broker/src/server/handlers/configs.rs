@@ -1,0 +1,242 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs, for topics (every Kafka topic
+//! setting Weir honours) and brokers (described; the broker's own settings are static — they
+//! come from its configuration file — so altering them is refused with a message).
+
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use super::admin::catalog_error;
+use super::code;
+use crate::config::topic::Source;
+use crate::node::Broker;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+/// DescribeConfigs `config_source` values.
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+/// IncrementalAlterConfigs operations.
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
+    let mut e = DescribeConfigsResourceResult::default();
+    e.name = StrBytes::from_string(name.to_owned());
+    e.value = Some(StrBytes::from_string(value));
+    e.config_source = source;
+    e.read_only = read_only;
+    e
+}
+
+/// Answers DescribeConfigs.
+pub fn describe(broker: &Arc<Broker>, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let mut response = DescribeConfigsResponse::default();
+    for resource in request.resources {
+        let mut result = DescribeConfigsResult::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let wanted = |name: &str| {
+            resource
+                .configuration_keys
+                .as_ref()
+                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+        };
+        match resource.resource_type {
+            RESOURCE_TOPIC => match broker.catalog.get(resource.resource_name.as_str()) {
+                Some(topic) => {
+                    for (name, value, source) in topic.config().all() {
+                        if wanted(name) {
+                            let source = match source {
+                                Source::Topic => SOURCE_TOPIC,
+                                Source::Broker => SOURCE_STATIC_BROKER,
+                                Source::Default => SOURCE_DEFAULT,
+                            };
+                            result.configs.push(entry(name, value, source, false));
+                        }
+                    }
+                }
+                None => result.error_code = code(ResponseError::UnknownTopicOrPartition),
+            },
+            RESOURCE_BROKER => {
+                for (name, value) in broker_settings(broker) {
+                    if wanted(&name) {
+                        result.configs.push(entry(&name, value, SOURCE_STATIC_BROKER, true));
+                    }
+                }
+            }
+            _ => {
+                result.error_code = code(ResponseError::InvalidRequest);
+                result.error_message =
+                    Some(StrBytes::from_static_str("only topic and broker configs exist"));
+            }
+        }
+        response.results.push(result);
+    }
+    response
+}
+
+fn broker_settings(broker: &Broker) -> Vec<(String, String)> {
+    let c = &broker.config;
+    let mut out = vec![
+        ("node.id".to_owned(), c.node_id.to_string()),
+        ("num.partitions".to_owned(), c.num_partitions.to_string()),
+        ("auto.create.topics.enable".to_owned(), c.auto_create_topics_enable.to_string()),
+        ("socket.request.max.bytes".to_owned(), c.socket_request_max_bytes.to_string()),
+        ("offsets.topic.num.partitions".to_owned(), c.offsets_topic_num_partitions.to_string()),
+        (
+            "group.initial.rebalance.delay.ms".to_owned(),
+            c.group_initial_rebalance_delay_ms.to_string(),
+        ),
+        ("group.min.session.timeout.ms".to_owned(), c.group_min_session_timeout_ms.to_string()),
+        ("group.max.session.timeout.ms".to_owned(), c.group_max_session_timeout_ms.to_string()),
+        (
+            "log.retention.check.interval.ms".to_owned(),
+            c.log_retention_check_interval_ms.to_string(),
+        ),
+    ];
+    for (name, value, _) in c.topic_config().all() {
+        out.push((format!("log.default.{name}"), value));
+    }
+    out
+}
+
+/// Builds one resource's answer (AlterConfigs and IncrementalAlterConfigs have distinct but
+/// identical types).
+macro_rules! answer {
+    ($ty:ty, $resource_type:expr, $name:expr, $outcome:expr) => {{
+        let mut r = <$ty>::default();
+        r.resource_type = $resource_type;
+        r.resource_name = $name;
+        if let Err((error, message)) = $outcome {
+            r.error_code = code(error);
+            r.error_message = Some(StrBytes::from_string(message));
+        }
+        r
+    }};
+}
+
+/// Answers AlterConfigs: the given set replaces every override of the topic.
+pub async fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut response = AlterConfigsResponse::default();
+    for resource in request.resources {
+        let changes: Vec<(String, Option<String>)> = resource
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .collect();
+        let outcome = apply(
+            broker,
+            resource.resource_type,
+            &resource.resource_name,
+            &changes,
+            false,
+            request.validate_only,
+        )
+        .await;
+        response.responses.push(answer!(
+            alter_configs_response::AlterConfigsResourceResponse,
+            resource.resource_type,
+            resource.resource_name,
+            outcome
+        ));
+    }
+    response
+}
+
+/// Answers IncrementalAlterConfigs (SET, DELETE, APPEND and SUBTRACT for list values).
+pub async fn incremental_alter(
+    broker: &Arc<Broker>,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut response = IncrementalAlterConfigsResponse::default();
+    for resource in request.resources {
+        let current = broker.catalog.get(resource.resource_name.as_str()).map(|t| t.config());
+        let mut changes = Vec::new();
+        let mut bad = None;
+        for c in &resource.configs {
+            let name = c.name.to_string();
+            let value = c.value.as_ref().map(|v| v.to_string());
+            let listed = |cfg: &Option<crate::config::TopicConfig>| -> Vec<String> {
+                cfg.as_ref()
+                    .and_then(|cfg| cfg.get(&name))
+                    .map(|(v, _)| {
+                        v.split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            match c.config_operation {
+                OP_SET => changes.push((name, value)),
+                OP_DELETE => changes.push((name, None)),
+                OP_APPEND | OP_SUBTRACT => {
+                    let mut items = listed(&current);
+                    let given: Vec<String> =
+                        value.unwrap_or_default().split(',').map(|s| s.trim().to_owned()).collect();
+                    if c.config_operation == OP_APPEND {
+                        items.extend(given.into_iter().filter(|g| !g.is_empty()));
+                        items.dedup();
+                    } else {
+                        items.retain(|i| !given.contains(i));
+                    }
+                    changes.push((name, Some(items.join(","))));
+                }
+                other => bad = Some(other),
+            }
+        }
+        let outcome = match bad {
+            Some(op) => Err((ResponseError::InvalidRequest, format!("unknown operation {op}"))),
+            None => {
+                apply(
+                    broker,
+                    resource.resource_type,
+                    &resource.resource_name,
+                    &changes,
+                    true,
+                    request.validate_only,
+                )
+                .await
+            }
+        };
+        response.responses.push(answer!(
+            incremental_alter_configs_response::AlterConfigsResourceResponse,
+            resource.resource_type,
+            resource.resource_name,
+            outcome
+        ));
+    }
+    response
+}
+
+async fn apply(
+    broker: &Arc<Broker>,
+    resource_type: i8,
+    name: &StrBytes,
+    changes: &[(String, Option<String>)],
+    incremental: bool,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    match resource_type {
+        RESOURCE_TOPIC => broker
+            .catalog
+            .alter_config(name.as_str(), changes, incremental, validate_only)
+            .await
+            .map_err(|error| (catalog_error(&error), error.to_string())),
+        RESOURCE_BROKER => Err((
+            ResponseError::InvalidRequest,
+            "broker settings are static: set them in the broker's configuration file".to_owned(),
+        )),
+        _ => Err((ResponseError::InvalidRequest, "only topic and broker configs exist".to_owned())),
+    }
+}

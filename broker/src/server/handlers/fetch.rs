@@ -1,0 +1,150 @@
+//! Fetch: whole stored batches from each requested partition up to its high watermark, bounded
+//! per partition and in total (the first batch is always whole, so a consumer can make
+//! progress); a long poll of up to `max_wait_ms` for `min_bytes`, woken by appends. Topics are
+//! named by id from v13. Empty record sets are empty bytes, never null. Fetch sessions are not
+//! kept: session id 0 means "no session" and clients send full fetches.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+
+use super::code;
+use crate::catalog::Topic;
+use crate::io::timeout;
+use crate::log::ReadError;
+use crate::model::{Offset, TopicId};
+use crate::node::Broker;
+use crate::protocol::Response;
+use crate::server::Reply;
+
+/// Kafka's FETCH_SESSION_ID_NOT_FOUND: sent when a client asks for an incremental fetch.
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+
+/// Answers Fetch.
+pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> Reply {
+    let broker = Arc::clone(broker);
+    Reply::Later(Box::pin(async move {
+        Some(Response::Fetch(long_poll(&broker, &request, version).await))
+    }))
+}
+
+async fn long_poll(broker: &Arc<Broker>, request: &FetchRequest, version: i16) -> FetchResponse {
+    if request.session_id > 0 {
+        let mut response = FetchResponse::default();
+        response.error_code = FETCH_SESSION_ID_NOT_FOUND;
+        return response;
+    }
+    let clock = Arc::clone(&broker.env.clock);
+    let deadline = clock.now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    loop {
+        let notified = broker.appended.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        let (response, bytes, failed) = read_all(broker, request, version).await;
+        let now = clock.now();
+        if bytes >= request.min_bytes.max(0) as usize || failed || now >= deadline {
+            return response;
+        }
+        let _ = timeout(&*clock, deadline - now, notified).await;
+    }
+}
+
+/// Reads every requested partition once: the response, the bytes in it, and whether any
+/// partition failed (which ends a long poll early, as in Kafka).
+async fn read_all(
+    broker: &Arc<Broker>,
+    request: &FetchRequest,
+    version: i16,
+) -> (FetchResponse, usize, bool) {
+    let mut response = FetchResponse::default();
+    let mut budget = request.max_bytes.max(0) as usize;
+    let (mut total, mut failed) = (0usize, false);
+    for wanted in &request.topics {
+        let topic = if version >= 13 {
+            broker.catalog.by_id(TopicId(*wanted.topic_id.as_bytes()))
+        } else {
+            broker.catalog.get(wanted.topic.0.as_str())
+        };
+        let mut out = FetchableTopicResponse::default();
+        out.topic = wanted.topic.clone();
+        out.topic_id = wanted.topic_id;
+        for part in &wanted.partitions {
+            let limit = (part.partition_max_bytes.max(0) as usize).min(budget);
+            let first = total == 0;
+            let data = read_partition(topic.as_ref(), version, part, limit, first).await;
+            failed |= data.error_code != 0;
+            let len = data.records.as_ref().map_or(0, Bytes::len);
+            total += len;
+            budget = budget.saturating_sub(len);
+            out.partitions.push(data);
+        }
+        response.responses.push(out);
+    }
+    (response, total, failed)
+}
+
+async fn read_partition(
+    topic: Option<&Arc<Topic>>,
+    version: i16,
+    part: &kafka_protocol::messages::fetch_request::FetchPartition,
+    limit: usize,
+    first: bool,
+) -> PartitionData {
+    let mut data = PartitionData::default();
+    data.partition_index = part.partition;
+    data.records = Some(Bytes::new());
+    data.high_watermark = -1;
+    data.last_stable_offset = -1;
+    data.log_start_offset = -1;
+    let unknown = if version >= 13 {
+        ResponseError::UnknownTopicId
+    } else {
+        ResponseError::UnknownTopicOrPartition
+    };
+    let Some(topic) = topic else {
+        data.error_code = code(unknown);
+        return data;
+    };
+    let Some(partition) = topic.partition(part.partition) else {
+        data.error_code = code(ResponseError::UnknownTopicOrPartition);
+        return data;
+    };
+    let epoch = partition.leader_epoch().0;
+    if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {
+        let error = if part.current_leader_epoch > epoch {
+            ResponseError::UnknownLeaderEpoch
+        } else {
+            ResponseError::FencedLeaderEpoch
+        };
+        data.error_code = code(error);
+        return data;
+    }
+    let hw = partition.high_watermark();
+    data.high_watermark = hw.0;
+    data.last_stable_offset = hw.0;
+    data.log_start_offset = partition.log.log_start_offset().0;
+    // A later partition gets nothing once the total budget is spent; the first always gets at
+    // least one whole batch.
+    if limit == 0 && !first {
+        return data;
+    }
+    match partition.read(Offset(part.fetch_offset), limit.max(1)).await {
+        Ok(result) => {
+            data.log_start_offset = result.log_start.0;
+            data.records = Some(result.records);
+        }
+        Err(ReadError::OutOfRange { log_start, .. }) => {
+            data.error_code = code(ResponseError::OffsetOutOfRange);
+            data.log_start_offset = log_start.0;
+        }
+        Err(error) => {
+            tracing::warn!(partition = %partition.tp, "fetch failed: {error}");
+            data.error_code = code(ResponseError::KafkaStorageError);
+        }
+    }
+    data
+}

@@ -1,0 +1,25 @@
+//! Heartbeat: keeps a member's session alive and tells it when to rejoin.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{HeartbeatRequest as WireHeartbeat, HeartbeatResponse};
+
+use super::group_common::{from_opt, group_id, string, unavailable};
+use crate::coordinator::{self, Generation, HeartbeatRequest, InstanceId, MemberId, Response};
+use crate::node::Broker;
+
+/// Answers Heartbeat.
+pub async fn handle(broker: &Arc<Broker>, request: WireHeartbeat) -> HeartbeatResponse {
+    let req = HeartbeatRequest {
+        group_id: group_id(&request.group_id),
+        generation: Generation(request.generation_id),
+        member_id: MemberId(string(&request.member_id)),
+        instance_id: from_opt(&request.group_instance_id).map(InstanceId),
+    };
+    let mut out = HeartbeatResponse::default();
+    out.error_code = match broker.groups.call(|c, id, now| c.heartbeat(id, req, now)).await {
+        Ok(Response::Heartbeat(beat)) => coordinator::error_code(beat.error),
+        _ => unavailable(),
+    };
+    out
+}

@@ -1,0 +1,86 @@
+//! ListOffsets: earliest (log start), latest (high watermark, which is also the last stable
+//! offset until transactions exist), max timestamp, and the first offset at or after a time.
+
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use super::code;
+use crate::node::Broker;
+
+/// The special timestamps of ListOffsets.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+/// Answers ListOffsets.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let mut response = ListOffsetsResponse::default();
+    for wanted in request.topics {
+        let topic = broker.catalog.get(wanted.name.0.as_str());
+        let mut out = ListOffsetsTopicResponse::default();
+        out.name = wanted.name;
+        for part in wanted.partitions {
+            let mut p = ListOffsetsPartitionResponse::default();
+            p.partition_index = part.partition_index;
+            p.timestamp = -1;
+            p.offset = -1;
+            p.leader_epoch = -1;
+            let partition = topic.as_ref().and_then(|t| t.partition(part.partition_index));
+            let Some(partition) = partition else {
+                p.error_code = code(ResponseError::UnknownTopicOrPartition);
+                out.partitions.push(p);
+                continue;
+            };
+            let epoch = partition.leader_epoch().0;
+            if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {
+                let fenced = part.current_leader_epoch < epoch;
+                p.error_code = code(if fenced {
+                    ResponseError::FencedLeaderEpoch
+                } else {
+                    ResponseError::UnknownLeaderEpoch
+                });
+                out.partitions.push(p);
+                continue;
+            }
+            // The field exists from v4; before, it must keep its default.
+            if version >= 4 {
+                p.leader_epoch = epoch;
+            }
+            let found = match part.timestamp {
+                LATEST | LATEST_TIERED => Ok(Some((partition.high_watermark(), -1))),
+                EARLIEST | EARLIEST_LOCAL => Ok(Some((partition.log.log_start_offset(), -1))),
+                MAX_TIMESTAMP => partition.log.offset_of_max_timestamp().await,
+                at => partition.log.offset_for_timestamp(at).await,
+            };
+            match found {
+                Ok(Some((offset, timestamp))) => {
+                    let hw = partition.high_watermark();
+                    // A record not yet below the high watermark is not offered.
+                    if offset < hw || part.timestamp < 0 {
+                        p.offset = offset.0;
+                        p.timestamp = timestamp;
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(partition = %partition.tp, "list offsets failed: {error}");
+                    p.error_code = code(ResponseError::KafkaStorageError);
+                }
+            }
+            out.partitions.push(p);
+        }
+        response.topics.push(out);
+    }
+    response
+}

@@ -1,0 +1,129 @@
+//! One file per Kafka API. Each handler turns a decoded request into a [`Reply`]; errors are
+//! Kafka error codes in the response, never a panic or a dropped connection.
+
+mod admin;
+mod api_versions;
+mod configs;
+mod delete_groups;
+mod describe_groups;
+mod fetch;
+mod find_coordinator;
+mod group_common;
+mod heartbeat;
+mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
+mod list_offsets;
+mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
+mod offset_for_leader_epoch;
+mod produce;
+mod sync_group;
+
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+
+use super::Reply;
+use crate::node::Broker;
+use crate::protocol::{Decoded, Request, Response};
+
+/// Dispatches one request.
+pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::SocketAddr) -> Reply {
+    let version = decoded.header.request_api_version;
+    let client_id = crate::protocol::codec::client_id(&decoded.header).to_owned();
+    match decoded.request {
+        Request::JoinGroup(r) => {
+            let broker = Arc::clone(broker);
+            let client = (client_id, format!("/{}", peer.ip()));
+            Reply::Later(Box::pin(async move {
+                Some(Response::JoinGroup(join_group::handle(&broker, r, version, client).await))
+            }))
+        }
+        Request::SyncGroup(r) => {
+            let broker = Arc::clone(broker);
+            Reply::Later(Box::pin(async move {
+                Some(Response::SyncGroup(sync_group::handle(&broker, r, version).await))
+            }))
+        }
+        Request::Heartbeat(r) => {
+            Reply::Now(Response::Heartbeat(heartbeat::handle(broker, r).await))
+        }
+        Request::LeaveGroup(r) => {
+            Reply::Now(Response::LeaveGroup(leave_group::handle(broker, r, version).await))
+        }
+        Request::OffsetCommit(r) => {
+            let broker = Arc::clone(broker);
+            Reply::Later(Box::pin(async move {
+                Some(Response::OffsetCommit(offset_commit::handle(&broker, r, version).await))
+            }))
+        }
+        Request::OffsetFetch(r) => {
+            Reply::Now(Response::OffsetFetch(offset_fetch::handle(broker, r, version).await))
+        }
+        Request::ListGroups(r) => {
+            Reply::Now(Response::ListGroups(list_groups::handle(broker, r, version)))
+        }
+        Request::DescribeGroups(r) => {
+            Reply::Now(Response::DescribeGroups(describe_groups::handle(broker, r, version)))
+        }
+        Request::DeleteGroups(r) => {
+            Reply::Now(Response::DeleteGroups(delete_groups::handle(broker, r).await))
+        }
+        Request::OffsetDelete(r) => {
+            Reply::Now(Response::OffsetDelete(offset_delete::handle(broker, r).await))
+        }
+        Request::ApiVersions(r) => {
+            Reply::Now(Response::ApiVersions(api_versions::handle(&r, version)))
+        }
+        Request::Metadata(r) => {
+            Reply::Now(Response::Metadata(metadata::handle(broker, r, version).await))
+        }
+        Request::Produce(r) => produce::handle(broker, r, version).await,
+        Request::Fetch(r) => fetch::handle(broker, r, version).await,
+        Request::ListOffsets(r) => {
+            Reply::Now(Response::ListOffsets(list_offsets::handle(broker, r, version).await))
+        }
+        Request::CreateTopics(r) => {
+            Reply::Now(Response::CreateTopics(admin::create_topics(broker, r, version).await))
+        }
+        Request::DeleteTopics(r) => {
+            Reply::Now(Response::DeleteTopics(admin::delete_topics(broker, r, version).await))
+        }
+        Request::CreatePartitions(r) => {
+            Reply::Now(Response::CreatePartitions(admin::create_partitions(broker, r).await))
+        }
+        Request::DeleteRecords(r) => {
+            Reply::Now(Response::DeleteRecords(admin::delete_records(broker, r).await))
+        }
+        Request::DescribeCluster(r) => {
+            Reply::Now(Response::DescribeCluster(admin::describe_cluster(broker, &r)))
+        }
+        Request::DescribeConfigs(r) => {
+            Reply::Now(Response::DescribeConfigs(configs::describe(broker, r)))
+        }
+        Request::AlterConfigs(r) => {
+            Reply::Now(Response::AlterConfigs(configs::alter(broker, r).await))
+        }
+        Request::IncrementalAlterConfigs(r) => Reply::Now(Response::IncrementalAlterConfigs(
+            configs::incremental_alter(broker, r).await,
+        )),
+        Request::InitProducerId(r) => {
+            Reply::Now(Response::InitProducerId(init_producer_id::handle(broker, r).await))
+        }
+        Request::FindCoordinator(r) => {
+            Reply::Now(Response::FindCoordinator(find_coordinator::handle(broker, r, version)))
+        }
+        Request::OffsetForLeaderEpoch(r) => {
+            Reply::Now(Response::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, r)))
+        }
+    }
+}
+
+/// Kafka's code for an error.
+pub(crate) fn code(error: ResponseError) -> i16 {
+    error.code()
+}

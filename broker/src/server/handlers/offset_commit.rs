@@ -1,0 +1,79 @@
+//! OffsetCommit: validated by the group coordinator, answered once the offsets are durable in
+//! `__consumer_offsets`. Partitions of unknown topics are refused up front.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::group_common::{from_opt, group_id, string, unavailable};
+use crate::coordinator::{
+    self, CommitRequest, Generation, InstanceId, MemberId, OffsetCommit, Response,
+};
+use crate::model::{LeaderEpoch, Offset, TopicPartition};
+use crate::node::Broker;
+
+/// Answers OffsetCommit.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: OffsetCommitRequest,
+    version: i16,
+) -> OffsetCommitResponse {
+    let mut errors: BTreeMap<TopicPartition, i16> = BTreeMap::new();
+    let mut offsets = Vec::new();
+    for topic in &request.topics {
+        let known = broker.catalog.get(topic.name.0.as_str());
+        for p in &topic.partitions {
+            let tp = TopicPartition::new(string(&topic.name.0), p.partition_index);
+            if known.as_ref().and_then(|t| t.partition(p.partition_index)).is_none() {
+                errors.insert(tp, ResponseError::UnknownTopicOrPartition.code());
+                continue;
+            }
+            errors.insert(tp.clone(), 0);
+            offsets.push(OffsetCommit {
+                partition: tp,
+                offset: Offset(p.committed_offset),
+                leader_epoch: LeaderEpoch(if version >= 6 { p.committed_leader_epoch } else { -1 }),
+                metadata: from_opt(&p.committed_metadata),
+            });
+        }
+    }
+    if !offsets.is_empty() {
+        let req = CommitRequest {
+            version,
+            group_id: group_id(&request.group_id),
+            generation: Generation(request.generation_id_or_member_epoch),
+            member_id: MemberId(string(&request.member_id)),
+            instance_id: from_opt(&request.group_instance_id).map(InstanceId),
+            offsets,
+        };
+        match broker.groups.call(|c, id, now| c.commit(id, req, now)).await {
+            Ok(Response::Commit(committed)) => {
+                for result in committed.partitions {
+                    errors.insert(result.partition, coordinator::error_code(result.error));
+                }
+            }
+            _ => errors.values_mut().filter(|e| **e == 0).for_each(|e| *e = unavailable()),
+        }
+    }
+    let mut out = OffsetCommitResponse::default();
+    let mut topics: BTreeMap<String, Vec<OffsetCommitResponsePartition>> = BTreeMap::new();
+    for (tp, error_code) in errors {
+        let mut p = OffsetCommitResponsePartition::default();
+        p.partition_index = tp.partition.0;
+        p.error_code = error_code;
+        topics.entry(tp.topic).or_default().push(p);
+    }
+    for (name, partitions) in topics {
+        let mut t = OffsetCommitResponseTopic::default();
+        t.name = TopicName(StrBytes::from_string(name));
+        t.partitions = partitions;
+        out.topics.push(t);
+    }
+    out
+}

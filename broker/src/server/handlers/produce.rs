@@ -1,0 +1,134 @@
+//! Produce: one batch per partition, appended in order, acknowledged per `acks` once durable
+//! as the topic's flush policy requires. acks=0 gets no response at all.
+
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::code;
+use crate::catalog::Topic;
+use crate::log::AppendError;
+use crate::model::TopicId;
+use crate::node::Broker;
+use crate::partition::{Completion, ProduceError};
+use crate::protocol::Response;
+use crate::server::Reply;
+
+/// One partition's outcome: its response, and the wait before it may be sent.
+struct Pending {
+    response: PartitionProduceResponse,
+    completion: Option<Completion>,
+}
+
+/// Answers Produce.
+pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16) -> Reply {
+    let acks = request.acks;
+    let mut topics = Vec::new();
+    for data in request.topic_data {
+        let topic = if data.name.0.is_empty() {
+            broker.catalog.by_id(TopicId(*data.topic_id.as_bytes()))
+        } else {
+            broker.catalog.get(data.name.0.as_str())
+        };
+        let mut partitions = Vec::new();
+        for part in data.partition_data {
+            let pending = if !(-1..=1).contains(&acks) {
+                failed(part.index, ResponseError::InvalidRequiredAcks, None)
+            } else {
+                append(topic.as_ref(), part.index, part.records).await
+            };
+            partitions.push(pending);
+        }
+        topics.push((data.name, data.topic_id, topic.is_some(), partitions));
+    }
+    let done = async move {
+        let mut response = ProduceResponse::default();
+        for (name, id, known, partitions) in topics {
+            let mut out = TopicProduceResponse::default();
+            out.name = name;
+            out.topic_id = if known { id } else { Uuid::nil() };
+            for mut pending in partitions {
+                if let Some(completion) = pending.completion.take()
+                    && let Err(offline) = completion.await
+                {
+                    tracing::warn!("produce not acknowledged: {offline}");
+                    pending.response.error_code = code(ResponseError::KafkaStorageError);
+                    pending.response.base_offset = -1;
+                }
+                out.partition_responses.push(pending.response);
+            }
+            response.responses.push(out);
+        }
+        response
+    };
+    if acks == 0 {
+        return Reply::Silent(Some(Box::pin(async move {
+            done.await;
+        })));
+    }
+    Reply::Later(Box::pin(async move { Some(Response::Produce(done.await)) }))
+}
+
+async fn append(topic: Option<&Arc<Topic>>, index: i32, records: Option<bytes::Bytes>) -> Pending {
+    let Some(topic) = topic else {
+        return failed(index, ResponseError::UnknownTopicOrPartition, None);
+    };
+    if topic.internal {
+        return failed(
+            index,
+            ResponseError::InvalidTopicException,
+            Some("internal topics are written by the broker"),
+        );
+    }
+    let Some(partition) = topic.partition(index) else {
+        return failed(index, ResponseError::UnknownTopicOrPartition, None);
+    };
+    let Some(records) = records else {
+        return failed(index, ResponseError::CorruptMessage, Some("no records"));
+    };
+    match partition.produce(records).await {
+        Ok((produced, completion)) => {
+            let mut response = PartitionProduceResponse::default();
+            response.index = index;
+            response.base_offset = produced.base_offset.0;
+            response.log_append_time_ms = produced.log_append_time.unwrap_or(-1);
+            response.log_start_offset = produced.log_start.0;
+            Pending { response, completion: Some(completion) }
+        }
+        Err(ProduceError::Append(error)) => {
+            let message = error.to_string();
+            failed(index, error_code(&error), Some(&message))
+        }
+        Err(ProduceError::Producer(error)) => {
+            let message = error.to_string();
+            failed(index, error.response_error(), Some(&message))
+        }
+    }
+}
+
+/// Kafka's error for a refused append.
+fn error_code(error: &AppendError) -> ResponseError {
+    match error {
+        AppendError::Invalid(batch) => batch.response_error(),
+        AppendError::KeylessOnCompacted => ResponseError::InvalidRecord,
+        AppendError::DiskFull | AppendError::Offline(_) => ResponseError::KafkaStorageError,
+        AppendError::StaleEpoch { .. } | AppendError::OutOfOrder { .. } => {
+            ResponseError::NotLeaderOrFollower
+        }
+    }
+}
+
+fn failed(index: i32, error: ResponseError, message: Option<&str>) -> Pending {
+    let mut response = PartitionProduceResponse::default();
+    response.index = index;
+    response.error_code = code(error);
+    response.base_offset = -1;
+    response.log_append_time_ms = -1;
+    response.log_start_offset = -1;
+    response.error_message = message.map(|m| StrBytes::from_string(m.to_owned()));
+    Pending { response, completion: None }
+}

@@ -1,0 +1,44 @@
+//! SyncGroup: the leader's assignment, held until durable, handed to every member.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::group_common::{from_opt, group_id, string, unavailable};
+use crate::coordinator::{self, Generation, InstanceId, MemberId, Response, SyncRequest};
+use crate::node::Broker;
+
+/// Answers SyncGroup.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
+    let req = SyncRequest {
+        group_id: group_id(&request.group_id),
+        generation: Generation(request.generation_id),
+        member_id: MemberId(string(&request.member_id)),
+        instance_id: from_opt(&request.group_instance_id).map(InstanceId),
+        protocol_type: from_opt(&request.protocol_type),
+        protocol_name: from_opt(&request.protocol_name),
+        assignments: request
+            .assignments
+            .iter()
+            .map(|a| (MemberId(string(&a.member_id)), a.assignment.clone()))
+            .collect(),
+    };
+    let mut out = SyncGroupResponse::default();
+    match broker.groups.call(|c, id, now| c.sync(id, req, now)).await {
+        Ok(Response::Sync(synced)) => {
+            out.error_code = coordinator::error_code(synced.error);
+            if version >= 5 {
+                out.protocol_type = synced.protocol_type.map(StrBytes::from_string);
+                out.protocol_name = synced.protocol_name.map(StrBytes::from_string);
+            }
+            out.assignment = synced.assignment;
+        }
+        _ => out.error_code = unavailable(),
+    }
+    out
+}

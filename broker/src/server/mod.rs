@@ -1,0 +1,114 @@
+//! Client connections: frames in, responses out in request order.
+//!
+//! Requests on one connection are handled one after another up to the point where a handler has
+//! done its ordered work (an append takes its offsets); what is left — waiting for a sync, a
+//! fetch's long poll — runs while the next request is handled. Responses still leave in request
+//! order, as Kafka's clients require. A malformed frame closes its connection with a log line;
+//! no other connection notices.
+
+pub mod handlers;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+
+use crate::io::{BoxFuture, Conn};
+use crate::node::Broker;
+use crate::protocol::{DecodeError, FrameError, decode_request, encode_response, read_frame};
+
+/// Responses a connection may owe at once (requests read ahead of their answers).
+pub const CONNECTION_IN_FLIGHT_MAX: usize = 16;
+
+/// What a handler gives back.
+pub enum Reply {
+    /// A response, ready now.
+    Now(crate::protocol::Response),
+    /// A response that completes later (after a sync, a long poll or a rebalance).
+    Later(BoxFuture<'static, Option<crate::protocol::Response>>),
+    /// No response at all (produce with acks=0), possibly after more work.
+    Silent(Option<BoxFuture<'static, ()>>),
+}
+
+/// What the writer does next.
+enum Outgoing {
+    /// Send these bytes.
+    Bytes(Bytes),
+    /// A response could not be encoded: close the connection so the client retries, rather
+    /// than leave it waiting.
+    Close,
+}
+
+impl Outgoing {
+    fn encode(
+        header: &kafka_protocol::messages::RequestHeader,
+        response: &crate::protocol::Response,
+    ) -> Outgoing {
+        encode_response(header, response).map_or(Outgoing::Close, Outgoing::Bytes)
+    }
+}
+
+/// Serves one client connection until it closes or misbehaves.
+pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: SocketAddr) {
+    let (mut reader, mut writer) = tokio::io::split(conn);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<BoxFuture<'static, Option<Outgoing>>>(
+        CONNECTION_IN_FLIGHT_MAX,
+    );
+    broker.env.spawn("connection-writer", async move {
+        while let Some(pending) = rx.recv().await {
+            match pending.await {
+                Some(Outgoing::Bytes(bytes)) if writer.write_all(&bytes).await.is_err() => return,
+                Some(Outgoing::Bytes(_)) => {}
+                Some(Outgoing::Close) => break,
+                None => {}
+            }
+        }
+        let _ = writer.shutdown().await;
+    });
+    let max_bytes = broker.config.socket_request_max_bytes;
+    loop {
+        let frame = match read_frame(&mut reader, max_bytes).await {
+            Ok(frame) => frame,
+            Err(FrameError::Closed) => return,
+            Err(error) => {
+                tracing::info!(%peer, "closing connection: {error}");
+                return;
+            }
+        };
+        let decoded = match decode_request(frame) {
+            Ok(decoded) => decoded,
+            Err(DecodeError::UnsupportedVersion { reply: Some(bytes), key, version }) => {
+                tracing::debug!(%peer, ?key, version, "unsupported version; answering in the v0 format");
+                if tx.send(Box::pin(async move { Some(Outgoing::Bytes(bytes)) })).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Err(error) => {
+                tracing::info!(%peer, "closing connection: {error}");
+                return;
+            }
+        };
+        let header = decoded.header.clone();
+        let pending: BoxFuture<'static, Option<Outgoing>> =
+            match handlers::handle(&broker, decoded, peer).await {
+                Reply::Now(response) => {
+                    let out = Outgoing::encode(&header, &response);
+                    Box::pin(async move { Some(out) })
+                }
+                Reply::Later(later) => {
+                    Box::pin(async move { later.await.map(|r| Outgoing::encode(&header, &r)) })
+                }
+                Reply::Silent(work) => Box::pin(async move {
+                    if let Some(work) = work {
+                        work.await;
+                    }
+                    None
+                }),
+            };
+        if tx.send(pending).await.is_err() {
+            return;
+        }
+    }
+}

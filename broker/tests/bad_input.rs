@@ -1,0 +1,202 @@
+//! Hostile and broken input over real TCP: each misbehaving connection gets a clear error or is
+//! closed, the broker never panics or aborts, nothing is written, and other connections carry on.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes, encode_request_header_into_buffer};
+use support::TestBroker;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Hostile array counts must not abort the process (see weir::runtime::alloc).
+#[global_allocator]
+static ALLOCATOR: weir::runtime::alloc::LazyHugeAlloc = weir::runtime::alloc::LazyHugeAlloc;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+fn request<R: Encodable>(key: ApiKey, version: i16, correlation: i32, body: &R) -> Vec<u8> {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = correlation;
+    header.client_id = Some(StrBytes::from_static_str("bad-input-test"));
+    let mut buf = BytesMut::new();
+    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    frame(&buf)
+}
+
+/// Reads one response frame, or `None` if the broker closed the connection.
+async fn read_response(stream: &mut TcpStream) -> Option<Bytes> {
+    let read = async {
+        let size = stream.read_u32().await.ok()?;
+        let mut buf = vec![0u8; size as usize];
+        stream.read_exact(&mut buf).await.ok()?;
+        Some(Bytes::from(buf))
+    };
+    tokio::time::timeout(WAIT, read).await.unwrap_or(None)
+}
+
+/// Whether the broker closed the connection (EOF or reset) rather than answering.
+async fn closed(stream: &mut TcpStream) -> bool {
+    read_response(stream).await.is_none()
+}
+
+/// A fresh connection still gets ApiVersions answered.
+async fn still_serves(broker: &TestBroker) {
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    stream
+        .write_all(&request(ApiKey::ApiVersions, 3, 7, &ApiVersionsRequest::default()))
+        .await
+        .unwrap();
+    let mut response = read_response(&mut stream).await.expect("the broker stopped answering");
+    let header = ResponseHeader::decode(&mut response, 0).unwrap();
+    assert_eq!(header.correlation_id, 7);
+    let body = ApiVersionsResponse::decode(&mut response, 3).unwrap();
+    assert_eq!(body.error_code, 0);
+}
+
+async fn send_raw(broker: &TestBroker, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_oversized_negative_and_truncated_frames_close_only_their_connection() {
+    let broker = TestBroker::start().await;
+    // A bystander connection opened first must keep working throughout.
+    let mut bystander = TcpStream::connect(broker.addr).await.unwrap();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("garbage", b"\x00\x00\x00\x08GARBAGE!".to_vec()),
+        ("oversized size", (200u32 << 20).to_be_bytes().to_vec()),
+        ("negative size", (-5i32).to_be_bytes().to_vec()),
+        ("too short for a header", frame(&[0, 18])),
+        ("unknown api key", frame(&[0x03, 0xe7, 0, 0, 0, 0, 0, 1, 0xff, 0xff])),
+    ];
+    for (name, bytes) in cases {
+        let mut stream = send_raw(&broker, &bytes).await;
+        assert!(closed(&mut stream).await, "{name}: the connection was not closed");
+    }
+    // A frame that promises 100 bytes and delivers 10 before hanging up.
+    let mut truncated = (100u32).to_be_bytes().to_vec();
+    truncated.extend_from_slice(&[0u8; 10]);
+    drop(send_raw(&broker, &truncated).await);
+    bystander
+        .write_all(&request(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default()))
+        .await
+        .unwrap();
+    assert!(read_response(&mut bystander).await.is_some(), "a bystander connection was disturbed");
+    still_serves(&broker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_api_versions_version_gets_a_v0_error_listing_versions() {
+    let broker = TestBroker::start().await;
+    let mut body = BytesMut::new();
+    body.put_i16(ApiKey::ApiVersions as i16);
+    body.put_i16(99);
+    body.put_i32(42);
+    body.put_i16(-1); // null client id
+    let mut stream = send_raw(&broker, &frame(&body)).await;
+    let mut response = read_response(&mut stream).await.expect("no answer to ApiVersions v99");
+    let header = ResponseHeader::decode(&mut response, 0).unwrap();
+    assert_eq!(header.correlation_id, 42);
+    let decoded = ApiVersionsResponse::decode(&mut response, 0).unwrap();
+    assert_eq!(decoded.error_code, 35, "UNSUPPORTED_VERSION");
+    assert!(
+        decoded.api_keys.iter().any(|k| k.api_key == ApiKey::Produce as i16 && k.max_version >= 9)
+    );
+    // Another API at an unsupported version closes the connection.
+    let produce = request(ApiKey::Produce, 9, 1, &ProduceRequest::default());
+    let mut bumped = produce.clone();
+    bumped[6..8].copy_from_slice(&99i16.to_be_bytes());
+    let mut stream = send_raw(&broker, &bumped).await;
+    assert!(closed(&mut stream).await);
+    still_serves(&broker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_array_count_is_refused_without_allocating_it() {
+    let broker = TestBroker::start().await;
+    // Metadata v0 whose topic array claims 2^31-1 entries in a 4-byte body.
+    let mut body = BytesMut::new();
+    body.put_i16(ApiKey::Metadata as i16);
+    body.put_i16(0);
+    body.put_i32(1);
+    body.put_i16(-1);
+    body.put_i32(i32::MAX);
+    let mut stream = send_raw(&broker, &frame(&body)).await;
+    assert!(closed(&mut stream).await);
+    still_serves(&broker).await;
+}
+
+fn produce_request(topic: &str, records: Bytes) -> ProduceRequest {
+    let mut partition = PartitionProduceData::default();
+    partition.index = 0;
+    partition.records = Some(records);
+    let mut data = TopicProduceData::default();
+    data.name = TopicName(StrBytes::from_string(topic.to_owned()));
+    data.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.timeout_ms = 5_000;
+    request.topic_data = vec![data];
+    request
+}
+
+async fn produce_error(broker: &TestBroker, records: Bytes) -> i16 {
+    let mut stream =
+        send_raw(broker, &request(ApiKey::Produce, 9, 5, &produce_request("victim", records)))
+            .await;
+    let mut response = read_response(&mut stream).await.expect("no produce response");
+    ResponseHeader::decode(&mut response, 1).unwrap();
+    let decoded = ProduceResponse::decode(&mut response, 9).unwrap();
+    decoded.responses[0].partition_responses[0].error_code
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_and_oversized_batches_are_refused_and_nothing_is_written() {
+    let broker = TestBroker::start().await;
+    broker
+        .broker
+        .catalog
+        .create("victim", 1, 1, &[("max.message.bytes".into(), "2000".into())], false)
+        .await
+        .unwrap();
+    let spec = |len: usize| weir::log::encode::RecordSpec {
+        offset_delta: 0,
+        timestamp: 1,
+        key: Some(Bytes::from_static(b"k")),
+        value: Some(Bytes::from(vec![7u8; len])),
+        headers: Vec::new(),
+    };
+    let good = weir::log::encode::encode_batch(&[spec(10)], &Default::default()).unwrap();
+    let mut corrupt = good.to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x40;
+    assert_eq!(produce_error(&broker, Bytes::from(corrupt)).await, 2, "CORRUPT_MESSAGE");
+    let big = weir::log::encode::encode_batch(&[spec(5_000)], &Default::default()).unwrap();
+    assert_eq!(produce_error(&broker, big).await, 10, "MESSAGE_TOO_LARGE");
+    assert_eq!(
+        produce_error(&broker, Bytes::from_static(b"not a batch at all")).await,
+        2,
+        "CORRUPT_MESSAGE"
+    );
+    let partition = broker.broker.catalog.partition("victim", 0).unwrap();
+    assert_eq!(partition.log.log_end_offset().0, 0, "a refused batch was written");
+    assert_eq!(produce_error(&broker, good).await, 0);
+    assert_eq!(partition.log.log_end_offset().0, 1);
+}

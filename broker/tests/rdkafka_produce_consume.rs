@@ -1,0 +1,183 @@
+//! librdkafka (the `rdkafka` crate) against an in-process broker over real TCP: keyed produce
+//! and ordered consume, every acks setting, idempotent producers, and a restart that keeps
+//! topics and data.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod support;
+
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use support::TestBroker;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn create_topic(bootstrap: &str, name: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    for (k, v) in configs {
+        topic = topic.set(k, v);
+    }
+    let results = admin.create_topics(&[topic], &AdminOptions::new()).await.unwrap();
+    for result in results {
+        result.unwrap();
+    }
+}
+
+fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> FutureProducer {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("message.timeout.ms", "20000")
+        .set("linger.ms", "5");
+    for (k, v) in extra {
+        config.set(*k, *v);
+    }
+    config.create().unwrap()
+}
+
+/// The partition's high watermark, as a consumer sees it.
+fn high_watermark(bootstrap: &str, topic: &str, partition: i32) -> i64 {
+    let consumer: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    consumer.fetch_watermarks(topic, partition, WAIT).unwrap().1
+}
+
+/// Reads `count` messages from `partition` starting at the beginning, as (key, value, offset).
+fn consume(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    count: usize,
+) -> Vec<(String, String, i64)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Beginning).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    while out.len() < count && std::time::Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let key = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
+            let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+            out.push((key, value, m.offset()));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_records_are_consumed_in_order_per_partition() {
+    let broker = TestBroker::start().await;
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "orders", 3, &[]).await;
+    let producer = producer(&bootstrap, &[]);
+    for i in 0..60 {
+        let key = format!("customer-{}", i % 6);
+        let value = format!("order-{i}");
+        producer.send(FutureRecord::to("orders").key(&key).payload(&value), WAIT).await.unwrap();
+    }
+    let mut seen = 0;
+    for partition in 0..3 {
+        let count = high_watermark(&bootstrap, "orders", partition) as usize;
+        let all = consume(&bootstrap, "orders", partition, count);
+        assert_eq!(all.len(), count);
+        let offsets: Vec<i64> = all.iter().map(|r| r.2).collect();
+        assert_eq!(offsets, (0..all.len() as i64).collect::<Vec<_>>(), "offsets are dense from 0");
+        // Each key lives in one partition, its orders in send order.
+        for key in all.iter().map(|r| r.0.clone()).collect::<std::collections::BTreeSet<_>>() {
+            let values: Vec<u32> = all
+                .iter()
+                .filter(|r| r.0 == key)
+                .map(|r| r.1.trim_start_matches("order-").parse().unwrap())
+                .collect();
+            assert!(values.windows(2).all(|w| w[0] < w[1]), "{key} out of order: {values:?}");
+        }
+        seen += all.len();
+    }
+    assert_eq!(seen, 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acks_setting_delivers() {
+    let broker = TestBroker::start().await;
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "acks", 1, &[]).await;
+    for acks in ["0", "1", "all"] {
+        let producer = producer(&bootstrap, &[("acks", acks)]);
+        for i in 0..10 {
+            let value = format!("{acks}-{i}");
+            producer.send(FutureRecord::<(), _>::to("acks").payload(&value), WAIT).await.unwrap();
+        }
+        producer.flush(WAIT).unwrap();
+    }
+    let records = consume(&bootstrap, "acks", 0, 30);
+    let values: Vec<String> = records.into_iter().map(|r| r.1).collect();
+    for acks in ["0", "1", "all"] {
+        let mine: Vec<&String> =
+            values.iter().filter(|v| v.starts_with(&format!("{acks}-"))).collect();
+        assert_eq!(mine.len(), 10, "acks={acks}: {values:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_producer_writes_each_record_once() {
+    let broker = TestBroker::start().await;
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "exactly", 1, &[]).await;
+    let producer = producer(
+        &bootstrap,
+        &[("enable.idempotence", "true"), ("max.in.flight.requests.per.connection", "5")],
+    );
+    // Enqueue everything first so up to five requests are in flight at once.
+    let values: Vec<String> = (0..200).map(|i| format!("v{i}")).collect();
+    let deliveries: Vec<_> = values
+        .iter()
+        .map(|value| {
+            producer
+                .send_result(FutureRecord::<(), _>::to("exactly").payload(value))
+                .map_err(|(e, _)| e)
+                .unwrap()
+        })
+        .collect();
+    for delivery in deliveries {
+        delivery.await.unwrap().map_err(|(e, _)| e).unwrap();
+    }
+    let records = consume(&bootstrap, "exactly", 0, 200);
+    let values: Vec<String> = records.iter().map(|r| r.1.clone()).collect();
+    assert_eq!(values, (0..200).map(|i| format!("v{i}")).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeps_topics_and_data() {
+    let broker = TestBroker::start().await;
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "durable", 2, &[("retention.ms", "-1")]).await;
+    let producer = producer(&bootstrap, &[]);
+    for i in 0..20 {
+        let value = format!("r{i}");
+        producer.send(FutureRecord::to("durable").key("k").payload(&value), WAIT).await.unwrap();
+    }
+    drop(producer);
+    let (dir, addr) = broker.crash();
+    let broker = TestBroker::restart(dir, addr).await;
+    let bootstrap = broker.bootstrap();
+    let total: usize = (0..2).map(|p| consume(&bootstrap, "durable", p, 20).len()).sum();
+    assert_eq!(total, 20);
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", &bootstrap).create().unwrap();
+    let metadata = admin.inner().fetch_metadata(Some("durable"), WAIT).unwrap();
+    assert_eq!(metadata.topics()[0].partitions().len(), 2);
+}

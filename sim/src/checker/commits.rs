@@ -1,0 +1,83 @@
+//! (e) Committed offsets change only by the group's own commits.
+//!
+//! Each group's committed offset for a partition is a register, initially "none" (-1), written
+//! by OffsetCommit. An *observation* of it is an acknowledged commit (value: the offset
+//! committed, over the ticks from request to answer) or an OffsetFetch answer (value: the offset
+//! returned, over its ticks). A *writer* of a value is any commit of that value that may have
+//! happened (any outcome but never-sent), over the ticks from its request to its answer, or to
+//! the end of time if it has none.
+//!
+//! Rule: if observation `o1` ended before observation `o2` started and they show different
+//! values, some writer of `o2`'s value started before `o2` ended and ended after `o1` started —
+//! i.e. could have taken effect after what `o1` saw. So a committed offset may move backwards
+//! only when a client itself committed the lower offset concurrently or later, an acknowledged
+//! commit is never lost, and no value appears that nobody committed.
+
+use std::collections::BTreeMap;
+
+use super::history::{History, Outcome, Tick, Tp};
+use super::{Findings, Rule};
+
+/// A value over an interval of ticks.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    value: i64,
+    start: Tick,
+    end: Tick,
+}
+
+#[derive(Default)]
+struct Register {
+    observations: Vec<Span>,
+    writers: BTreeMap<i64, Vec<Span>>,
+}
+
+/// Checks rule (e).
+pub fn check(history: &History, findings: &mut Findings) {
+    let mut registers: BTreeMap<(&str, &Tp), Register> = BTreeMap::new();
+    let initial = Span { value: -1, start: 0, end: 0 };
+    for c in &history.commits {
+        let r = registers.entry((c.group.as_str(), &c.tp)).or_default();
+        if !c.outcome.may_have_happened() {
+            continue;
+        }
+        let end = c.outcome.completed().unwrap_or(Tick::MAX);
+        r.writers.entry(c.offset).or_default().push(Span { value: c.offset, start: c.sent, end });
+        if let Outcome::Ok(at, _) = c.outcome {
+            r.observations.push(Span { value: c.offset, start: c.sent, end: at });
+        }
+    }
+    for read in &history.offset_reads {
+        let r = registers.entry((read.group.as_str(), &read.tp)).or_default();
+        r.observations.push(Span { value: read.offset, start: read.sent, end: read.received });
+    }
+    for ((group, tp), mut r) in registers {
+        r.observations.push(initial);
+        r.writers.entry(-1).or_default().push(initial);
+        r.observations.sort_by_key(|s| (s.start, s.end));
+        check_register(group, tp, &r, findings);
+    }
+}
+
+fn check_register(group: &str, tp: &Tp, r: &Register, findings: &mut Findings) {
+    for o2 in &r.observations {
+        for o1 in r.observations.iter().filter(|o1| o1.end < o2.start && o1.value != o2.value) {
+            let explained = r
+                .writers
+                .get(&o2.value)
+                .is_some_and(|ws| ws.iter().any(|w| w.start < o2.end && w.end > o1.start));
+            if !explained {
+                let how = if o2.value < o1.value { "went back" } else { "changed" };
+                findings.push(
+                    Rule::Commits,
+                    format!(
+                        "group {group} {tp:?}: committed offset {how} from {} (ticks {}..{}) to \
+                         {} (ticks {}..{}) with no commit of {} that could have come after",
+                        o1.value, o1.start, o1.end, o2.value, o2.start, o2.end, o2.value
+                    ),
+                );
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Cluster and topic calls: Metadata, CreateTopics, InitProducerId, ListOffsets and
+//! FindCoordinator.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
+    MetadataRequest, ProducerId, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::error::codes;
+use super::{Client, ClientError, REQUEST_TIMEOUT, versions};
+
+/// ListOffsets' special timestamp for the high watermark.
+pub const LATEST: i64 = -1;
+/// ListOffsets' special timestamp for the log start offset.
+pub const EARLIEST: i64 = -2;
+
+/// A producer's identity for idempotent produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ProducerIdentity {
+    /// The producer id.
+    pub id: i64,
+    /// The producer epoch.
+    pub epoch: i16,
+}
+
+/// Where a group's coordinator is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Coordinator {
+    /// Its node id.
+    pub node_id: i32,
+    /// Its advertised host.
+    pub host: String,
+    /// Its advertised port.
+    pub port: i32,
+}
+
+pub(super) fn name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+impl Client {
+    /// The partition count of each named topic the broker knows (topics it reports with an
+    /// error are left out). Never asks for auto-creation.
+    pub async fn partition_counts(
+        &mut self,
+        topics: &[&str],
+    ) -> Result<BTreeMap<String, i32>, ClientError> {
+        let mut request = MetadataRequest::default();
+        request.topics = Some(
+            topics
+                .iter()
+                .map(|t| {
+                    let mut wanted = MetadataRequestTopic::default();
+                    wanted.name = Some(name(t));
+                    wanted
+                })
+                .collect(),
+        );
+        request.allow_auto_topic_creation = false;
+        let response = self.call(&request, versions::METADATA, REQUEST_TIMEOUT).await?;
+        Ok(response
+            .topics
+            .iter()
+            .filter(|t| t.error_code == codes::NONE)
+            .filter_map(|t| Some((t.name.as_ref()?.0.to_string(), t.partitions.len() as i32)))
+            .collect())
+    }
+
+    /// Creates a topic with replication factor 1 and the given configs. An existing topic is
+    /// success (the workload creates its topics idempotently).
+    pub async fn create_topic(
+        &mut self,
+        topic: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> Result<(), ClientError> {
+        let mut wanted = CreatableTopic::default();
+        wanted.name = name(topic);
+        wanted.num_partitions = partitions;
+        wanted.replication_factor = 1;
+        wanted.configs = configs
+            .iter()
+            .map(|(k, v)| {
+                let mut config = CreatableTopicConfig::default();
+                config.name = StrBytes::from_string((*k).to_owned());
+                config.value = Some(StrBytes::from_string((*v).to_owned()));
+                config
+            })
+            .collect();
+        let mut request = CreateTopicsRequest::default();
+        request.topics = vec![wanted];
+        request.timeout_ms = REQUEST_TIMEOUT.as_millis() as i32;
+        let response = self.call(&request, versions::CREATE_TOPICS, REQUEST_TIMEOUT).await?;
+        let result = response.topics.first().ok_or(ClientError::Malformed("no topic result"))?;
+        match result.error_code {
+            codes::NONE | codes::TOPIC_ALREADY_EXISTS => Ok(()),
+            code => Err(ClientError::Kafka(code)),
+        }
+    }
+
+    /// A producer id for an idempotent producer; with `current`, a bumped epoch for it (KIP-360).
+    pub async fn init_producer_id(
+        &mut self,
+        current: Option<ProducerIdentity>,
+    ) -> Result<ProducerIdentity, ClientError> {
+        let mut request = InitProducerIdRequest::default();
+        request.transactional_id = None;
+        request.transaction_timeout_ms = 60_000;
+        request.producer_id = ProducerId(current.map_or(-1, |c| c.id));
+        request.producer_epoch = current.map_or(-1, |c| c.epoch);
+        let response = self.call(&request, versions::INIT_PRODUCER_ID, REQUEST_TIMEOUT).await?;
+        if response.error_code != codes::NONE {
+            return Err(ClientError::Kafka(response.error_code));
+        }
+        if response.producer_id.0 < 0 || response.producer_epoch < 0 {
+            return Err(ClientError::Malformed("negative producer id or epoch"));
+        }
+        Ok(ProducerIdentity { id: response.producer_id.0, epoch: response.producer_epoch })
+    }
+
+    /// The offset ListOffsets gives for `timestamp` ([`EARLIEST`], [`LATEST`] or a time) in each
+    /// partition of `topic`, or its error code.
+    pub async fn list_offsets(
+        &mut self,
+        topic: &str,
+        partitions: &[i32],
+        timestamp: i64,
+    ) -> Result<BTreeMap<i32, Result<i64, i16>>, ClientError> {
+        let mut wanted = ListOffsetsTopic::default();
+        wanted.name = name(topic);
+        wanted.partitions = partitions
+            .iter()
+            .map(|&p| {
+                let mut part = ListOffsetsPartition::default();
+                part.partition_index = p;
+                part.timestamp = timestamp;
+                part
+            })
+            .collect();
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = kafka_protocol::messages::BrokerId(-1);
+        request.topics = vec![wanted];
+        let response = self.call(&request, versions::LIST_OFFSETS, REQUEST_TIMEOUT).await?;
+        let mut out = BTreeMap::new();
+        for t in &response.topics {
+            for p in &t.partitions {
+                let value =
+                    if p.error_code == codes::NONE { Ok(p.offset) } else { Err(p.error_code) };
+                out.insert(p.partition_index, value);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The coordinator of `group`.
+    pub async fn find_coordinator(&mut self, group: &str) -> Result<Coordinator, ClientError> {
+        let mut request = FindCoordinatorRequest::default();
+        request.key = StrBytes::from_string(group.to_owned());
+        request.key_type = 0;
+        let response = self.call(&request, versions::FIND_COORDINATOR, REQUEST_TIMEOUT).await?;
+        if response.error_code != codes::NONE {
+            return Err(ClientError::Kafka(response.error_code));
+        }
+        Ok(Coordinator {
+            node_id: response.node_id.0,
+            host: response.host.to_string(),
+            port: response.port,
+        })
+    }
+}

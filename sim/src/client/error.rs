@@ -1,0 +1,107 @@
+//! What can go wrong with a call, split by what the caller may conclude from it.
+//!
+//! The split is the point: a checker may treat a request that was never sent as not having
+//! happened, but a request that was sent and got no answer (a timeout, a reset, a closed
+//! connection, an answer that would not decode) may or may not have taken effect. Such an
+//! outcome is *indeterminate* and must never be guessed either way.
+
+use std::io;
+
+/// Why one request/response exchange failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The connection could not be opened (refused, unreachable, or the connect timed out):
+    /// nothing was sent.
+    #[error("could not connect: {0:?}")]
+    Unreachable(io::ErrorKind),
+    /// The request could not be encoded: nothing was sent.
+    #[error("could not encode the request: {0}")]
+    Encode(String),
+    /// No answer arrived within the deadline. The request may have been delivered and acted on.
+    #[error("no answer within the deadline")]
+    TimedOut,
+    /// The connection failed after the request started leaving. It may have been acted on.
+    #[error("connection failed mid-call: {0:?}")]
+    Connection(io::ErrorKind),
+    /// An answer arrived but could not be understood (bad frame, bad header, wrong correlation
+    /// id, undecodable body). The request was received; its effect is unknown.
+    #[error("bad response: {0}")]
+    BadResponse(String),
+}
+
+impl CallError {
+    /// Whether the request may have taken effect: true for everything after bytes may have left.
+    pub fn is_indeterminate(&self) -> bool {
+        !matches!(self, CallError::Unreachable(_) | CallError::Encode(_))
+    }
+}
+
+/// Why a higher-level client operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The exchange itself failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The broker answered with a Kafka error code.
+    #[error("broker error code {0}")]
+    Kafka(i16),
+    /// The broker's answer lacked something the request asked for.
+    #[error("malformed answer: {0}")]
+    Malformed(&'static str),
+}
+
+impl ClientError {
+    /// Whether the operation may have taken effect (see [`CallError::is_indeterminate`]). An
+    /// error code is an answer, so it is determinate at this level; callers that know a code
+    /// leaves the outcome open (a storage error after an append) decide for themselves.
+    pub fn is_indeterminate(&self) -> bool {
+        match self {
+            ClientError::Call(e) => e.is_indeterminate(),
+            ClientError::Kafka(_) | ClientError::Malformed(_) => false,
+        }
+    }
+
+    /// The Kafka error code, if the broker answered with one.
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            ClientError::Kafka(code) => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// Kafka error codes the client and workloads act on.
+pub mod codes {
+    /// No error.
+    pub const NONE: i16 = 0;
+    /// OFFSET_OUT_OF_RANGE.
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    /// COORDINATOR_LOAD_IN_PROGRESS.
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    /// COORDINATOR_NOT_AVAILABLE.
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    /// NOT_COORDINATOR.
+    pub const NOT_COORDINATOR: i16 = 16;
+    /// ILLEGAL_GENERATION.
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    /// UNKNOWN_MEMBER_ID.
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// REBALANCE_IN_PROGRESS.
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    /// TOPIC_ALREADY_EXISTS.
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER.
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    /// DUPLICATE_SEQUENCE_NUMBER.
+    pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+    /// INVALID_PRODUCER_EPOCH.
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    /// KAFKA_STORAGE_ERROR.
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// UNKNOWN_PRODUCER_ID.
+    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    /// MEMBER_ID_REQUIRED (KIP-394): re-join with the member id given.
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+}

@@ -1,0 +1,34 @@
+//! The request versions this client sends: ones real clients send (notes/kafka-clients.md),
+//! mostly kafka-python 3.0's and librdkafka's, so the broker is exercised on the paths that
+//! matter in production.
+
+/// Metadata (3), as kafka-python and librdkafka 2.16.
+pub const METADATA: i16 = 13;
+/// CreateTopics (19), as kafka-python.
+pub const CREATE_TOPICS: i16 = 7;
+/// InitProducerId (22), as every librdkafka and kafka-python.
+pub const INIT_PRODUCER_ID: i16 = 4;
+/// Produce (0), as kafka-python.
+pub const PRODUCE: i16 = 9;
+/// Fetch (1), as kafka-python: the last version that names topics by name.
+pub const FETCH: i16 = 12;
+/// ListOffsets (2), as librdkafka 2.16.
+pub const LIST_OFFSETS: i16 = 7;
+/// FindCoordinator (10), as librdkafka (single key).
+pub const FIND_COORDINATOR: i16 = 2;
+/// JoinGroup (11), as librdkafka (KIP-394 member ids apply from v4).
+pub const JOIN_GROUP: i16 = 5;
+/// SyncGroup (14), as librdkafka.
+pub const SYNC_GROUP: i16 = 3;
+/// Heartbeat (12), as librdkafka.
+pub const HEARTBEAT: i16 = 3;
+/// LeaveGroup (13), as kafkajs: the first version with a member list.
+pub const LEAVE_GROUP: i16 = 3;
+/// OffsetCommit (8), as kafka-python.
+pub const OFFSET_COMMIT: i16 = 8;
+/// OffsetFetch (9), as librdkafka 2.0 (the last single-group form).
+pub const OFFSET_FETCH: i16 = 7;
+/// ConsumerProtocolSubscription version written in JoinGroup metadata.
+pub const SUBSCRIPTION: i16 = 1;
+/// ConsumerProtocolAssignment version written in SyncGroup assignments.
+pub const ASSIGNMENT: i16 = 1;

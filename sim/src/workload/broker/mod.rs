@@ -1,0 +1,215 @@
+//! The single-node broker workload: one host runs a Weir broker; one or two client hosts run
+//! producers (idempotent and not, acks=1 and acks=all) and a consumer group, all through the
+//! simulated Kafka client in [`crate::client`]. The nemesis crashes, power-fails, pauses and
+//! skews the broker and cuts, clogs and resets its links to the clients. Then everything heals,
+//! clients drain, the broker crashes once more and restarts, a fresh client proves it takes
+//! writes again and reads every partition from the start, and the checkers in
+//! [`crate::checker`] judge the recorded history.
+//!
+//! Shape per seed (printed in the report): 1–2 client hosts, 2–4 producers, 2–3 consumers in one
+//! group, topic `events` (3 partitions, `flush.policy=ack`) and, on half the seeds,
+//! `events-interval` (3 partitions, `flush.policy=interval`).
+
+mod consumer;
+mod finale;
+mod producer;
+pub mod setup;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use weir::io::TaskHandle;
+
+use crate::checker::{self, History};
+use crate::nemesis::{FaultMix, Nemesis};
+use crate::sim::{Host, Sim};
+use crate::world::lock;
+
+pub use setup::{Shape, TopicSpec};
+
+/// The broker's client port.
+pub const BROKER_PORT: u16 = 9092;
+/// The consumer group.
+pub const GROUP: &str = "weir-sim";
+/// How long clients run against a healed broker before producers stop.
+pub const DRAIN_PRODUCING: Duration = Duration::from_secs(8);
+/// How long producers may take to settle their last batch after being told to stop.
+pub const DRAIN_SETTLE_MAX: Duration = Duration::from_secs(30);
+/// How long consumers keep reading after producers stopped.
+pub const DRAIN_CONSUMING: Duration = Duration::from_secs(4);
+/// How long consumers may take to commit and leave after being told to stop.
+pub const DRAIN_LEAVE_MAX: Duration = Duration::from_secs(15);
+/// Within how long of the final restart every partition must take a write again.
+pub const RECOVERY_BOUND: Duration = Duration::from_secs(20);
+/// How long the final read may take.
+pub const FINAL_READ_LIMIT: Duration = Duration::from_secs(60);
+
+/// What every client task shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) history: Arc<Mutex<History>>,
+    pub(crate) broker: SocketAddr,
+    pub(crate) topics: Arc<Vec<TopicSpec>>,
+    pub(crate) stop_producing: Arc<AtomicBool>,
+    pub(crate) stop_consuming: Arc<AtomicBool>,
+    /// Producer tasks still running.
+    pub(crate) producers_live: Arc<AtomicUsize>,
+    /// Consumer tasks still running.
+    pub(crate) consumers_live: Arc<AtomicUsize>,
+    /// Whether the broker's disk may corrupt reads (then a client catching a bad CRC is the
+    /// system working, not a violation).
+    pub(crate) disk_faults: bool,
+}
+
+impl Shared {
+    /// Notes a batch that failed its checks at a client: expected under disk faults (the CRC
+    /// did its job), a violation otherwise.
+    pub(crate) fn corrupt_batch(&self, what: String) {
+        self.with_history(|h| {
+            if self.disk_faults {
+                h.corruption_caught += 1;
+            } else {
+                h.anomalies.push(what);
+            }
+        });
+    }
+
+    /// Records in the history.
+    pub(crate) fn with_history<T>(&self, f: impl FnOnce(&mut History) -> T) -> T {
+        f(&mut lock(&self.history))
+    }
+
+    /// Every partition of every topic.
+    pub(crate) fn partitions(&self) -> Vec<(String, i32)> {
+        self.topics
+            .iter()
+            .flat_map(|t| (0..t.partitions).map(move |p| (t.name.clone(), p)))
+            .collect()
+    }
+}
+
+/// Counts a client task as live until dropped (a task that ends or is dropped).
+pub(crate) struct LiveGuard(Arc<AtomicUsize>);
+
+impl LiveGuard {
+    pub(crate) fn new(live: &Arc<AtomicUsize>) -> LiveGuard {
+        live.fetch_add(1, Ordering::Relaxed);
+        LiveGuard(Arc::clone(live))
+    }
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The outcome of one seed.
+#[derive(Debug)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The trace hash at the end.
+    pub trace_hash: u64,
+    /// Simulated time at the end.
+    pub simulated: Duration,
+    /// The shape the seed chose.
+    pub shape: String,
+    /// Counts for the summary line.
+    pub counts: String,
+    /// The faults injected, in order.
+    pub faults: Vec<String>,
+    /// Violations (empty: passed).
+    pub violations: Vec<String>,
+}
+
+/// Choices beyond the seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Let the nemesis turn on disk faults on the broker: I/O errors, failed syncs, bit flips
+    /// in reads, latency.
+    pub disk_faults: bool,
+}
+
+/// Runs one seed with the default options (no disk faults).
+pub fn run(seed: u64, fault_phase: Duration) -> Report {
+    run_with(seed, fault_phase, Options::default())
+}
+
+/// Runs one seed: clients under faults for `fault_phase`, then heal, drain, a last crash and
+/// restart, liveness, the final read, and every checker.
+pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
+    let sim = Sim::new(seed);
+    let shape = Shape::from_seed(seed);
+    let broker = sim.add_host("broker", setup::broker_boot(&shape));
+    let clients: Vec<Host> =
+        (0..shape.client_hosts).map(|i| sim.add_client(&format!("client{i}"))).collect();
+    let shared = Shared {
+        history: Arc::new(Mutex::new(History::default())),
+        broker: SocketAddr::new(sim.ip(broker), BROKER_PORT),
+        topics: Arc::new(shape.topics.clone()),
+        stop_producing: Arc::new(AtomicBool::new(false)),
+        stop_consuming: Arc::new(AtomicBool::new(false)),
+        producers_live: Arc::new(AtomicUsize::new(0)),
+        consumers_live: Arc::new(AtomicUsize::new(0)),
+        disk_faults: options.disk_faults,
+    };
+    setup::record_shape(&shared, &shape);
+    let mut violations = Vec::new();
+    let mut tasks = Vec::new();
+    match setup::create_topics(&sim, clients[0], &shared) {
+        Ok(()) => tasks = setup::spawn_clients(&sim, &clients, &shared, &shape),
+        Err(e) => violations.push(format!("setup: {e}")),
+    }
+    let mix = FaultMix::from_seed(seed);
+    let mix = if options.disk_faults { mix } else { mix.without_disk_faults() };
+    let mut nemesis = Nemesis::new(seed, mix, vec![broker]).with_peers(clients.clone());
+    fault_phase_run(&sim, &mut nemesis, &shared, fault_phase);
+    nemesis.heal(&sim);
+    drain(&sim, &shared);
+    // Whatever is still running (a producer deep in retries) stops here, before the final
+    // crash and read: what it had in flight stays indeterminate.
+    tasks.iter().for_each(TaskHandle::abort);
+    finale::crash_and_restart(&sim, broker, &shared, seed);
+    violations.extend(finale::liveness(&sim, clients[0], &shared));
+    violations.extend(finale::final_read(&sim, clients[0], &shared));
+    violations.extend(finale::final_offsets(&sim, clients[0], &shared));
+    let history = lock(&shared.history);
+    violations.extend(checker::check(&history).into_lines());
+    Report {
+        seed,
+        trace_hash: sim.trace_hash(),
+        simulated: sim.now(),
+        shape: shape.describe(),
+        counts: finale::counts(&history),
+        faults: nemesis.log().to_vec(),
+        violations,
+    }
+}
+
+/// Runs the nemesis for `duration`, recording the broker's power failures in the history.
+fn fault_phase_run(sim: &Sim, nemesis: &mut Nemesis, shared: &Shared, duration: Duration) {
+    let end = sim.now() + duration;
+    while sim.now() < end {
+        let step = nemesis.next_interval();
+        sim.run_for(step.min(end - sim.now()));
+        let before = nemesis.power_failures();
+        nemesis.step(sim);
+        for _ in before..nemesis.power_failures() {
+            shared.with_history(History::power_failure);
+        }
+    }
+}
+
+/// Lets clients work against the healed broker, then stops producers (waiting for their last
+/// batch to settle) and consumers (waiting for them to commit and leave).
+fn drain(sim: &Sim, shared: &Shared) {
+    sim.run_for(DRAIN_PRODUCING);
+    shared.stop_producing.store(true, Ordering::Relaxed);
+    sim.run_until(DRAIN_SETTLE_MAX, || shared.producers_live.load(Ordering::Relaxed) == 0);
+    sim.run_for(DRAIN_CONSUMING);
+    shared.stop_consuming.store(true, Ordering::Relaxed);
+    sim.run_until(DRAIN_LEAVE_MAX, || shared.consumers_live.load(Ordering::Relaxed) == 0);
+}
