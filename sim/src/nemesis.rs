@@ -89,6 +89,7 @@ pub struct Nemesis {
     mix: FaultMix,
     targets: Vec<Host>,
     peers: Vec<Host>,
+    disk_baseline: DiskFaults,
     log: Vec<String>,
     power_failures: u64,
 }
@@ -101,6 +102,7 @@ impl Nemesis {
             mix,
             targets,
             peers: Vec::new(),
+            disk_baseline: DiskFaults::default(),
             log: Vec::new(),
             power_failures: 0,
         }
@@ -112,6 +114,14 @@ impl Nemesis {
     /// being crashed themselves.
     pub fn with_peers(mut self, peers: Vec<Host>) -> Nemesis {
         self.peers = peers;
+        self
+    }
+
+    /// Disks go back to `faults` rather than to perfect when disk faults end (a restart, a
+    /// heal): a baseline such as ordinary sync latency, which widens the windows between a
+    /// write and its durability that a fault can fall into.
+    pub fn with_disk_baseline(mut self, faults: DiskFaults) -> Nemesis {
+        self.disk_baseline = faults;
         self
     }
 
@@ -284,7 +294,7 @@ impl Nemesis {
         } else {
             sim.kill(host);
         }
-        sim.set_disk_faults(host, DiskFaults::default());
+        sim.set_disk_faults(host, self.disk_baseline.clone());
         sim.start(host);
         format!("{} {}", if power { "power-fail+restart" } else { "kill+restart" }, sim.name(host))
     }
@@ -294,7 +304,7 @@ impl Nemesis {
     pub fn heal(&mut self, sim: &Sim) {
         sim.heal_all();
         for &host in &self.targets {
-            sim.set_disk_faults(host, DiskFaults::default());
+            sim.set_disk_faults(host, self.disk_baseline.clone());
             match sim.status(host) {
                 NodeStatus::Paused => sim.resume(host),
                 NodeStatus::Down => sim.start(host),

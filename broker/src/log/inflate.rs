@@ -11,16 +11,14 @@
 //!   than 255 times its compressed size (LZ4's densest encoding);
 //! - zstd frames: per block, its size for raw and RLE blocks, the block maximum (128 KiB, or the
 //!   window if smaller) for compressed ones;
-//! - gzip: only the ISIZE trailer. Deflate declares no sizes and the decoder checks ISIZE only
-//!   at the end, so a lying trailer lets output reach deflate's 1032:1 ratio before it fails.
-//!   That is the one remaining hole; closing it needs a streaming gzip reader we can stop (flate2
-//!   as a direct dependency), see the open question in the change notes.
+//! - gzip: the ISIZE trailer as a first filter; since deflate declares no sizes and a trailer can
+//!   lie, gzip is inflated with a streaming reader that stops one byte past the limit.
 //!
 //! A payload whose bound exceeds the caller's limit is refused before decoding; the output is
 //! measured again after.
 
 use bytes::Bytes;
-use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+use kafka_protocol::compression::{Decompressor, Lz4, Snappy, Zstd};
 
 use super::batch::{BatchError, Compression};
 use super::wire::Reader;
@@ -48,7 +46,7 @@ pub fn decompress(codec: Compression, data: &[u8], max_bytes: usize) -> Result<B
     if bound > max_bytes as u64 {
         return Err(too_large(bound));
     }
-    let out = inflate(codec, data).ok_or(BatchError::Decompress(codec))?;
+    let out = inflate(codec, data, max_bytes).ok_or(BatchError::Decompress(codec))?;
     if out.len() > max_bytes {
         return Err(too_large(out.len() as u64));
     }
@@ -67,10 +65,10 @@ pub fn decompressed_bound(codec: Compression, data: &[u8]) -> Result<u64, BatchE
     }
 }
 
-fn inflate(codec: Compression, data: &[u8]) -> Option<Bytes> {
+fn inflate(codec: Compression, data: &[u8], max_bytes: usize) -> Option<Bytes> {
     match codec {
         Compression::None => Some(Bytes::copy_from_slice(data)),
-        Compression::Gzip => inflate_with::<Gzip>(data),
+        Compression::Gzip => inflate_gzip(data, max_bytes),
         Compression::Snappy => inflate_with::<Snappy>(data),
         Compression::Lz4 => inflate_with::<Lz4>(data),
         Compression::Zstd => inflate_with::<Zstd>(data),
@@ -83,6 +81,16 @@ where
 {
     let mut input = data;
     D::decompress(&mut input, |out| Ok(std::mem::take(out))).ok()
+}
+
+/// Inflates gzip (several members, as Java's `GZIPInputStream` reads) but never more than one
+/// byte past `max_bytes`, so a lying trailer cannot make the output grow unbounded.
+fn inflate_gzip(data: &[u8], max_bytes: usize) -> Option<Bytes> {
+    use std::io::Read;
+    let limit = u64::try_from(max_bytes).unwrap_or(u64::MAX).saturating_add(1);
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(data).take(limit).read_to_end(&mut out).ok()?;
+    Some(Bytes::from(out))
 }
 
 fn corrupt(what: &'static str) -> BatchError {
@@ -279,6 +287,8 @@ fn zstd_blocks_bound(reader: &mut Reader<'_>, block_max: u64) -> Result<u64, Bat
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use kafka_protocol::compression::Gzip;
+
     use super::*;
     use bytes::BytesMut;
     use kafka_protocol::compression::Compressor;
@@ -392,5 +402,18 @@ mod tests {
             decompressed_bound(Compression::Lz4, b"\x04\x22\x4d\x18\x40"),
             Err(BatchError::Corrupt("lz4 frame descriptor"))
         );
+    }
+
+    #[test]
+    fn a_gzip_bomb_with_a_lying_trailer_stops_at_the_limit() {
+        let big = vec![0u8; 8 << 20];
+        let mut bomb = compressed(Compression::Gzip, &big).to_vec();
+        let at = bomb.len() - 4;
+        bomb[at..].copy_from_slice(&100u32.to_le_bytes());
+        assert!(bomb.len() < 64 << 10, "the bomb should be small: {}", bomb.len());
+        assert!(matches!(
+            decompress(Compression::Gzip, &bomb, 1 << 20),
+            Err(BatchError::DecompressedTooLarge { .. })
+        ));
     }
 }

@@ -144,6 +144,7 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     let sim = Sim::new(seed);
     let shape = Shape::from_seed(seed);
     let broker = sim.add_host("broker", setup::broker_boot(&shape));
+    sim.set_disk_faults(broker, shape.disk_baseline());
     let clients: Vec<Host> =
         (0..shape.client_hosts).map(|i| sim.add_client(&format!("client{i}"))).collect();
     let shared = Shared {
@@ -165,7 +166,9 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     }
     let mix = FaultMix::from_seed(seed);
     let mix = if options.disk_faults { mix } else { mix.without_disk_faults() };
-    let mut nemesis = Nemesis::new(seed, mix, vec![broker]).with_peers(clients.clone());
+    let mut nemesis = Nemesis::new(seed, mix, vec![broker])
+        .with_peers(clients.clone())
+        .with_disk_baseline(shape.disk_baseline());
     fault_phase_run(&sim, &mut nemesis, &shared, fault_phase);
     nemesis.heal(&sim);
     drain(&sim, &shared);

@@ -14,6 +14,7 @@ use super::{BROKER_PORT, Shared, consumer, producer};
 use crate::checker::history::Flush;
 use crate::client::Client;
 use crate::client::produce::Acks;
+use crate::disk::DiskFaults;
 use crate::node::{Boot, boot, node_ip};
 use crate::sim::{Host, Sim};
 use crate::trace::mix;
@@ -75,6 +76,9 @@ pub struct Shape {
     pub producers: Vec<ProducerSpec>,
     /// Consumers.
     pub consumers: Vec<ConsumerSpec>,
+    /// The broker disk's ordinary latency per operation, at most (the nemesis restores it
+    /// after disk faults): the longer a sync takes, the wider the windows crashes fall into.
+    pub disk_latency_max: Duration,
 }
 
 impl Shape {
@@ -116,7 +120,13 @@ impl Shape {
                 host: below(client_hosts as u64) as usize,
             })
             .collect();
-        Shape { client_hosts, topics, producers, consumers }
+        let disk_latency_max = Duration::from_micros([0, 1_000, 5_000, 20_000][below(4) as usize]);
+        Shape { client_hosts, topics, producers, consumers, disk_latency_max }
+    }
+
+    /// The broker disk's faults when nothing is wrong with it.
+    pub fn disk_baseline(&self) -> DiskFaults {
+        DiskFaults { latency_max: self.disk_latency_max, ..DiskFaults::default() }
     }
 
     /// One line for reports.
@@ -138,11 +148,12 @@ impl Shape {
             })
             .collect();
         format!(
-            "{} client hosts; topics {}; producers {}; {} consumers",
+            "{} client hosts; topics {}; producers {}; {} consumers; disk latency up to {:?}",
             self.client_hosts,
             topics.join(", "),
             producers.join(", "),
-            self.consumers.len()
+            self.consumers.len(),
+            self.disk_latency_max
         )
     }
 }

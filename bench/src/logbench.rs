@@ -1,0 +1,276 @@
+//! `weir-bench log`: the partition log alone, on the real disk through the production runtime
+//! (`weir::runtime::production_env`, the disk wrapped only to count syncs), beside the
+//! baselines measured in the same run. Appends of 1 KiB records in 16 and 64 KiB batches under
+//! `flush.policy=ack` (several concurrent appenders, so group commit has something to group)
+//! and `interval`, then a read of the whole log back from the page cache.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
+use weir::log::{FlushPolicy, Log, LogConfig};
+use weir::model::{LeaderEpoch, Offset};
+
+use crate::baselines::{self, Baselines, MIB};
+use crate::counting::counted_env;
+use crate::progress;
+use crate::report::{Figure, Report, Target};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Settings of the log benchmark.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Bytes appended per run (or less, when time runs out).
+    pub bytes: u64,
+    /// Longest one append run lasts.
+    pub max_secs: f64,
+    /// Tasks appending concurrently.
+    pub appenders: usize,
+    /// Batch sizes, KiB (records are 1 KiB).
+    pub batch_kib: Vec<usize>,
+}
+
+impl Settings {
+    /// Defaults, or smaller runs for `--quick`.
+    pub fn new(quick: bool, appenders: usize) -> Settings {
+        Settings {
+            bytes: if quick { 256 * MIB } else { 1024 * MIB },
+            max_secs: if quick { 4.0 } else { 10.0 },
+            appenders,
+            batch_kib: if quick { vec![32] } else { vec![16, 64] },
+        }
+    }
+}
+
+/// Record payload bytes.
+const RECORD_BYTES: usize = 1024;
+/// Bytes per read call when reading the log back.
+const READ_BYTES: usize = 1 << 20;
+
+/// Runs the log benchmark (after measuring the baselines) into `report`.
+pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) -> Result<()> {
+    let base = baselines::measure(dir, baselines::Sizes::new(quick), report)?;
+    let runtime = weir::runtime::build_runtime()?;
+    for &kib in &settings.batch_kib {
+        let batch = one_batch(kib)?;
+        for policy in [FlushPolicy::Interval, FlushPolicy::Ack] {
+            let name = format!("{}-{kib}k", policy_name(policy));
+            let outcome = runtime.block_on(append_run(dir, &name, policy, &batch, settings))?;
+            figures(report, &base, policy, kib, settings, &outcome);
+            if policy == FlushPolicy::Interval {
+                let read = runtime.block_on(read_run(dir, &name))?;
+                report.push(
+                    Figure::plain(
+                        "log",
+                        &format!("read {kib} KiB batches"),
+                        "MB/s",
+                        read.mbs,
+                        &format!(
+                            "{} MiB log read from offset 0 in {} KiB reads (page cache)",
+                            read.bytes / MIB,
+                            READ_BYTES >> 10
+                        ),
+                    )
+                    .against(baselines::PAGE_CACHE_READ, base.page_cache_read_mbs)
+                    .target(Target::at_least(1000.0, "≥ 1000 MB/s")),
+                );
+            }
+            std::fs::remove_dir_all(dir.join(&name))?;
+        }
+    }
+    report.notes.push(format!(
+        "log: 1 KiB records; {} concurrent appenders per run; each run appends up to {} MiB or {} s",
+        settings.appenders,
+        settings.bytes / MIB,
+        settings.max_secs
+    ));
+    Ok(())
+}
+
+fn policy_name(policy: FlushPolicy) -> &'static str {
+    match policy {
+        FlushPolicy::Ack => "ack",
+        FlushPolicy::Interval => "interval",
+    }
+}
+
+fn figures(
+    report: &mut Report,
+    base: &Baselines,
+    policy: FlushPolicy,
+    kib: usize,
+    settings: &Settings,
+    outcome: &AppendOutcome,
+) {
+    let name = format!("append {kib} KiB batches, flush.policy={}", policy_name(policy));
+    let per_sync = if outcome.syncs > 0 {
+        outcome.appends as f64 / outcome.syncs as f64
+    } else {
+        f64::INFINITY
+    };
+    let note = format!(
+        "{} appenders, {} MiB in {:.1} s; {} appends, {} fdatasyncs ({:.1} appends/sync, {:.0}% of wall time in sync)",
+        settings.appenders,
+        outcome.bytes / MIB,
+        outcome.secs,
+        outcome.appends,
+        outcome.syncs,
+        per_sync,
+        100.0 * outcome.sync_secs / outcome.secs.max(1e-9)
+    );
+    let figure = Figure::plain("log", &name, "MB/s", outcome.mbs(), &note);
+    let figure = match policy {
+        FlushPolicy::Interval => figure
+            .against(baselines::BUFFERED_WRITE, base.buffered_write_mbs)
+            .target(Target::ratio_at_least(0.70, "≥ 0.70× buffered write")),
+        FlushPolicy::Ack => figure
+            .against(baselines::FSYNC_PER_MIB, base.fsync_per_mib_mbs)
+            .target(Target::ratio_at_least(0.50, "≥ 0.50× write+fsync/MiB")),
+    };
+    report.push(figure);
+    if policy == FlushPolicy::Ack {
+        report.push(Figure::plain(
+            "log",
+            &format!("appends per fdatasync, {kib} KiB batches, ack"),
+            "appends",
+            per_sync,
+            "group commit: appends completed / file syncs issued (counted at the Disk trait)",
+        ));
+    }
+}
+
+/// One batch of `kib` 1 KiB records, as a producer would send it.
+pub fn one_batch(kib: usize) -> Result<Bytes> {
+    let value = Bytes::from(baselines::pattern(RECORD_BYTES));
+    let records: Vec<RecordSpec> = (0..kib)
+        .map(|i| RecordSpec {
+            offset_delta: i as i32,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(value.clone()),
+            headers: Vec::new(),
+        })
+        .collect();
+    Ok(encode_batch(&records, &BatchOptions::default())?)
+}
+
+/// What an append run did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppendOutcome {
+    /// Batch bytes appended.
+    pub bytes: u64,
+    /// Appends completed.
+    pub appends: u64,
+    /// Seconds from the first append to the last completion.
+    pub secs: f64,
+    /// File syncs issued meanwhile.
+    pub syncs: u64,
+    /// Seconds spent in them.
+    pub sync_secs: f64,
+}
+
+impl AppendOutcome {
+    /// Append bandwidth in MB/s.
+    pub fn mbs(&self) -> f64 {
+        self.bytes as f64 / self.secs.max(1e-9) / 1e6
+    }
+}
+
+async fn append_run(
+    dir: &Path,
+    name: &str,
+    policy: FlushPolicy,
+    batch: &Bytes,
+    settings: &Settings,
+) -> Result<AppendOutcome> {
+    let (env, counters) = counted_env(dir.to_path_buf());
+    let config = LogConfig { flush_policy: policy, ..LogConfig::default() };
+    let log = Arc::new(Log::open(env, PathBuf::from(name), config).await?);
+    let appended = Arc::new(AtomicU64::new(0));
+    let bar = progress::bar(&format!("log: append {name}"), settings.bytes / MIB, "MiB");
+    let deadline = Instant::now() + Duration::from_secs_f64(settings.max_secs);
+    let before = counters.snapshot();
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..settings.appenders.max(1) {
+        let (log, appended, batch) = (Arc::clone(&log), Arc::clone(&appended), batch.clone());
+        let (total, len) = (settings.bytes, batch.len() as u64);
+        tasks.spawn(async move {
+            let mut appends = 0u64;
+            while appended.fetch_add(len, Ordering::Relaxed) + len <= total
+                && Instant::now() < deadline
+            {
+                // A fresh buffer per append, as the network would hand the log: the log may
+                // then stamp it in place.
+                let fresh = Bytes::copy_from_slice(&batch);
+                log.append(fresh, LeaderEpoch(0)).await?;
+                appends += 1;
+            }
+            Ok::<u64, weir::log::AppendError>(appends)
+        });
+    }
+    let ticker = {
+        let (appended, bar) = (Arc::clone(&appended), bar.clone());
+        tokio::spawn(async move {
+            loop {
+                bar.set_position(appended.load(Ordering::Relaxed) / MIB);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let mut appends = 0;
+    while let Some(joined) = tasks.join_next().await {
+        appends += joined??;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    ticker.abort();
+    bar.finish_and_clear();
+    let used = counters.snapshot().since(&before);
+    log.close().await?;
+    Ok(AppendOutcome {
+        bytes: appends * batch.len() as u64,
+        appends,
+        secs,
+        syncs: used.syncs,
+        sync_secs: used.sync_secs,
+    })
+}
+
+/// What a read run did.
+struct ReadOutcome {
+    bytes: u64,
+    mbs: f64,
+}
+
+async fn read_run(dir: &Path, name: &str) -> Result<ReadOutcome> {
+    let (env, _) = counted_env(dir.to_path_buf());
+    let log = Log::open(env, PathBuf::from(name), LogConfig::default()).await?;
+    let end = log.log_end_offset();
+    let size = log.size_bytes();
+    let bar = progress::bar(&format!("log: read {name}"), 2 * size / MIB, "MiB");
+    let mut best = 0.0f64;
+    let mut bytes = 0;
+    // Two passes: the first brings anything evicted back into the page cache.
+    for pass in 0..2u64 {
+        let start = Instant::now();
+        let (mut offset, mut read) = (Offset(0), 0u64);
+        while offset < end {
+            let got = log.read(offset, READ_BYTES, end).await?;
+            if got.next_offset <= offset {
+                return Err(format!("read made no progress at offset {}", offset.0).into());
+            }
+            read += got.records.len() as u64;
+            offset = got.next_offset;
+            bar.set_position((pass * size + read) / MIB);
+        }
+        best = best.max(read as f64 / start.elapsed().as_secs_f64().max(1e-9) / 1e6);
+        bytes = read;
+    }
+    bar.finish_and_clear();
+    log.close().await?;
+    Ok(ReadOutcome { bytes, mbs: best })
+}

@@ -1,0 +1,142 @@
+//! `weir-bench`: Weir measured on the real machine, every figure beside a baseline taken in
+//! the same run (these machines are shared and noisy, so only ratios travel).
+//!
+//! - `baselines`: what the disk and loopback network can do;
+//! - `log`: the partition log alone through the production runtime (issue 3);
+//! - `broker`: a whole broker driven by librdkafka, optionally side by side with a `--peer`
+//!   (issue 5).
+//!
+//! A benchmark measures the real machine: clocks, files, sockets and threads are its subject,
+//! so the workspace's bans on OS access (clippy.toml) are lifted for this whole crate.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod baselines;
+mod broker;
+mod counting;
+mod logbench;
+mod machine;
+mod plot;
+mod progress;
+mod report;
+mod sampler;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::report::Report;
+
+/// Huge allocations are lazy, as in the `weir` binary (see `weir::runtime::alloc`), so the
+/// in-process broker runs with the production allocator.
+#[global_allocator]
+static ALLOCATOR: weir::runtime::alloc::LazyHugeAlloc = weir::runtime::alloc::LazyHugeAlloc;
+
+#[derive(Parser)]
+#[command(name = "weir-bench", version, about = "Benchmarks of Weir against same-run baselines")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Disk and loopback-network baselines.
+    Baselines(Common),
+    /// The partition log on the real disk: append (ack and interval) and read throughput.
+    Log {
+        #[command(flatten)]
+        common: Common,
+        /// Tasks appending concurrently (group commit needs several).
+        #[arg(long, default_value_t = 8)]
+        appenders: usize,
+    },
+    /// A broker driven by librdkafka: produce, consume, latency, lagging consumer, memory.
+    Broker {
+        #[command(flatten)]
+        common: Common,
+        /// Also run the identical workload against the Kafka-compatible broker at ADDR.
+        #[arg(long, value_name = "ADDR")]
+        peer: Option<String>,
+    },
+}
+
+#[derive(Args)]
+struct Common {
+    /// Scratch folder on the disk to measure (created, and emptied afterwards).
+    #[arg(long, default_value = "weir-bench-data")]
+    dir: PathBuf,
+    /// A reduced matrix and shorter runs.
+    #[arg(long)]
+    quick: bool,
+    /// Write the results as JSON here.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Write an SVG plot of the results here.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let common = match &cli.command {
+        Command::Baselines(common) => common,
+        Command::Log { common, .. } | Command::Broker { common, .. } => common,
+    };
+    let scratch = scratch_dir(&common.dir)?;
+    let mut report = Report {
+        command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+        machine: machine::describe(&scratch),
+        ..Report::default()
+    };
+    let m = &report.machine;
+    eprintln!(
+        "machine: {} CPUs, {} MiB memory, kernel {}, data folder on: {}",
+        m.cpus, m.memory_mib, m.kernel, m.disk
+    );
+    let outcome = match &cli.command {
+        Command::Baselines(c) => {
+            baselines::measure(&scratch, baselines::Sizes::new(c.quick), &mut report).map(|_| ())
+        }
+        Command::Log { common, appenders } => {
+            let settings = logbench::Settings::new(common.quick, *appenders);
+            logbench::run(&scratch, &settings, common.quick, &mut report)
+        }
+        Command::Broker { common, peer } => {
+            let options =
+                broker::Options { dir: &scratch, peer: peer.clone(), quick: common.quick };
+            broker::run(&options, &mut report)
+        }
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome?;
+    println!("{}", report.table());
+    if let Some(path) = &common.out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+        eprintln!("results written to {}", path.display());
+    }
+    if let Some(path) = &common.plot {
+        std::fs::write(path, plot::svg(&report))?;
+        eprintln!("plot written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// A fresh folder for this run under `dir`.
+fn scratch_dir(dir: &Path) -> Result<PathBuf> {
+    let scratch = dir.join(format!("run-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    Ok(scratch)
+}

@@ -1,0 +1,167 @@
+// kafkajs against a running broker: `node kafkajs_driver.js HOST:PORT`.
+// kafkajs uses only non-flexible API versions and refuses to work when an API it needs is not
+// advertised. Checks, each printed PASS or FAIL:
+//   1. admin.createTopics makes a 2-partition topic; admin.listTopics includes it;
+//   2. producer.send (acks=all) gets every message acked with dense offsets per partition;
+//   3. a consumer group reads back exactly what was acked (partition, offset, key, value),
+//      per partition in order, and commits; admin.fetchOffsets equals the end offsets.
+// WEIR_INTEROP_DEBUG=1 sets kafkajs's log level to DEBUG.
+'use strict';
+
+const crypto = require('crypto');
+const path = require('path');
+const { Kafka, logLevel } = require(path.join(__dirname, 'node_modules', 'kafkajs'));
+
+const bootstrap = process.argv[2];
+const run = crypto.randomBytes(4).toString('hex');
+const topic = `kjs-${run}`;
+const groupId = `kjs-group-${run}`;
+const partitions = 2;
+const count = 50;
+
+const kafka = new Kafka({
+  clientId: `kjs-${run}`,
+  brokers: [bootstrap],
+  connectionTimeout: 5000,
+  requestTimeout: 15000,
+  retry: { retries: 3, initialRetryTime: 200 },
+  logLevel: process.env.WEIR_INTEROP_DEBUG ? logLevel.DEBUG : logLevel.NOTHING,
+});
+
+class Mismatch extends Error {}
+function expect(condition, message) {
+  if (!condition) throw new Mismatch(message);
+}
+function withTimeout(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Mismatch(`timed out after ${ms / 1000}s waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+const failed = [];
+async function check(name, fn) {
+  const start = Date.now();
+  try {
+    const detail = await fn();
+    console.log(`kafkajs: PASS: ${name}${detail ? ` (${detail})` : ''} [${((Date.now() - start) / 1000).toFixed(1)}s]`);
+    return true;
+  } catch (e) {
+    failed.push(name);
+    const what = e instanceof Mismatch ? e.message : `${e.name}: ${e.message}${e.type ? ` [${e.type}]` : ''}`;
+    console.log(`kafkajs: FAIL: ${name}: ${what}`);
+    if (!(e instanceof Mismatch) && e.stack) console.log(e.stack.split('\n').slice(1, 5).join('\n'));
+    return false;
+  }
+}
+
+const key = (k) => (k === null ? null : k.toString('utf8'));
+const rowKey = (r) => `${r.partition}|${r.offset}|${r.key}|${r.value}`;
+
+async function main() {
+  const admin = kafka.admin();
+  const state = {};
+  await check('admin.createTopics + listTopics', async () => {
+    await withTimeout(admin.connect(), 15000, 'admin connect');
+    const created = await withTimeout(
+      admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }], waitForLeaders: true }),
+      20000, 'createTopics');
+    expect(created === true, `createTopics returned ${created}`);
+    const topics = await withTimeout(admin.listTopics(), 15000, 'listTopics');
+    expect(topics.includes(topic), `listTopics lacks ${topic}: ${topics.slice(0, 10)}`);
+    const meta = await withTimeout(admin.fetchTopicMetadata({ topics: [topic] }), 15000, 'fetchTopicMetadata');
+    const ids = meta.topics[0].partitions.map((p) => p.partitionId).sort();
+    expect(JSON.stringify(ids) === JSON.stringify([...Array(partitions).keys()]), `${topic} partitions ${ids}`);
+    return `${topic} with ${partitions} partitions`;
+  }) &&
+    (await check('producer.send (acks=all)', async () => {
+      const producer = kafka.producer({ allowAutoTopicCreation: false });
+      await withTimeout(producer.connect(), 15000, 'producer connect');
+      try {
+        const messages = [];
+        for (let i = 0; i < count; i++) {
+          messages.push({ key: `key-${i % 6}`, value: `kafkajs ${i} ñandú ${'x'.repeat(i)}` });
+        }
+        // One message per send, in order, so each ack gives that message's partition and offset.
+        state.sent = [];
+        for (const m of messages) {
+          const [ack] = await withTimeout(producer.send({ topic, acks: -1, messages: [m] }), 15000, 'send');
+          expect(ack.errorCode === 0, `send error code ${ack.errorCode}`);
+          state.sent.push({ partition: ack.partition, offset: Number(ack.baseOffset), key: m.key, value: m.value });
+        }
+      } finally {
+        await producer.disconnect();
+      }
+      const keyPartition = new Map();
+      for (let p = 0; p < partitions; p++) {
+        const offsets = state.sent.filter((r) => r.partition === p).map((r) => r.offset);
+        offsets.forEach((o, i) => expect(o === i, `partition ${p} acked offsets ${offsets.slice(0, 8)} not 0.. in order`));
+      }
+      for (const r of state.sent) {
+        expect((keyPartition.get(r.key) ?? r.partition) === r.partition, `key ${r.key} in two partitions`);
+        keyPartition.set(r.key, r.partition);
+      }
+      const spread = [...Array(partitions).keys()].map((p) => state.sent.filter((r) => r.partition === p).length);
+      return `${count} acked, per partition ${spread}`;
+    })) &&
+    (await check('consumer group reads exactly what was acked, commits; admin.fetchOffsets', async () => {
+      const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 });
+      const got = [];
+      let done;
+      const all = new Promise((resolve) => { done = resolve; });
+      try {
+        await withTimeout(consumer.connect(), 15000, 'consumer connect');
+        await consumer.subscribe({ topics: [topic], fromBeginning: true });
+        await consumer.run({
+          autoCommit: true,
+          eachMessage: async ({ partition, message }) => {
+            got.push({ partition, offset: Number(message.offset), key: key(message.key), value: message.value.toString('utf8') });
+            if (got.length >= count) done();
+          },
+        });
+        await withTimeout(all, 30000, `${count} messages (have ${got.length})`);
+        await new Promise((resolve) => setTimeout(resolve, 500)); // a duplicate would show up now
+        await consumer.commitOffsets(
+          [...Array(partitions).keys()].map((p) => ({
+            topic, partition: p, offset: String(state.sent.filter((r) => r.partition === p).length),
+          })).filter((c) => c.offset !== '0'));
+      } finally {
+        await consumer.disconnect();
+      }
+      const want = state.sent.map(rowKey).sort();
+      const have = got.map(rowKey).sort();
+      const missing = want.filter((r) => !have.includes(r));
+      const extra = have.filter((r) => !want.includes(r));
+      expect(have.length === want.length && missing.length === 0 && extra.length === 0,
+        `read ${have.length} records, ${want.length} acked; missing ${missing.slice(0, 2)}, unexpected ${extra.slice(0, 2)}`);
+      for (let p = 0; p < partitions; p++) {
+        const offsets = got.filter((r) => r.partition === p).map((r) => r.offset);
+        offsets.forEach((o, i) => expect(o === i, `partition ${p} read out of order: ${offsets.slice(0, 8)}`));
+      }
+      const [fetched] = await withTimeout(admin.fetchOffsets({ groupId, topics: [topic] }), 15000, 'fetchOffsets');
+      const ends = await withTimeout(admin.fetchTopicOffsets(topic), 15000, 'fetchTopicOffsets');
+      for (const { partition, high } of ends) {
+        const committed = fetched.partitions.find((x) => x.partition === partition);
+        const acked = state.sent.filter((r) => r.partition === partition).length;
+        expect(Number(high) === acked, `high watermark of partition ${partition} is ${high}, ${acked} acked`);
+        if (acked > 0) {
+          expect(committed && Number(committed.offset) === acked,
+            `committed offset of partition ${partition} is ${committed && committed.offset}, expected ${acked}`);
+        }
+      }
+      return `read all ${count} exactly; committed = high watermarks ${ends.map((e) => e.high)}`;
+    }));
+  await admin.disconnect();
+  if (failed.length) {
+    console.log(`kafkajs: FAIL (${failed.length} failed: ${failed.join('; ')})`);
+    process.exit(1);
+  }
+  console.log('kafkajs: PASS');
+  process.exit(0);
+}
+
+main().catch((e) => {
+  console.log(`kafkajs: FAIL: ${e.stack || e}`);
+  process.exit(1);
+});
