@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod controller;
 pub mod coordinator;
 pub mod groups;
 pub mod io;

@@ -1,0 +1,406 @@
+//! The active controller's decisions, sans-IO: given the committed metadata image and a
+//! request (or the passing of time), which records to append. Placement of new partitions,
+//! topic and partition changes, broker registration, heartbeats, fencing and the leadership
+//! moves that follow, and producer-id blocks all live here; the shell in
+//! [`super::service`] only feeds requests in one at a time and appends what comes out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::image::MetadataImage;
+use super::records::{
+    BrokerId, BrokerRegistration, Incarnation, MetadataRecord, NO_LEADER, PartitionRecord,
+};
+use crate::catalog::TOPIC_PARTITIONS_MAX;
+use crate::config::{ConfigError, TopicConfig};
+use crate::io::Instant;
+use crate::model::TopicId;
+use crate::topics::{self, TopicNameError};
+
+/// Producer ids handed to a broker at a time.
+pub const PRODUCER_ID_BLOCK: i64 = 1_000;
+
+/// Why the controller refused a request (each maps to a Kafka error code).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ControllerError {
+    /// NOT_CONTROLLER: ask the active controller.
+    #[error("not the active controller")]
+    NotController,
+    /// TOPIC_ALREADY_EXISTS.
+    #[error("topic {0:?} already exists")]
+    TopicExists(String),
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    #[error("topic {0:?} does not exist")]
+    UnknownTopic(String),
+    /// INVALID_TOPIC_EXCEPTION.
+    #[error("{0}")]
+    BadName(String),
+    /// INVALID_PARTITIONS.
+    #[error("invalid partition count {0}: must be from 1 to {TOPIC_PARTITIONS_MAX} and not shrink")]
+    BadPartitions(i32),
+    /// INVALID_REPLICATION_FACTOR.
+    #[error("replication factor {wanted} is larger than the {live} available brokers")]
+    BadReplication {
+        /// Asked for.
+        wanted: i32,
+        /// Brokers that could host replicas.
+        live: usize,
+    },
+    /// INVALID_CONFIG.
+    #[error("{0}")]
+    BadConfig(String),
+    /// Internal topics cannot be deleted by clients.
+    #[error("topic {0:?} is internal")]
+    Internal(String),
+    /// The broker's registration is not current: it must register again.
+    #[error("broker {0} is not registered with that incarnation")]
+    StaleBroker(BrokerId),
+    /// The request could not be completed in time (the quorum may be changing leader).
+    #[error("the controller timed out")]
+    Timeout,
+}
+
+impl From<TopicNameError> for ControllerError {
+    fn from(e: TopicNameError) -> ControllerError {
+        ControllerError::BadName(e.to_string())
+    }
+}
+
+impl From<ConfigError> for ControllerError {
+    fn from(e: ConfigError) -> ControllerError {
+        ControllerError::BadConfig(e.to_string())
+    }
+}
+
+/// A topic to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTopic {
+    /// Its name.
+    pub name: String,
+    /// Partitions (−1: the default).
+    pub partitions: i32,
+    /// Replication factor (−1: the default).
+    pub replication: i32,
+    /// Configuration overrides.
+    pub configs: Vec<(String, String)>,
+}
+
+/// The controller's settings.
+#[derive(Clone, Debug)]
+pub struct LogicConfig {
+    /// Topic configuration defaults, to validate overrides against.
+    pub topic_defaults: TopicConfig,
+    /// `num.partitions`.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i32,
+    /// A broker that has not heartbeated for this long is fenced.
+    pub session_timeout: Duration,
+}
+
+/// The active controller's volatile state.
+pub struct ControllerLogic {
+    config: LogicConfig,
+    /// When each broker last heartbeated, by this controller's clock.
+    heartbeats: BTreeMap<BrokerId, Instant>,
+    /// Rotates the first broker of each placement.
+    placement_start: usize,
+}
+
+impl ControllerLogic {
+    /// Fresh state for a newly active controller: every broker gets a full session from `now`
+    /// before it can be fenced.
+    pub fn new(config: LogicConfig, image: &MetadataImage, now: Instant) -> ControllerLogic {
+        let heartbeats = image.brokers.keys().map(|&id| (id, now)).collect();
+        ControllerLogic { config, heartbeats, placement_start: image.topics.len() }
+    }
+
+    /// Records registering a broker, and giving it back leadership of partitions that have
+    /// none and list it in sync.
+    pub fn register(
+        &mut self,
+        image: &MetadataImage,
+        registration: BrokerRegistration,
+        now: Instant,
+    ) -> Vec<MetadataRecord> {
+        let id = registration.broker_id;
+        self.heartbeats.insert(id, now);
+        let mut out = vec![MetadataRecord::RegisterBroker(registration)];
+        out.extend(leaderless_to(image, id));
+        out
+    }
+
+    /// A heartbeat: records unfencing the broker (and its leadership back) if it was fenced,
+    /// or starting its controlled shutdown (its leadership moved away).
+    pub fn heartbeat(
+        &mut self,
+        image: &MetadataImage,
+        broker_id: BrokerId,
+        incarnation: Incarnation,
+        shutdown: bool,
+        now: Instant,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        let broker = image
+            .brokers
+            .get(&broker_id)
+            .filter(|b| b.registration.incarnation == incarnation)
+            .ok_or(ControllerError::StaleBroker(broker_id))?;
+        self.heartbeats.insert(broker_id, now);
+        if shutdown {
+            if broker.shutting_down {
+                return Ok(Vec::new());
+            }
+            let mut out = vec![MetadataRecord::ShutdownBroker { broker_id, incarnation }];
+            out.extend(leadership_away_from(image, broker_id));
+            return Ok(out);
+        }
+        if broker.fenced {
+            let mut out = vec![MetadataRecord::UnfenceBroker { broker_id, incarnation }];
+            out.extend(leaderless_to(image, broker_id));
+            return Ok(out);
+        }
+        Ok(Vec::new())
+    }
+
+    /// Record batches fencing every broker whose session expired by `now`.
+    pub fn expire(&mut self, image: &MetadataImage, now: Instant) -> Vec<Vec<MetadataRecord>> {
+        let mut out = Vec::new();
+        for broker in image.live_brokers() {
+            let id = broker.registration.broker_id;
+            let last = *self.heartbeats.entry(id).or_insert(now);
+            if now.saturating_duration_since(last) > self.config.session_timeout {
+                let incarnation = broker.registration.incarnation;
+                let mut batch = vec![MetadataRecord::FenceBroker { broker_id: id, incarnation }];
+                batch.extend(leadership_away_from(image, id));
+                out.push(batch);
+            }
+        }
+        out
+    }
+
+    /// Records creating `topic` (or, with `validate_only`, none), with its partitions placed
+    /// across live brokers.
+    pub fn create_topic(
+        &mut self,
+        image: &MetadataImage,
+        topic: &NewTopic,
+        validate_only: bool,
+        topic_id: TopicId,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        topics::validate_name(&topic.name)?;
+        if image.topic(&topic.name).is_some() {
+            return Err(ControllerError::TopicExists(topic.name.clone()));
+        }
+        let partitions =
+            if topic.partitions == -1 { self.config.num_partitions } else { topic.partitions };
+        if !(1..=TOPIC_PARTITIONS_MAX).contains(&partitions) {
+            return Err(ControllerError::BadPartitions(partitions));
+        }
+        let replication = if topic.replication == -1 {
+            self.config.default_replication_factor.min(image.live_brokers().count().max(1) as i32)
+        } else {
+            topic.replication
+        };
+        let mut config = self.config.topic_defaults.clone();
+        config.apply(topic.configs.iter().map(|(k, v)| (k.as_str(), Some(v.as_str()))))?;
+        let placement = self.place(image, 0, partitions, replication)?;
+        if validate_only {
+            return Ok(Vec::new());
+        }
+        let mut out = vec![MetadataRecord::CreateTopic {
+            name: topic.name.clone(),
+            topic_id,
+            configs: config.overrides().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        }];
+        out.extend(placement.into_iter().enumerate().map(|(i, replicas)| {
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id,
+                partition: i as i32,
+                leader: replicas[0],
+                isr: replicas.clone(),
+                replicas,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            })
+        }));
+        Ok(out)
+    }
+
+    /// Records deleting the topic called `name`.
+    pub fn delete_topic(
+        &self,
+        image: &MetadataImage,
+        name: &str,
+    ) -> Result<(TopicId, Vec<MetadataRecord>), ControllerError> {
+        let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
+        if name.starts_with("__") {
+            return Err(ControllerError::Internal(name.into()));
+        }
+        Ok((topic.id, vec![MetadataRecord::DeleteTopic { topic_id: topic.id }]))
+    }
+
+    /// Records growing the topic called `name` to `count` partitions, placed like its first.
+    pub fn create_partitions(
+        &mut self,
+        image: &MetadataImage,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
+        let current = topic.partitions.len() as i32;
+        if count <= current || count > TOPIC_PARTITIONS_MAX {
+            return Err(ControllerError::BadPartitions(count));
+        }
+        let replication =
+            topic.partitions.values().next().map_or(1, |p| p.replicas.len() as i32).max(1);
+        let placement = self.place(image, current, count - current, replication)?;
+        if validate_only {
+            return Ok(Vec::new());
+        }
+        Ok(placement
+            .into_iter()
+            .enumerate()
+            .map(|(i, replicas)| {
+                MetadataRecord::Partition(PartitionRecord {
+                    topic_id: topic.id,
+                    partition: current + i as i32,
+                    leader: replicas[0],
+                    isr: replicas.clone(),
+                    replicas,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                })
+            })
+            .collect())
+    }
+
+    /// Records replacing the overrides of the topic called `name` with `configs` (already
+    /// merged by the caller for incremental changes).
+    pub fn alter_configs(
+        &self,
+        image: &MetadataImage,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
+        let mut config = self.config.topic_defaults.clone();
+        config.replace(configs)?;
+        if validate_only {
+            return Ok(Vec::new());
+        }
+        Ok(vec![MetadataRecord::TopicConfigs {
+            topic_id: topic.id,
+            configs: config.overrides().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        }])
+    }
+
+    /// The record handing `broker_id` the next block of producer ids.
+    pub fn producer_ids(image: &MetadataImage, broker_id: BrokerId) -> MetadataRecord {
+        MetadataRecord::ProducerIds {
+            broker_id,
+            first: image.next_producer_id,
+            count: PRODUCER_ID_BLOCK,
+        }
+    }
+
+    /// Replica lists for `count` new partitions, round-robin over live brokers from a rotating
+    /// start; with racks, brokers are interleaved across racks so replicas spread over them.
+    fn place(
+        &mut self,
+        image: &MetadataImage,
+        first: i32,
+        count: i32,
+        replication: i32,
+    ) -> Result<Vec<Vec<BrokerId>>, ControllerError> {
+        let brokers = rack_interleaved(image);
+        if replication < 1 || replication as usize > brokers.len() {
+            return Err(ControllerError::BadReplication {
+                wanted: replication,
+                live: brokers.len(),
+            });
+        }
+        let n = brokers.len();
+        let start = self.placement_start;
+        self.placement_start = self.placement_start.wrapping_add(1);
+        Ok((0..count)
+            .map(|i| {
+                let base = start + (first + i) as usize;
+                (0..replication as usize).map(|r| brokers[(base + r) % n]).collect()
+            })
+            .collect())
+    }
+}
+
+/// Live brokers ordered so that consecutive ones are on different racks where racks exist
+/// (Kafka's rack-alternating order); brokers without a rack form one rack.
+fn rack_interleaved(image: &MetadataImage) -> Vec<BrokerId> {
+    let mut racks: BTreeMap<Option<&str>, Vec<BrokerId>> = BTreeMap::new();
+    for b in image.live_brokers() {
+        racks.entry(b.registration.rack.as_deref()).or_default().push(b.registration.broker_id);
+    }
+    let longest = racks.values().map(Vec::len).max().unwrap_or(0);
+    (0..longest).flat_map(|i| racks.values().filter_map(move |ids| ids.get(i).copied())).collect()
+}
+
+/// Partition records moving leadership away from `broker` (fenced or shutting down): the next
+/// live in-sync replica leads, or none; the broker leaves the ISR unless it is the last member.
+fn leadership_away_from(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for p in topic.partitions.values() {
+            if p.leader != broker && !(p.isr.contains(&broker) && p.isr.len() > 1) {
+                continue;
+            }
+            let mut next = p.clone();
+            if next.isr.len() > 1 {
+                next.isr.retain(|&b| b != broker);
+            }
+            if p.leader == broker {
+                next.leader = next
+                    .isr
+                    .iter()
+                    .copied()
+                    .find(|&b| b != broker && image.is_live(b))
+                    .unwrap_or(NO_LEADER);
+                next.leader_epoch += 1;
+            }
+            next.partition_epoch += 1;
+            out.push(MetadataRecord::Partition(next));
+        }
+    }
+    out
+}
+
+/// Partition records giving `broker` leadership of partitions that have no leader and list it
+/// in sync.
+fn leaderless_to(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for p in topic.partitions.values() {
+            if p.leader == NO_LEADER && p.isr.contains(&broker) {
+                let mut next = p.clone();
+                next.leader = broker;
+                next.leader_epoch += 1;
+                next.partition_epoch += 1;
+                out.push(MetadataRecord::Partition(next));
+            }
+        }
+    }
+    out
+}
+
+/// The brokers hosting a replica of any partition, for tests and checks.
+pub fn hosting_brokers(image: &MetadataImage) -> BTreeSet<BrokerId> {
+    image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.values().flat_map(|p| p.replicas.iter().copied()))
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "logic_tests.rs"]
+mod tests;

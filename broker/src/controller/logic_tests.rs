@@ -1,0 +1,201 @@
+//! Tests of the controller's decisions: placement, fencing and the leadership moves that
+//! follow, topic changes and their refusals.
+
+use std::time::Duration;
+
+use super::*;
+use crate::config::TopicConfig;
+
+const SESSION: Duration = Duration::from_secs(9);
+
+fn logic(image: &MetadataImage) -> ControllerLogic {
+    let config = LogicConfig {
+        topic_defaults: TopicConfig::with_defaults(Default::default()),
+        num_partitions: 1,
+        default_replication_factor: 1,
+        session_timeout: SESSION,
+    };
+    ControllerLogic::new(config, image, at(0))
+}
+
+fn at(secs: u64) -> Instant {
+    Instant::from_nanos(secs * 1_000_000_000)
+}
+
+fn registration(id: BrokerId, rack: Option<&str>) -> BrokerRegistration {
+    BrokerRegistration {
+        broker_id: id,
+        incarnation: Incarnation(id as u128 * 100),
+        host: "127.0.0.1".into(),
+        port: 9000 + id as u16,
+        rack: rack.map(str::to_owned),
+    }
+}
+
+fn apply(image: &mut MetadataImage, records: &[MetadataRecord]) {
+    let next = image.offset + 1;
+    for r in records {
+        image.apply(next, r);
+    }
+}
+
+fn cluster(racks: &[Option<&str>]) -> (MetadataImage, ControllerLogic) {
+    let mut image = MetadataImage::default();
+    let mut logic = logic(&image);
+    for (i, rack) in racks.iter().enumerate() {
+        let records = logic.register(&image, registration(i as i32 + 1, *rack), at(0));
+        apply(&mut image, &records);
+    }
+    (image, logic)
+}
+
+fn topic(name: &str, partitions: i32, replication: i32) -> NewTopic {
+    NewTopic { name: name.into(), partitions, replication, configs: vec![] }
+}
+
+fn create(image: &mut MetadataImage, logic: &mut ControllerLogic, t: NewTopic, id: u8) {
+    let records = logic.create_topic(image, &t, false, TopicId([id; 16])).unwrap();
+    apply(image, &records);
+}
+
+#[test]
+fn partitions_spread_round_robin_over_live_brokers() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("t", 6, 2), 1);
+    let t = image.topic("t").unwrap();
+    let mut leaders = BTreeMap::<BrokerId, usize>::new();
+    for p in t.partitions.values() {
+        assert_eq!(p.replicas.len(), 2);
+        assert_ne!(p.replicas[0], p.replicas[1]);
+        assert_eq!(p.leader, p.replicas[0]);
+        assert_eq!(p.isr, p.replicas);
+        *leaders.entry(p.leader).or_default() += 1;
+    }
+    assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+}
+
+#[test]
+fn the_start_rotates_between_topics() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("a", 1, 1), 1);
+    create(&mut image, &mut logic, topic("b", 1, 1), 2);
+    let a = image.partition("a", 0).unwrap().leader;
+    let b = image.partition("b", 0).unwrap().leader;
+    assert_ne!(a, b, "single-partition topics should not all land on one broker");
+}
+
+#[test]
+fn replicas_spread_across_racks() {
+    let (mut image, mut logic) = cluster(&[Some("x"), Some("x"), Some("y"), Some("y")]);
+    create(&mut image, &mut logic, topic("t", 8, 2), 1);
+    let rack = |b: BrokerId| image.brokers[&b].registration.rack.clone();
+    for p in image.topic("t").unwrap().partitions.values() {
+        assert_ne!(rack(p.replicas[0]), rack(p.replicas[1]), "{p:?}");
+    }
+}
+
+#[test]
+fn too_large_a_replication_factor_is_refused() {
+    let (image, mut logic) = cluster(&[None, None]);
+    let err = logic.create_topic(&image, &topic("t", 1, 3), false, TopicId([1; 16]));
+    assert_eq!(err, Err(ControllerError::BadReplication { wanted: 3, live: 2 }));
+}
+
+#[test]
+fn validate_only_and_refusals_produce_no_records() {
+    let (mut image, mut logic) = cluster(&[None]);
+    assert_eq!(logic.create_topic(&image, &topic("t", 3, 1), true, TopicId([1; 16])), Ok(vec![]));
+    create(&mut image, &mut logic, topic("t", 3, 1), 1);
+    assert!(matches!(
+        logic.create_topic(&image, &topic("t", 3, 1), false, TopicId([2; 16])),
+        Err(ControllerError::TopicExists(_))
+    ));
+    let bad = NewTopic { configs: vec![("retention.ms".into(), "x".into())], ..topic("u", 1, 1) };
+    assert!(matches!(
+        logic.create_topic(&image, &bad, false, TopicId([3; 16])),
+        Err(ControllerError::BadConfig(_))
+    ));
+    assert!(matches!(
+        logic.create_topic(&image, &topic("bad name!", 1, 1), false, TopicId([4; 16])),
+        Err(ControllerError::BadName(_))
+    ));
+    assert_eq!(
+        logic.create_partitions(&image, "t", 2, false),
+        Err(ControllerError::BadPartitions(2))
+    );
+    create(&mut image, &mut logic, topic("__consumer_offsets", 1, 1), 9);
+    assert!(matches!(
+        logic.delete_topic(&image, "__consumer_offsets"),
+        Err(ControllerError::Internal(_))
+    ));
+}
+
+#[test]
+fn a_silent_broker_is_fenced_and_loses_leadership_then_gets_it_back() {
+    let (mut image, mut logic) = cluster(&[None, None]);
+    create(&mut image, &mut logic, topic("solo", 2, 1), 1);
+    create(&mut image, &mut logic, topic("pair", 1, 2), 2);
+    for b in [1, 2] {
+        let hb = logic.heartbeat(&image, b, Incarnation(b as u128 * 100), false, at(5)).unwrap();
+        assert!(hb.is_empty(), "a live broker's heartbeat changes nothing");
+    }
+    assert!(logic.expire(&image, at(14)).is_empty(), "within the session");
+    // Broker 1 goes silent; broker 2 keeps heartbeating.
+    logic.heartbeat(&image, 2, Incarnation(200), false, at(14)).unwrap();
+    let batches = logic.expire(&image, at(15));
+    assert_eq!(batches.len(), 1);
+    for batch in &batches {
+        apply(&mut image, batch);
+    }
+    assert!(image.brokers[&1].fenced);
+    let pair = image.partition("pair", 0).unwrap();
+    assert_eq!(pair.leader, 2, "the in-sync follower takes over");
+    assert_eq!(pair.isr, vec![2]);
+    for p in image.topic("solo").unwrap().partitions.values() {
+        if p.replicas == vec![1] {
+            assert_eq!(p.leader, NO_LEADER, "a single-replica partition on a fenced broker");
+            assert_eq!(p.leader_epoch, 1);
+        }
+    }
+    // It comes back with the same incarnation: unfenced, and its leaderless partitions return.
+    let records = logic.heartbeat(&image, 1, Incarnation(100), false, at(20)).unwrap();
+    apply(&mut image, &records);
+    assert!(!image.brokers[&1].fenced);
+    for p in image.topic("solo").unwrap().partitions.values() {
+        assert_ne!(p.leader, NO_LEADER);
+    }
+    // A heartbeat from an old run is refused.
+    assert_eq!(
+        logic.heartbeat(&image, 1, Incarnation(7), false, at(21)),
+        Err(ControllerError::StaleBroker(1))
+    );
+}
+
+#[test]
+fn controlled_shutdown_moves_leadership_away() {
+    let (mut image, mut logic) = cluster(&[None, None]);
+    create(&mut image, &mut logic, topic("pair", 4, 2), 1);
+    let records = logic.heartbeat(&image, 1, Incarnation(100), true, at(1)).unwrap();
+    apply(&mut image, &records);
+    assert!(!image.is_live(1));
+    for p in image.topic("pair").unwrap().partitions.values() {
+        assert_eq!(p.leader, 2);
+    }
+    let again = logic.heartbeat(&image, 1, Incarnation(100), true, at(2)).unwrap();
+    assert!(again.is_empty());
+}
+
+#[test]
+fn producer_id_blocks_never_overlap() {
+    let (mut image, _) = cluster(&[None]);
+    let mut seen = Vec::new();
+    for broker in [1, 2, 1] {
+        let r = ControllerLogic::producer_ids(&image, broker);
+        if let MetadataRecord::ProducerIds { first, count, .. } = r {
+            seen.push((first, count));
+        }
+        apply(&mut image, &[r]);
+    }
+    assert_eq!(seen, vec![(0, 1000), (1000, 1000), (2000, 1000)]);
+    assert_eq!(hosting_brokers(&image).len(), 0);
+}
