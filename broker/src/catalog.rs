@@ -1,21 +1,30 @@
-//! The catalog: every topic this broker hosts, with its partitions open. Creating, deleting,
-//! growing and reconfiguring topics happen here, one at a time, each made durable in the topic
-//! list before it is reported done.
+//! The catalog: the partitions this broker hosts, opened and closed to follow the committed
+//! metadata image. Topics are created, changed and deleted by the controller; the catalog
+//! only reconciles: it opens the partitions assigned to this node, adopts their leader
+//! epochs and configurations, and removes the data of topics and partitions that are gone.
+//!
+//! Each partition folder holds a `partition.metadata` checkpoint with its topic's id, so a
+//! folder left by a deleted topic is never mistaken for a new topic of the same name.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::config::{BrokerConfig, ConfigError, TopicConfig};
+use crate::config::{BrokerConfig, TopicConfig};
+use crate::controller::image::{MetadataImage, TopicImage};
 use crate::io::Env;
-use crate::model::{TopicId, TopicPartition};
-use crate::partition::Partition;
-use crate::topics::{self, TopicNameError, TopicRecord};
+use crate::log::checkpoint;
+use crate::model::{LeaderEpoch, TopicId, TopicPartition};
+use crate::partition::{Partition, PartitionOpenError};
 
 /// Most partitions one topic may have (a guard against absurd requests).
 pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
+/// The file in each partition folder naming its topic id.
+pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
+const PARTITION_METADATA_KIND: u8 = 12;
 
-/// A topic and its open partitions.
+/// A topic and the partitions of it this broker hosts.
 pub struct Topic {
     /// The name.
     pub name: String,
@@ -23,74 +32,58 @@ pub struct Topic {
     pub id: TopicId,
     /// Its configuration.
     pub config: Mutex<TopicConfig>,
-    /// Its partitions, by index.
-    pub partitions: RwLock<Vec<Arc<Partition>>>,
+    /// The partitions hosted here, by index.
+    pub partitions: RwLock<BTreeMap<i32, Arc<Partition>>>,
+    /// How many partitions the topic has in the cluster.
+    count: AtomicI32,
     /// Whether it is internal (`__consumer_offsets`).
     pub internal: bool,
 }
 
 impl Topic {
-    /// The partition at `index`, if it exists.
+    /// The partition at `index`, if this broker hosts it.
     pub fn partition(&self, index: i32) -> Option<Arc<Partition>> {
-        let partitions = self.partitions.read().unwrap_or_else(|p| p.into_inner());
-        usize::try_from(index).ok().and_then(|i| partitions.get(i)).cloned()
+        self.partitions.read().unwrap_or_else(|p| p.into_inner()).get(&index).cloned()
     }
 
-    /// How many partitions it has.
+    /// The partitions hosted here.
+    pub fn local_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// How many partitions the topic has in the cluster.
     pub fn partition_count(&self) -> i32 {
-        self.partitions.read().unwrap_or_else(|p| p.into_inner()).len() as i32
+        self.count.load(Ordering::Acquire)
     }
 
     /// A copy of its configuration.
     pub fn config(&self) -> TopicConfig {
         self.config.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
-
-    fn record(&self) -> TopicRecord {
-        TopicRecord {
-            name: self.name.clone(),
-            id: topics::id_to_hex(self.id),
-            partitions: self.partition_count(),
-            configs: self.config().overrides().clone(),
-        }
-    }
 }
 
-/// Why a topic operation was refused or failed.
+/// Why the catalog could not host a partition.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    /// TOPIC_ALREADY_EXISTS.
-    #[error("topic {0:?} already exists")]
-    Exists(String),
-    /// UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID.
-    #[error("topic {0:?} does not exist")]
-    Unknown(String),
-    /// INVALID_TOPIC_EXCEPTION.
-    #[error(transparent)]
-    BadName(#[from] TopicNameError),
-    /// INVALID_PARTITIONS.
-    #[error("invalid partition count {0}: must be from 1 to {TOPIC_PARTITIONS_MAX} and not shrink")]
-    BadPartitions(i32),
-    /// INVALID_REPLICATION_FACTOR.
-    #[error("replication factor {0} is not possible on a single broker")]
-    BadReplication(i16),
-    /// INVALID_CONFIG.
-    #[error(transparent)]
-    BadConfig(#[from] ConfigError),
-    /// Internal topics cannot be deleted or changed by clients.
-    #[error("topic {0:?} is internal")]
-    Internal(String),
-    /// KAFKA_STORAGE_ERROR.
+    /// A partition could not be opened.
+    #[error("opening {tp}: {source}")]
+    Open {
+        /// The partition.
+        tp: TopicPartition,
+        /// The cause.
+        source: PartitionOpenError,
+    },
+    /// The disk failed.
     #[error("storage: {0}")]
-    Storage(String),
+    Io(#[from] std::io::Error),
 }
 
-/// All topics of this broker.
+/// The partitions of this broker.
 pub struct Catalog {
     env: Env,
     config: BrokerConfig,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
-    /// Serialises changes (each does I/O and rewrites the topic list).
+    /// Serialises reconciliation (each does I/O).
     changes: tokio::sync::Mutex<()>,
     appended: Arc<tokio::sync::Notify>,
 }
@@ -99,103 +92,23 @@ fn partition_dir(tp: &TopicPartition) -> PathBuf {
     PathBuf::from(tp.dir_name())
 }
 
+fn looks_like_partition(name: &str) -> bool {
+    name.rsplit_once('-').is_some_and(|(_, p)| p.parse::<i32>().is_ok())
+}
+
 impl Catalog {
-    /// Opens every topic in the topic list, removing orphaned partition folders.
-    pub async fn open(
-        env: Env,
-        config: BrokerConfig,
-        appended: Arc<tokio::sync::Notify>,
-    ) -> Result<Catalog, CatalogError> {
-        let storage = |e: std::io::Error| CatalogError::Storage(e.to_string());
-        let records = topics::load(&*env.disk).await.map_err(storage)?;
-        let catalog = Catalog {
-            env: env.clone(),
+    /// An empty catalog; partitions open as the metadata image assigns them.
+    pub fn new(env: Env, config: BrokerConfig, appended: Arc<tokio::sync::Notify>) -> Catalog {
+        Catalog {
+            env,
             config,
             topics: RwLock::new(BTreeMap::new()),
             changes: tokio::sync::Mutex::new(()),
             appended,
-        };
-        for record in records {
-            let id = topics::id_from_hex(&record.id).ok_or_else(|| {
-                CatalogError::Storage(format!("bad id for topic {}", record.name))
-            })?;
-            let mut config = catalog.config.topic_config();
-            config.replace(record.configs.clone())?;
-            let topic = catalog.open_topic(&record.name, id, config, record.partitions).await?;
-            catalog.insert(topic);
         }
-        catalog.remove_orphans().await.map_err(storage)?;
-        Ok(catalog)
     }
 
-    async fn open_topic(
-        &self,
-        name: &str,
-        id: TopicId,
-        config: TopicConfig,
-        partitions: i32,
-    ) -> Result<Arc<Topic>, CatalogError> {
-        let mut opened = Vec::new();
-        for index in 0..partitions {
-            opened.push(self.open_partition(name, id, &config, index).await?);
-        }
-        Ok(Arc::new(Topic {
-            name: name.to_owned(),
-            id,
-            config: Mutex::new(config),
-            partitions: RwLock::new(opened),
-            internal: name.starts_with("__"),
-        }))
-    }
-
-    async fn open_partition(
-        &self,
-        name: &str,
-        id: TopicId,
-        config: &TopicConfig,
-        index: i32,
-    ) -> Result<Arc<Partition>, CatalogError> {
-        let tp = TopicPartition::new(name, index);
-        let dir = partition_dir(&tp);
-        let partition = Partition::open(
-            self.env.clone(),
-            tp,
-            id,
-            dir,
-            config.log_config(),
-            Arc::clone(&self.appended),
-        )
-        .await
-        .map_err(|e| CatalogError::Storage(e.to_string()))?;
-        Ok(Arc::new(partition))
-    }
-
-    fn insert(&self, topic: Arc<Topic>) {
-        self.topics.write().unwrap_or_else(|p| p.into_inner()).insert(topic.name.clone(), topic);
-    }
-
-    /// Removes partition folders no topic owns (left by a create or delete a crash cut short).
-    async fn remove_orphans(&self) -> std::io::Result<()> {
-        let owned: std::collections::BTreeSet<String> = self
-            .all()
-            .iter()
-            .flat_map(|t| {
-                (0..t.partition_count()).map(|i| TopicPartition::new(t.name.clone(), i).dir_name())
-            })
-            .collect();
-        let root = PathBuf::new();
-        for name in self.env.disk.list(&root).await? {
-            let looks_like_partition =
-                name.rsplit_once('-').is_some_and(|(_, p)| p.parse::<i32>().is_ok());
-            if looks_like_partition && !owned.contains(&name) {
-                tracing::warn!(folder = %name, "removing an orphaned partition folder");
-                self.env.disk.remove_dir_all(&PathBuf::from(&name)).await?;
-            }
-        }
-        self.env.disk.sync_dir(&root).await
-    }
-
-    /// Every topic, by name.
+    /// Every topic with partitions here, by name.
     pub fn all(&self) -> Vec<Arc<Topic>> {
         self.topics.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
@@ -210,155 +123,187 @@ impl Catalog {
         self.topics.read().unwrap_or_else(|p| p.into_inner()).values().find(|t| t.id == id).cloned()
     }
 
-    /// The partition `index` of topic `name`.
+    /// The partition `index` of topic `name`, if hosted here.
     pub fn partition(&self, name: &str, index: i32) -> Option<Arc<Partition>> {
         self.get(name)?.partition(index)
     }
 
-    async fn save(&self) -> Result<(), CatalogError> {
-        let records = self.all().iter().map(|t| t.record()).collect();
-        topics::save(&*self.env.disk, records)
-            .await
-            .map_err(|e| CatalogError::Storage(e.to_string()))
+    /// Every partition hosted here.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.all().iter().flat_map(|t| t.local_partitions()).collect()
     }
 
-    /// Creates a topic. `partitions`/`replication` of −1 take the broker's defaults. With
-    /// `validate_only`, checks everything and creates nothing.
-    pub async fn create(
+    /// Brings the hosted partitions in line with `image` for node `node`: opens assigned
+    /// partitions, adopts leader epochs and configurations, and removes the data of topics and
+    /// partitions no longer assigned here. With `remove_strays` (the image is known complete),
+    /// also removes partition folders that nothing in the image owns. Returns the partitions
+    /// opened by this call.
+    pub async fn reconcile(
         &self,
-        name: &str,
-        partitions: i32,
-        replication: i16,
-        configs: &[(String, String)],
-        validate_only: bool,
-    ) -> Result<Option<Arc<Topic>>, CatalogError> {
-        topics::validate_name(name)?;
-        let partitions = if partitions == -1 { self.config.num_partitions } else { partitions };
-        if !(1..=TOPIC_PARTITIONS_MAX).contains(&partitions) {
-            return Err(CatalogError::BadPartitions(partitions));
+        image: &MetadataImage,
+        node: i32,
+        remove_strays: bool,
+    ) -> Result<Vec<Arc<Partition>>, CatalogError> {
+        let _changes = self.changes.lock().await;
+        // Topics gone from the image, or recreated under a new id.
+        for topic in self.all() {
+            if image.topic(&topic.name).is_none_or(|t| t.id != topic.id) {
+                self.remove_topic(&topic).await?;
+            }
         }
-        if !(replication == -1 || replication == 1) {
-            return Err(CatalogError::BadReplication(replication));
+        let mut opened = Vec::new();
+        for t in image.topics.values() {
+            let mine: BTreeSet<i32> = t
+                .partitions
+                .values()
+                .filter(|p| p.replicas.contains(&node))
+                .map(|p| p.partition)
+                .collect();
+            let topic = match self.get(&t.name) {
+                Some(topic) => topic,
+                None if mine.is_empty() => continue,
+                None => self.insert_topic(t),
+            };
+            topic.count.store(t.partitions.len() as i32, Ordering::Release);
+            let config = self.topic_config(t);
+            let config_changed = {
+                let mut current = topic.config.lock().unwrap_or_else(|p| p.into_inner());
+                let changed = current.overrides() != config.overrides();
+                *current = config.clone();
+                changed
+            };
+            for partition in topic.local_partitions() {
+                let index = partition.tp.partition.0;
+                if !mine.contains(&index) {
+                    topic.partitions.write().unwrap_or_else(|p| p.into_inner()).remove(&index);
+                    self.remove_partition(&partition).await?;
+                } else if config_changed {
+                    partition.log.set_config(config.log_config());
+                }
+            }
+            for index in &mine {
+                let partition = match topic.partition(*index) {
+                    Some(p) => p,
+                    None => {
+                        let p = self.open_partition(&t.name, t.id, &config, *index).await?;
+                        topic
+                            .partitions
+                            .write()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(*index, Arc::clone(&p));
+                        opened.push(Arc::clone(&p));
+                        p
+                    }
+                };
+                if let Some(record) = t.partitions.get(index) {
+                    partition.set_leader_epoch(LeaderEpoch(record.leader_epoch));
+                }
+            }
         }
+        if remove_strays {
+            self.remove_strays().await?;
+        }
+        if !opened.is_empty() {
+            self.env.disk.sync_dir(Path::new("")).await?;
+        }
+        Ok(opened)
+    }
+
+    fn topic_config(&self, t: &TopicImage) -> TopicConfig {
         let mut config = self.config.topic_config();
-        config.apply(configs.iter().map(|(k, v)| (k.as_str(), Some(v.as_str()))))?;
-        let _changes = self.changes.lock().await;
-        if self.get(name).is_some() {
-            return Err(CatalogError::Exists(name.to_owned()));
+        if let Err(e) = config.replace(t.configs.clone()) {
+            tracing::warn!(topic = %t.name, "ignoring invalid committed topic configs: {e}");
         }
-        if validate_only {
-            return Ok(None);
-        }
-        let mut id = [0u8; 16];
-        self.env.entropy.fill(&mut id);
-        let topic = self.open_topic(name, TopicId(id), config, partitions).await?;
-        self.env
-            .disk
-            .sync_dir(&PathBuf::new())
-            .await
-            .map_err(|e| CatalogError::Storage(e.to_string()))?;
-        self.insert(Arc::clone(&topic));
-        self.save().await?;
-        tracing::info!(topic = name, partitions, "created topic");
-        Ok(Some(topic))
+        config
     }
 
-    /// Deletes a topic and its data.
-    pub async fn delete(&self, name: &str) -> Result<TopicId, CatalogError> {
-        let _changes = self.changes.lock().await;
-        let topic = self.get(name).ok_or_else(|| CatalogError::Unknown(name.to_owned()))?;
-        if topic.internal {
-            return Err(CatalogError::Internal(name.to_owned()));
-        }
-        self.topics.write().unwrap_or_else(|p| p.into_inner()).remove(name);
-        self.save().await?;
-        let partitions: Vec<Arc<Partition>> =
-            topic.partitions.read().unwrap_or_else(|p| p.into_inner()).clone();
-        for partition in partitions {
-            let _ = partition.log.close().await;
-            let dir = partition_dir(&partition.tp);
-            self.env
-                .disk
-                .remove_dir_all(&dir)
-                .await
-                .map_err(|e| CatalogError::Storage(e.to_string()))?;
-        }
-        self.env
-            .disk
-            .sync_dir(&PathBuf::new())
+    fn insert_topic(&self, t: &TopicImage) -> Arc<Topic> {
+        let topic = Arc::new(Topic {
+            name: t.name.clone(),
+            id: t.id,
+            config: Mutex::new(self.topic_config(t)),
+            partitions: RwLock::new(BTreeMap::new()),
+            count: AtomicI32::new(t.partitions.len() as i32),
+            internal: t.name.starts_with("__"),
+        });
+        self.topics
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(t.name.clone(), Arc::clone(&topic));
+        topic
+    }
+
+    async fn open_partition(
+        &self,
+        name: &str,
+        id: TopicId,
+        config: &TopicConfig,
+        index: i32,
+    ) -> Result<Arc<Partition>, CatalogError> {
+        let tp = TopicPartition::new(name, index);
+        let dir = partition_dir(&tp);
+        let disk = &*self.env.disk;
+        disk.create_dir(&dir).await?;
+        let stored = checkpoint::read(disk, &dir, PARTITION_METADATA_FILE, PARTITION_METADATA_KIND)
             .await
-            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+            .ok()
+            .flatten()
+            .and_then(|(_, body)| <[u8; 16]>::try_from(body.as_ref()).ok());
+        if stored.is_some_and(|stored| stored != id.0) {
+            tracing::warn!(partition = %tp, "removing data of an older topic with the same name");
+            disk.remove_dir_all(&dir).await?;
+            disk.create_dir(&dir).await?;
+        }
+        if stored != Some(id.0) {
+            let body = checkpoint::encode(PARTITION_METADATA_KIND, 1, &id.0);
+            checkpoint::write_atomic(disk, &dir, PARTITION_METADATA_FILE, body).await?;
+        }
+        let partition = Partition::open(
+            self.env.clone(),
+            tp.clone(),
+            id,
+            dir,
+            config.log_config(),
+            Arc::clone(&self.appended),
+        )
+        .await
+        .map_err(|source| CatalogError::Open { tp, source })?;
+        Ok(Arc::new(partition))
+    }
+
+    async fn remove_topic(&self, topic: &Topic) -> Result<(), CatalogError> {
+        self.topics.write().unwrap_or_else(|p| p.into_inner()).remove(&topic.name);
+        for partition in topic.local_partitions() {
+            self.remove_partition(&partition).await?;
+        }
+        tracing::info!(topic = %topic.name, "removed topic data");
+        Ok(())
+    }
+
+    async fn remove_partition(&self, partition: &Partition) -> Result<(), CatalogError> {
+        let _ = partition.log.close().await;
+        self.env.disk.remove_dir_all(&partition_dir(&partition.tp)).await?;
+        self.env.disk.sync_dir(Path::new("")).await?;
         self.appended.notify_waiters();
-        tracing::info!(topic = name, "deleted topic");
-        Ok(topic.id)
+        Ok(())
     }
 
-    /// Grows a topic to `count` partitions.
-    pub async fn create_partitions(
-        &self,
-        name: &str,
-        count: i32,
-        validate_only: bool,
-    ) -> Result<(), CatalogError> {
-        let _changes = self.changes.lock().await;
-        let topic = self.get(name).ok_or_else(|| CatalogError::Unknown(name.to_owned()))?;
-        let current = topic.partition_count();
-        if count <= current || count > TOPIC_PARTITIONS_MAX {
-            return Err(CatalogError::BadPartitions(count));
+    /// Removes partition folders no hosted partition owns (left by a topic deleted while this
+    /// broker was down, or by a crash during a removal).
+    async fn remove_strays(&self) -> std::io::Result<()> {
+        let owned: BTreeSet<String> = self.partitions().iter().map(|p| p.tp.dir_name()).collect();
+        let root = PathBuf::new();
+        let mut removed = false;
+        for name in self.env.disk.list(&root).await? {
+            if looks_like_partition(&name) && !owned.contains(&name) {
+                tracing::warn!(folder = %name, "removing a partition folder nothing owns");
+                self.env.disk.remove_dir_all(&PathBuf::from(&name)).await?;
+                removed = true;
+            }
         }
-        if validate_only {
-            return Ok(());
+        if removed {
+            self.env.disk.sync_dir(&root).await?;
         }
-        let config = topic.config();
-        for index in current..count {
-            let partition = self.open_partition(name, topic.id, &config, index).await?;
-            topic.partitions.write().unwrap_or_else(|p| p.into_inner()).push(partition);
-        }
-        self.save().await
-    }
-
-    /// Changes a topic's configuration: `incremental` applies `changes` (None deletes an
-    /// override); otherwise the given set replaces every override (AlterConfigs).
-    pub async fn alter_config(
-        &self,
-        name: &str,
-        changes: &[(String, Option<String>)],
-        incremental: bool,
-        validate_only: bool,
-    ) -> Result<(), CatalogError> {
-        let _changes = self.changes.lock().await;
-        let topic = self.get(name).ok_or_else(|| CatalogError::Unknown(name.to_owned()))?;
-        let mut config = topic.config();
-        if incremental {
-            config.apply(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))?;
-        } else {
-            let all =
-                changes.iter().filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v))).collect();
-            config.replace(all)?;
-        }
-        if validate_only {
-            return Ok(());
-        }
-        *topic.config.lock().unwrap_or_else(|p| p.into_inner()) = config.clone();
-        for partition in topic.partitions.read().unwrap_or_else(|p| p.into_inner()).iter() {
-            partition.log.set_config(config.log_config());
-        }
-        self.save().await
-    }
-
-    /// Creates the internal offsets topic if it is missing.
-    pub async fn ensure_internal(
-        &self,
-        name: &str,
-        partitions: i32,
-        configs: &[(String, String)],
-    ) -> Result<Arc<Topic>, CatalogError> {
-        if let Some(topic) = self.get(name) {
-            return Ok(topic);
-        }
-        match self.create(name, partitions, -1, configs, false).await? {
-            Some(topic) => Ok(topic),
-            None => self.get(name).ok_or_else(|| CatalogError::Unknown(name.to_owned())),
-        }
+        Ok(())
     }
 }

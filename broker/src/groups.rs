@@ -19,6 +19,7 @@ use crate::io::Env;
 use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use crate::log::{records, split};
 use crate::model::Offset;
+use crate::partition::Partition;
 
 /// Bytes read at a time when loading `__consumer_offsets`.
 pub const LOAD_CHUNK_BYTES: usize = 1 << 20;
@@ -39,12 +40,14 @@ pub struct Groups {
     persist: mpsc::UnboundedSender<(PersistId, Vec<Record>)>,
     /// Woken when a deadline may have moved.
     changed: Notify,
+    /// The offsets topic, once a partition of it is hosted here.
+    offsets: Mutex<Option<Arc<Topic>>>,
 }
 
 impl Groups {
-    /// Loads committed offsets and groups from `offsets` (the `__consumer_offsets` topic) and
-    /// starts the coordinator's timer and persistence tasks.
-    pub async fn start(env: Env, config: CoordinatorConfig, offsets: Arc<Topic>) -> Arc<Groups> {
+    /// Starts the coordinator's timer and persistence tasks; group state arrives as this
+    /// broker's `__consumer_offsets` partitions open ([`Groups::load_partition`]).
+    pub async fn start(env: Env, config: CoordinatorConfig) -> Arc<Groups> {
         let seed = env.entropy.next_u64();
         let (persist, queue) = mpsc::unbounded_channel();
         let groups = Arc::new(Groups {
@@ -54,13 +57,21 @@ impl Groups {
             next_request: AtomicU64::new(1),
             persist,
             changed: Notify::new(),
+            offsets: Mutex::new(None),
         });
-        let records = load_records(&offsets).await;
-        let loaded = groups.lock().load(records, groups.now());
-        groups.dispatch(loaded);
-        env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), offsets, queue));
+        env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), queue));
         env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
         groups
+    }
+
+    /// Loads the committed offsets and groups kept in `partition` of the offsets topic
+    /// `offsets`, which this broker now hosts.
+    pub async fn load_partition(&self, offsets: Arc<Topic>, partition: &Partition) {
+        *self.offsets.lock().unwrap_or_else(|p| p.into_inner()) = Some(offsets);
+        let records = load_records(partition).await;
+        let loaded = self.lock().load(records, self.now());
+        self.dispatch(loaded);
+        self.changed.notify_one();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {
@@ -155,12 +166,15 @@ async fn timer_loop(groups: Weak<Groups>) {
 /// Appends each batch of group records, in order, to the offsets topic and reports the outcome.
 async fn persist_loop(
     groups: Weak<Groups>,
-    offsets: Arc<Topic>,
     mut queue: mpsc::UnboundedReceiver<(PersistId, Vec<Record>)>,
 ) {
     while let Some((id, records)) = queue.recv().await {
         let Some(strong) = groups.upgrade() else { return };
-        let result = append(&strong.env, &offsets, &records).await;
+        let offsets = strong.offsets.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let result = match offsets {
+            Some(offsets) => append(&strong.env, &offsets, &records).await,
+            None => Err(PersistError::NotLeader),
+        };
         let outputs = strong.lock().persisted(id, result, strong.now());
         strong.dispatch(outputs);
         strong.changed.notify_one();
@@ -208,23 +222,20 @@ async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), Pe
     Ok(())
 }
 
-/// Every record in the offsets topic, partition by partition, oldest first.
-async fn load_records(offsets: &Topic) -> Vec<Record> {
+/// Every record in one partition of the offsets topic, oldest first.
+async fn load_records(partition: &Partition) -> Vec<Record> {
     let mut out = Vec::new();
-    for index in 0..offsets.partition_count() {
-        let Some(partition) = offsets.partition(index) else { continue };
-        let end = partition.high_watermark();
-        let mut from = partition.log.log_start_offset();
-        while from < end {
-            let Ok(result) = partition.read(from, LOAD_CHUNK_BYTES).await else { break };
-            if result.records.is_empty() {
-                break;
-            }
-            for batch in split::split_batches(&result.records).flatten() {
-                decode_batch(&batch, &mut out);
-            }
-            from = result.next_offset.max(Offset(from.0 + 1));
+    let end = partition.high_watermark();
+    let mut from = partition.log.log_start_offset();
+    while from < end {
+        let Ok(result) = partition.read(from, LOAD_CHUNK_BYTES).await else { break };
+        if result.records.is_empty() {
+            break;
         }
+        for batch in split::split_batches(&result.records).flatten() {
+            decode_batch(&batch, &mut out);
+        }
+        from = result.next_offset.max(Offset(from.0 + 1));
     }
     out
 }

@@ -80,10 +80,26 @@ fn main() -> ExitCode {
                 broker.shutdown().await;
                 ExitCode::SUCCESS
             }
-            () = std::sync::Arc::clone(&broker).serve(listener) => ExitCode::FAILURE,
+            () = serve_when_ready(std::sync::Arc::clone(&broker), listener) => ExitCode::FAILURE,
         }
     })
 }
+
+/// Serves clients once the node has joined the cluster (a controller-only node just keeps its
+/// controller running).
+async fn serve_when_ready(broker: std::sync::Arc<Broker>, listener: Box<dyn weir::io::Listener>) {
+    if !broker.config.has_role(weir::config::Role::Broker) {
+        return std::future::pending().await;
+    }
+    while !broker.wait_ready(JOIN_LOG_INTERVAL).await {
+        tracing::info!("waiting to join the cluster: the controller quorum is not reachable yet");
+    }
+    tracing::info!(node = broker.config.node_id, "joined the cluster");
+    broker.serve(listener).await
+}
+
+/// How often a node still waiting to join the cluster says so.
+const JOIN_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn fail(message: String) -> ExitCode {
     eprintln!("weir: {message}");

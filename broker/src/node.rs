@@ -1,26 +1,44 @@
-//! One broker node wired together from an `Env` and a configuration: the catalog of topics,
-//! producer ids, the group coordinator, the background work (retention, compaction,
-//! checkpoints, interval flushes) and the client listener. The same wiring runs in production
-//! and in the simulator.
+//! One Weir node wired together from an `Env` and a configuration: the controller (when the
+//! node votes in the metadata quorum), and the broker — its membership in the cluster, the
+//! partitions it hosts, producer ids, the group coordinator, background work (retention,
+//! compaction, checkpoints, interval flushes) and the client listener. The same wiring runs in
+//! production and in the simulator.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use crate::catalog::{Catalog, CatalogError};
-use crate::config::BrokerConfig;
+use crate::config::broker::BrokerConfigError;
+use crate::config::{BrokerConfig, Role};
+use crate::controller::client::ControllerClient;
+use crate::controller::logic::{ControllerError, LogicConfig, NewTopic};
+use crate::controller::membership::{Membership, Timing};
+use crate::controller::rpc::{Request, Response};
+use crate::controller::service::{Controller, ControllerConfig, ControllerStartError};
 use crate::coordinator::CoordinatorConfig;
 use crate::groups::Groups;
-use crate::io::{Env, Listener};
+use crate::io::{Env, Listener, timeout};
 use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
+use crate::partition::Partition;
 use crate::producer_ids::ProducerIds;
 use crate::server;
 use crate::topics::OFFSETS_TOPIC;
 
-/// Why a broker could not start.
+/// How long an admin request waits for the controller and for its change to be visible here.
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The topics could not be opened.
-    #[error("opening topics: {0}")]
+    /// The configuration is invalid.
+    #[error("configuration: {0}")]
+    Config(#[from] BrokerConfigError),
+    /// The controller could not start.
+    #[error("controller: {0}")]
+    Controller(#[from] ControllerStartError),
+    /// The partitions could not be opened.
+    #[error("opening partitions: {0}")]
     Catalog(#[from] CatalogError),
     /// The disk failed.
     #[error("storage: {0}")]
@@ -41,13 +59,17 @@ fn coordinator_config(config: &BrokerConfig) -> CoordinatorConfig {
     }
 }
 
-/// A running broker node.
+/// A running node.
 pub struct Broker {
     /// Its environment.
     pub env: Env,
     /// Its configuration.
     pub config: BrokerConfig,
-    /// Its topics.
+    /// Its controller, when it votes in the metadata quorum.
+    pub controller: Option<Arc<Controller>>,
+    /// The way to the active controller.
+    pub client: Arc<ControllerClient>,
+    /// The partitions it hosts.
     pub catalog: Catalog,
     /// Producer id allocation.
     pub producer_ids: tokio::sync::Mutex<ProducerIds>,
@@ -55,42 +77,140 @@ pub struct Broker {
     pub groups: Arc<Groups>,
     /// Woken whenever a partition's high watermark moves (fetch long polls).
     pub appended: Arc<tokio::sync::Notify>,
+    /// Its membership, once the client listener is bound (brokers only).
+    membership: OnceLock<Arc<Membership>>,
+    /// The metadata offset the catalog has reconciled to.
+    reconciled: AtomicU64,
+    /// Woken when `reconciled` moves.
+    reconciled_changed: tokio::sync::Notify,
     /// The address the listener actually bound (its port matters when the configuration asks
     /// for port 0).
-    bound: std::sync::OnceLock<std::net::SocketAddr>,
+    bound: OnceLock<std::net::SocketAddr>,
 }
 
 impl Broker {
-    /// Opens the broker's state from its data folder.
+    /// Opens the node's state from its data folder and starts its controller.
     pub async fn start(env: Env, config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
-        let disk = &*env.disk;
-        disk.create_dir(std::path::Path::new("")).await?;
+        config.validate()?;
+        env.disk.create_dir(std::path::Path::new("")).await?;
+        let voters = config.voters()?;
+        let controller = if config.has_role(Role::Controller) {
+            let logic = LogicConfig {
+                topic_defaults: config.topic_config(),
+                num_partitions: config.num_partitions,
+                default_replication_factor: config.default_replication_factor,
+                session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+            };
+            let controller_config =
+                ControllerConfig { node: config.node_id, voters: voters.clone(), logic };
+            let controller = Controller::start(env.clone(), controller_config).await?;
+            if let Some(addr) = config.controller_listener {
+                let listener = env.net.bind(addr).await?;
+                tracing::info!(%addr, node = config.node_id, "controller listening");
+                env.spawn("controller-listener", Arc::clone(&controller).serve(listener));
+            }
+            Some(controller)
+        } else {
+            None
+        };
+        let client = Arc::new(ControllerClient::new(
+            env.clone(),
+            config.node_id,
+            voters,
+            controller.clone(),
+        ));
         let appended = Arc::new(tokio::sync::Notify::new());
-        let catalog = Catalog::open(env.clone(), config.clone(), Arc::clone(&appended)).await?;
-        let offsets_configs = [("cleanup.policy".to_owned(), "compact".to_owned())];
-        let offsets = catalog
-            .ensure_internal(OFFSETS_TOPIC, config.offsets_topic_num_partitions, &offsets_configs)
-            .await?;
-        let producer_ids = ProducerIds::load(disk).await?;
-        let groups = Groups::start(env.clone(), coordinator_config(&config), offsets).await;
+        let catalog = Catalog::new(env.clone(), config.clone(), Arc::clone(&appended));
+        let groups = Groups::start(env.clone(), coordinator_config(&config)).await;
         let broker = Arc::new(Broker {
             env: env.clone(),
             config,
+            controller,
+            client,
             catalog,
-            producer_ids: tokio::sync::Mutex::new(producer_ids),
+            producer_ids: tokio::sync::Mutex::new(ProducerIds::default()),
             groups,
             appended,
-            bound: std::sync::OnceLock::new(),
+            membership: OnceLock::new(),
+            reconciled: AtomicU64::new(0),
+            reconciled_changed: tokio::sync::Notify::new(),
+            bound: OnceLock::new(),
         });
         broker.spawn_maintenance();
         Ok(broker)
     }
 
-    /// Binds the client listener.
-    pub async fn bind(&self) -> std::io::Result<Box<dyn Listener>> {
+    /// Binds the client listener and joins the cluster as a broker.
+    pub async fn bind(self: &Arc<Self>) -> std::io::Result<Box<dyn Listener>> {
         let listener = self.env.net.bind(self.config.listener).await?;
         let _ = self.bound.set(listener.local_addr());
+        if self.config.has_role(Role::Broker) && self.membership.get().is_none() {
+            let (host, port) = self.advertised();
+            let timing = Timing {
+                heartbeat_interval: Duration::from_millis(self.config.broker_heartbeat_interval_ms),
+                session_timeout: Duration::from_millis(self.config.broker_session_timeout_ms),
+            };
+            let membership = Membership::start(
+                self.env.clone(),
+                Arc::clone(&self.client),
+                self.config.node_id,
+                host,
+                u16::try_from(port).unwrap_or(0),
+                self.config.rack.clone(),
+                timing,
+            );
+            let _ = self.membership.set(Arc::clone(&membership));
+            self.env.spawn("broker-reconcile", reconcile_loop(Arc::downgrade(self), membership));
+        }
         Ok(listener)
+    }
+
+    /// Waits until this broker has registered, caught up with the committed metadata and
+    /// opened its partitions, so it can serve; false if `limit` passed first.
+    pub async fn wait_ready(&self, limit: Duration) -> bool {
+        let Some(membership) = self.membership() else { return false };
+        let wait = async {
+            loop {
+                let notified = self.reconciled_changed.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                let image = membership.image();
+                if membership.caught_up()
+                    && !membership.is_fenced()
+                    && image.brokers.contains_key(&self.config.node_id)
+                    && self.reconciled.load(Ordering::Acquire) >= image.offset
+                {
+                    return;
+                }
+                // Registration and heartbeats do not wake the reconciler; poll them.
+                let tick = self.env.clock.sleep(Duration::from_millis(20));
+                tokio::select! {
+                    biased;
+                    () = notified => {}
+                    () = tick => {}
+                }
+            }
+        };
+        timeout(&*self.env.clock, limit, wait).await.is_ok()
+    }
+
+    /// This broker's membership (none before `bind`, or on a controller-only node).
+    pub fn membership(&self) -> Option<&Arc<Membership>> {
+        self.membership.get()
+    }
+
+    /// Whether this broker may serve `topic`/`partition` as its leader now.
+    pub fn leads(&self, topic: &str, partition: i32) -> bool {
+        self.membership().is_some_and(|m| m.leads(topic, partition))
+    }
+
+    /// The configuration of the topic called `name`, from the committed metadata.
+    pub fn topic_config(&self, name: &str) -> Option<crate::config::TopicConfig> {
+        let image = self.membership()?.image();
+        let topic = image.topic(name)?;
+        let mut config = self.config.topic_config();
+        config.replace(topic.configs.clone()).ok()?;
+        Some(config)
     }
 
     /// The host and port clients are told to connect to.
@@ -117,6 +237,50 @@ impl Broker {
                 }
             }
         }
+    }
+
+    /// Sends a change to the active controller and waits until this broker has applied it.
+    pub async fn change(&self, request: Request) -> Result<Response, ControllerError> {
+        let membership = self.membership().ok_or(ControllerError::NotController)?;
+        let response = membership.call(&request, ADMIN_TIMEOUT).await?;
+        match &response {
+            Response::Error { error, .. } => return Err(error.clone()),
+            Response::Done { offset, .. } | Response::ProducerIds { offset, .. } => {
+                self.wait_reconciled(*offset, ADMIN_TIMEOUT).await;
+            }
+            Response::Metadata(_) => {}
+        }
+        Ok(response)
+    }
+
+    /// Creates a topic through the controller and waits until it is visible here.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication: i32,
+        configs: &[(String, String)],
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let topic =
+            NewTopic { name: name.to_owned(), partitions, replication, configs: configs.to_vec() };
+        self.change(Request::CreateTopic { topic, validate_only }).await.map(|_| ())
+    }
+
+    /// Waits until the catalog has reconciled metadata up to `offset`.
+    pub async fn wait_reconciled(&self, offset: u64, limit: Duration) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.reconciled_changed.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                if self.reconciled.load(Ordering::Acquire) >= offset {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        timeout(&*self.env.clock, limit, wait).await.is_ok()
     }
 
     /// Starts the periodic background work on the injected clock.
@@ -148,12 +312,8 @@ impl Broker {
         });
     }
 
-    fn partitions(&self) -> Vec<Arc<crate::partition::Partition>> {
-        self.catalog
-            .all()
-            .iter()
-            .flat_map(|t| t.partitions.read().unwrap_or_else(|p| p.into_inner()).clone())
-            .collect()
+    fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.catalog.partitions()
     }
 
     /// Interval-policy flushes that are due.
@@ -189,13 +349,59 @@ impl Broker {
         }
     }
 
-    /// Flushes and checkpoints every partition so the next start has nothing to recover.
+    /// Moves leadership away (in a cluster), then flushes and checkpoints every partition so
+    /// the next start has nothing to recover.
     pub async fn shutdown(&self) {
+        if let Some(membership) = self.membership()
+            && self.config.voters().is_ok_and(|v| v.len() > 1)
+        {
+            membership.controlled_shutdown(Duration::from_secs(5)).await;
+        }
         self.checkpoint_all().await;
         for partition in self.partitions() {
             if let Err(e) = partition.log.close().await {
                 tracing::warn!(partition = %partition.tp, "close failed: {e}");
             }
         }
+    }
+}
+
+/// Follows the membership's image: opens and removes partitions, loads the group state of
+/// offsets partitions as they open, and records how far it got.
+async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
+    let mut strays_removed = false;
+    loop {
+        let notified = membership.changed.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        let Some(b) = broker.upgrade() else { return };
+        let image = membership.image();
+        if image.offset > b.reconciled.load(Ordering::Acquire) || !strays_removed {
+            let remove_strays = !strays_removed && membership.caught_up();
+            match b.catalog.reconcile(&image, b.config.node_id, remove_strays).await {
+                Ok(opened) => {
+                    strays_removed |= remove_strays;
+                    for partition in opened {
+                        if partition.tp.topic == OFFSETS_TOPIC
+                            && let Some(topic) = b.catalog.get(OFFSETS_TOPIC)
+                        {
+                            b.groups.load_partition(topic, &partition).await;
+                        }
+                    }
+                    b.reconciled.fetch_max(image.offset, Ordering::AcqRel);
+                    b.reconciled_changed.notify_waiters();
+                    b.appended.notify_waiters();
+                }
+                Err(e) => {
+                    tracing::error!("reconciling partitions with the metadata failed: {e}");
+                    let clock = Arc::clone(&b.env.clock);
+                    drop(b);
+                    clock.sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            }
+        }
+        drop(b);
+        notified.await;
     }
 }

@@ -172,8 +172,7 @@ async fn corrupt_and_oversized_batches_are_refused_and_nothing_is_written() {
     let broker = TestBroker::start().await;
     broker
         .broker
-        .catalog
-        .create("victim", 1, 1, &[("max.message.bytes".into(), "2000".into())], false)
+        .create_topic("victim", 1, 1, &[("max.message.bytes".into(), "2000".into())], false)
         .await
         .unwrap();
     let spec = |len: usize| weir::log::encode::RecordSpec {

@@ -69,7 +69,7 @@ fn settle(members: &[&BaseConsumer], partitions: i32) -> Vec<BTreeSet<i32>> {
 async fn three_members_rebalance_without_sharing_partitions() {
     let broker = TestBroker::start().await;
     let bootstrap = broker.bootstrap();
-    broker.broker.catalog.create("shared", 6, 1, &[], false).await.unwrap();
+    broker.broker.create_topic("shared", 6, 1, &[], false).await.unwrap();
     let a = member(&bootstrap, "trio");
     a.subscribe(&["shared"]).unwrap();
     assert_eq!(settle(&[&a], 6)[0].len(), 6);
@@ -89,7 +89,7 @@ async fn three_members_rebalance_without_sharing_partitions() {
 async fn replacement_resumes_at_the_last_committed_offset() {
     let broker = TestBroker::start().await;
     let bootstrap = broker.bootstrap();
-    broker.broker.catalog.create("work", 1, 1, &[], false).await.unwrap();
+    broker.broker.create_topic("work", 1, 1, &[], false).await.unwrap();
     produce(&bootstrap, "work", 50).await;
     let first = member(&bootstrap, "workers");
     first.subscribe(&["work"]).unwrap();
@@ -126,7 +126,7 @@ async fn replacement_resumes_at_the_last_committed_offset() {
 async fn committed_offsets_survive_a_broker_restart() {
     let broker = TestBroker::start().await;
     let bootstrap = broker.bootstrap();
-    broker.broker.catalog.create("kept", 1, 1, &[], false).await.unwrap();
+    broker.broker.create_topic("kept", 1, 1, &[], false).await.unwrap();
     produce(&bootstrap, "kept", 10).await;
     {
         let consumer = member(&bootstrap, "keepers");

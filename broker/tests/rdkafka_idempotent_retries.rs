@@ -91,7 +91,7 @@ async fn retried_batches_are_stored_once_and_in_order() {
     let mut settings = config(scratch());
     settings.advertised_port = proxy_addr.port();
     let broker = TestBroker::start_with(settings).await;
-    broker.broker.catalog.create("exactly-once", 1, 1, &[], false).await.unwrap();
+    broker.broker.create_topic("exactly-once", 1, 1, &[], false).await.unwrap();
     let cuts = Arc::new(AtomicU64::new(0));
     let cutting = Arc::new(AtomicBool::new(true));
     tokio::spawn(cutting_proxy(proxy, broker.addr, Arc::clone(&cuts), Arc::clone(&cutting)));

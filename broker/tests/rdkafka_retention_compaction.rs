@@ -64,7 +64,7 @@ async fn retention_by_size_advances_the_earliest_offset() {
     let bootstrap = broker.bootstrap();
     let configs =
         config(&[("segment.bytes", "1024"), ("retention.bytes", "2048"), ("retention.ms", "-1")]);
-    broker.broker.catalog.create("bounded", 1, 1, &configs, false).await.unwrap();
+    broker.broker.create_topic("bounded", 1, 1, &configs, false).await.unwrap();
     let records: Vec<(String, String)> =
         (0..60).map(|i| (format!("k{i}"), format!("{i:0>200}"))).collect();
     produce(&bootstrap, "bounded", &records).await;
@@ -99,7 +99,7 @@ async fn compaction_keeps_the_latest_value_of_each_key() {
         ("min.cleanable.dirty.ratio", "0.01"),
         ("delete.retention.ms", "0"),
     ]);
-    broker.broker.catalog.create("latest", 1, 1, &configs, false).await.unwrap();
+    broker.broker.create_topic("latest", 1, 1, &configs, false).await.unwrap();
     let mut records = Vec::new();
     for round in 0..8 {
         for key in 0..5 {

@@ -15,7 +15,7 @@ use super::topic::{ConfigError, TopicConfig};
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
 
 /// Why a broker configuration was refused.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum BrokerConfigError {
     /// The file could not be parsed.
     #[error("configuration file: {0}")]
@@ -72,6 +72,29 @@ pub struct BrokerConfig {
     pub log_checkpoint_interval_ms: i64,
     /// The cluster id reported to clients.
     pub cluster_id: String,
+    /// `process.roles`: `"broker"`, `"controller"`, or both.
+    pub process_roles: Vec<Role>,
+    /// The listener controllers use for Raft and brokers' requests (none on a single node).
+    pub controller_listener: Option<SocketAddr>,
+    /// `controller.quorum.voters`: `"id@host:port"` for every controller. Empty: this node
+    /// alone (it must then be a controller).
+    pub controller_quorum_voters: Vec<String>,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i32,
+    /// `broker.heartbeat.interval.ms`.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms`: a broker silent this long is fenced.
+    pub broker_session_timeout_ms: u64,
+}
+
+/// A node's role (`process.roles`).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Serves clients and hosts partitions.
+    Broker,
+    /// Votes in the metadata quorum.
+    Controller,
 }
 
 impl Default for BrokerConfig {
@@ -94,6 +117,12 @@ impl Default for BrokerConfig {
             log_retention_check_interval_ms: 300_000,
             log_checkpoint_interval_ms: 60_000,
             cluster_id: "weir-cluster".to_owned(),
+            process_roles: vec![Role::Broker, Role::Controller],
+            controller_listener: None,
+            controller_quorum_voters: Vec::new(),
+            default_replication_factor: 1,
+            broker_heartbeat_interval_ms: 1_000,
+            broker_session_timeout_ms: 6_000,
         }
     }
 }
@@ -111,7 +140,33 @@ impl BrokerConfig {
         for (name, value) in &self.topic_defaults {
             TopicConfig::validate(name, value)?;
         }
-        let checks: [(&'static str, bool, &'static str); 5] = [
+        let voters = self.voters()?;
+        let is_voter = voters.contains_key(&self.node_id);
+        let checks: [(&'static str, bool, &'static str); 10] = [
+            ("node_id", self.node_id >= 0, "must not be negative"),
+            (
+                "process_roles",
+                !self.process_roles.is_empty(),
+                "must name broker, controller or both",
+            ),
+            (
+                "controller_quorum_voters",
+                is_voter == self.has_role(Role::Controller),
+                "must list this node if and only if it is a controller",
+            ),
+            (
+                "controller_listener",
+                !self.has_role(Role::Controller)
+                    || voters.len() == 1
+                    || self.controller_listener.is_some(),
+                "a controller in a quorum of several needs a controller_listener",
+            ),
+            (
+                "broker_session_timeout_ms",
+                self.broker_session_timeout_ms > self.broker_heartbeat_interval_ms
+                    && self.broker_heartbeat_interval_ms >= 1,
+                "must exceed broker_heartbeat_interval_ms (at least 1)",
+            ),
             ("num_partitions", self.num_partitions >= 1, "must be at least 1"),
             (
                 "offsets_topic_num_partitions",
@@ -140,6 +195,31 @@ impl BrokerConfig {
             }
         }
         Ok(())
+    }
+
+    /// Whether this node has `role`.
+    pub fn has_role(&self, role: Role) -> bool {
+        self.process_roles.contains(&role)
+    }
+
+    /// The voters of the metadata quorum, by id, with their controller listeners. With none
+    /// configured, this node alone, reached in-process.
+    pub fn voters(&self) -> Result<BTreeMap<i32, Option<SocketAddr>>, BrokerConfigError> {
+        if self.controller_quorum_voters.is_empty() {
+            return Ok(BTreeMap::from([(self.node_id, self.controller_listener)]));
+        }
+        let bad = BrokerConfigError::Invalid {
+            name: "controller_quorum_voters",
+            rule: "each entry must be id@host:port with a numeric id and an IP address",
+        };
+        let mut out = BTreeMap::new();
+        for voter in &self.controller_quorum_voters {
+            let (id, addr) = voter.split_once('@').ok_or_else(|| bad.clone())?;
+            let id: i32 = id.parse().map_err(|_| bad.clone())?;
+            let addr: SocketAddr = addr.parse().map_err(|_| bad.clone())?;
+            out.insert(id, Some(addr));
+        }
+        Ok(out)
     }
 
     /// The host and port clients are told to connect to.

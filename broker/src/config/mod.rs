@@ -4,5 +4,5 @@
 pub mod broker;
 pub mod topic;
 
-pub use broker::BrokerConfig;
+pub use broker::{BrokerConfig, Role};
 pub use topic::{ConfigError, TopicConfig};

@@ -50,7 +50,7 @@ pub struct Partition {
     pub log: Log,
     env: Env,
     /// The epoch stamped on appended batches.
-    leader_epoch: LeaderEpoch,
+    leader_epoch: std::sync::atomic::AtomicI32,
     /// The producer state; its lock also orders appends.
     producers: tokio::sync::Mutex<ProducerStateManager>,
     /// Woken when the high watermark moves (fetch long polls).
@@ -89,7 +89,7 @@ impl Partition {
             topic_id,
             log,
             env,
-            leader_epoch,
+            leader_epoch: std::sync::atomic::AtomicI32::new(leader_epoch.0),
             producers: tokio::sync::Mutex::new(state),
             appended,
         })
@@ -97,7 +97,12 @@ impl Partition {
 
     /// The leader epoch this broker writes with.
     pub fn leader_epoch(&self) -> LeaderEpoch {
-        self.leader_epoch
+        LeaderEpoch(self.leader_epoch.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Adopts the leader epoch the controller assigned (never going back).
+    pub fn set_leader_epoch(&self, epoch: LeaderEpoch) {
+        self.leader_epoch.fetch_max(epoch.0, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// The high watermark: what consumers may read. With `flush.policy=ack` only synced data is
@@ -132,7 +137,7 @@ impl Partition {
                     (Produced { base_offset, log_append_time, log_start }, last_offset)
                 }
                 Decision::Append => {
-                    let info = self.log.append_unsynced(batch, self.leader_epoch).await?;
+                    let info = self.log.append_unsynced(batch, self.leader_epoch()).await?;
                     state.record(&info.header, info.base_offset, info.last_offset);
                     let produced = Produced {
                         base_offset: info.base_offset,

@@ -58,6 +58,7 @@ impl TestBroker {
         let env = production_env(dir.clone());
         let broker = Broker::start(env, config).await.unwrap();
         let listener = broker.bind().await.unwrap();
+        assert!(broker.wait_ready(std::time::Duration::from_secs(30)).await, "broker never ready");
         let addr = listener.local_addr();
         let serving = broker.env.spawn("serve", Arc::clone(&broker).serve(listener));
         TestBroker { broker, addr, dir, serving, owns_dir: true }

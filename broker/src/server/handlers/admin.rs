@@ -16,25 +16,29 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::code;
-use crate::catalog::CatalogError;
+use crate::controller::logic::ControllerError;
+use crate::controller::rpc::Request;
 use crate::model::{Offset, TopicId};
 use crate::node::Broker;
 
 /// Kafka's error for a refused topic operation.
-pub(crate) fn catalog_error(error: &CatalogError) -> ResponseError {
+pub(crate) fn controller_error(error: &ControllerError) -> ResponseError {
     match error {
-        CatalogError::Exists(_) => ResponseError::TopicAlreadyExists,
-        CatalogError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
-        CatalogError::BadName(_) => ResponseError::InvalidTopicException,
-        CatalogError::BadPartitions(_) => ResponseError::InvalidPartitions,
-        CatalogError::BadReplication(_) => ResponseError::InvalidReplicationFactor,
-        CatalogError::BadConfig(_) => ResponseError::InvalidConfig,
-        CatalogError::Internal(_) => ResponseError::TopicAuthorizationFailed,
-        CatalogError::Storage(_) => ResponseError::KafkaStorageError,
+        ControllerError::NotController => ResponseError::NotController,
+        ControllerError::TopicExists(_) => ResponseError::TopicAlreadyExists,
+        ControllerError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        ControllerError::BadName(_) => ResponseError::InvalidTopicException,
+        ControllerError::BadPartitions(_) => ResponseError::InvalidPartitions,
+        ControllerError::BadReplication { .. } => ResponseError::InvalidReplicationFactor,
+        ControllerError::BadConfig(_) => ResponseError::InvalidConfig,
+        ControllerError::Internal(_) => ResponseError::TopicAuthorizationFailed,
+        ControllerError::StaleBroker(_) | ControllerError::Timeout => {
+            ResponseError::RequestTimedOut
+        }
     }
 }
 
-fn message(error: &CatalogError) -> Option<StrBytes> {
+fn message(error: &ControllerError) -> Option<StrBytes> {
     Some(StrBytes::from_string(error.to_string()))
 }
 
@@ -60,29 +64,38 @@ pub async fn create_topics(
         } else {
             wanted.assignments.len() as i32
         };
+        let name = wanted.name.0.as_str();
         let created = broker
-            .catalog
-            .create(
-                wanted.name.0.as_str(),
+            .create_topic(
+                name,
                 partitions,
-                wanted.replication_factor,
+                i32::from(wanted.replication_factor),
                 &configs,
                 request.validate_only,
             )
             .await;
         match created {
-            Ok(topic) => {
-                if let Some(topic) = topic {
-                    result.topic_id = Uuid::from_bytes(topic.id.0);
-                    result.num_partitions = topic.partition_count();
-                } else {
-                    result.num_partitions =
-                        if partitions == -1 { broker.config.num_partitions } else { partitions };
+            Ok(()) => {
+                let image = super::metadata::image_of(broker);
+                match image.topic(name).filter(|_| !request.validate_only) {
+                    Some(topic) => {
+                        result.topic_id = Uuid::from_bytes(topic.id.0);
+                        result.num_partitions = topic.partitions.len() as i32;
+                        result.replication_factor =
+                            topic.partitions.values().next().map_or(1, |p| p.replicas.len() as i16);
+                    }
+                    None => {
+                        result.num_partitions = if partitions == -1 {
+                            broker.config.num_partitions
+                        } else {
+                            partitions
+                        };
+                        result.replication_factor = wanted.replication_factor.max(1);
+                    }
                 }
-                result.replication_factor = 1;
             }
             Err(error) => {
-                result.error_code = code(catalog_error(&error));
+                result.error_code = code(controller_error(&error));
                 result.error_message = message(&error);
             }
         }
@@ -106,20 +119,28 @@ pub async fn delete_topics(
     for (name, id) in wanted {
         let mut result = DeletableTopicResult::default();
         result.topic_id = id;
+        let image = super::metadata::image_of(broker);
         let name = match name {
             Some(name) => Some(name),
-            None => broker.catalog.by_id(TopicId(*id.as_bytes())).map(|t| t.name.clone()),
+            None => image.topics.get(&TopicId(*id.as_bytes())).map(|t| t.name.clone()),
         };
         result.name = name.clone().map(|n| TopicName(StrBytes::from_string(n)));
         match name {
             None => result.error_code = code(ResponseError::UnknownTopicId),
-            Some(name) => match broker.catalog.delete(&name).await {
-                Ok(id) => result.topic_id = Uuid::from_bytes(id.0),
-                Err(error) => {
-                    result.error_code = code(catalog_error(&error));
-                    result.error_message = message(&error);
+            Some(name) => {
+                let topic_id = image.topic(&name).map(|t| t.id);
+                match broker.change(Request::DeleteTopic { name }).await {
+                    Ok(_) => {
+                        if let Some(id) = topic_id {
+                            result.topic_id = Uuid::from_bytes(id.0);
+                        }
+                    }
+                    Err(error) => {
+                        result.error_code = code(controller_error(&error));
+                        result.error_message = message(&error);
+                    }
                 }
-            },
+            }
         }
         response.responses.push(result);
     }
@@ -135,12 +156,13 @@ pub async fn create_partitions(
     for wanted in request.topics {
         let mut result = CreatePartitionsTopicResult::default();
         result.name = wanted.name.clone();
-        if let Err(error) = broker
-            .catalog
-            .create_partitions(wanted.name.0.as_str(), wanted.count, request.validate_only)
-            .await
-        {
-            result.error_code = code(catalog_error(&error));
+        let change = Request::CreatePartitions {
+            name: wanted.name.0.to_string(),
+            count: wanted.count,
+            validate_only: request.validate_only,
+        };
+        if let Err(error) = broker.change(change).await {
+            result.error_code = code(controller_error(&error));
             result.error_message = message(&error);
         }
         response.results.push(result);
@@ -194,14 +216,21 @@ pub fn describe_cluster(
     _request: &DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
-    let (host, port) = broker.advertised();
     response.cluster_id = StrBytes::from_string(broker.config.cluster_id.clone());
-    response.controller_id = BrokerId(broker.config.node_id);
-    let mut me = DescribeClusterBroker::default();
-    me.broker_id = BrokerId(broker.config.node_id);
-    me.host = StrBytes::from_string(host);
-    me.port = port;
-    me.rack = broker.config.rack.clone().map(StrBytes::from_string);
-    response.brokers = vec![me];
+    response.controller_id = BrokerId(
+        broker.controller.as_ref().and_then(|c| c.leader()).unwrap_or(broker.config.node_id),
+    );
+    let image = super::metadata::image_of(broker);
+    response.brokers = super::metadata::brokers(broker, &image)
+        .into_iter()
+        .map(|b| {
+            let mut out = DescribeClusterBroker::default();
+            out.broker_id = b.node_id;
+            out.host = b.host;
+            out.port = b.port;
+            out.rack = b.rack;
+            out
+        })
+        .collect();
     response
 }

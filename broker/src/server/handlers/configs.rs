@@ -11,9 +11,11 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::admin::catalog_error;
+use super::admin::controller_error;
 use super::code;
 use crate::config::topic::Source;
+use crate::controller::logic::ControllerError;
+use crate::controller::rpc::Request;
 use crate::node::Broker;
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -51,9 +53,9 @@ pub fn describe(broker: &Arc<Broker>, request: DescribeConfigsRequest) -> Descri
                 .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
         };
         match resource.resource_type {
-            RESOURCE_TOPIC => match broker.catalog.get(resource.resource_name.as_str()) {
-                Some(topic) => {
-                    for (name, value, source) in topic.config().all() {
+            RESOURCE_TOPIC => match broker.topic_config(resource.resource_name.as_str()) {
+                Some(config) => {
+                    for (name, value, source) in config.all() {
                         if wanted(name) {
                             let source = match source {
                                 Source::Topic => SOURCE_TOPIC,
@@ -159,7 +161,7 @@ pub async fn incremental_alter(
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
     for resource in request.resources {
-        let current = broker.catalog.get(resource.resource_name.as_str()).map(|t| t.config());
+        let current = broker.topic_config(resource.resource_name.as_str());
         let mut changes = Vec::new();
         let mut bad = None;
         for c in &resource.configs {
@@ -228,11 +230,23 @@ async fn apply(
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
     match resource_type {
-        RESOURCE_TOPIC => broker
-            .catalog
-            .alter_config(name.as_str(), changes, incremental, validate_only)
-            .await
-            .map_err(|error| (catalog_error(&error), error.to_string())),
+        RESOURCE_TOPIC => {
+            let fail = |error: ControllerError| (controller_error(&error), error.to_string());
+            let mut config = match broker.topic_config(name.as_str()) {
+                Some(config) if incremental => config,
+                Some(_) => broker.config.topic_config(),
+                None => return Err(fail(ControllerError::UnknownTopic(name.to_string()))),
+            };
+            config
+                .apply(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))
+                .map_err(|e| fail(e.into()))?;
+            let request = Request::AlterConfigs {
+                name: name.to_string(),
+                configs: config.overrides().clone(),
+                validate_only,
+            };
+            broker.change(request).await.map(|_| ()).map_err(fail)
+        }
         RESOURCE_BROKER => Err((
             ResponseError::InvalidRequest,
             "broker settings are static: set them in the broker's configuration file".to_owned(),

@@ -1,5 +1,5 @@
-//! FindCoordinator: on a single node every group's coordinator is this broker. Transactional
-//! coordinators are not offered (transactions are not supported).
+//! FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets` partition.
+//! Transactional coordinators are not offered (transactions are not supported).
 
 use std::sync::Arc;
 
@@ -9,47 +9,91 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 
 use super::code;
+use super::metadata::image_of;
+use crate::controller::logic::ControllerError;
+use crate::controller::records::NO_LEADER;
+use crate::groups::partition_for;
 use crate::node::Broker;
+use crate::topics::OFFSETS_TOPIC;
 
 const KEY_TYPE_GROUP: i8 = 0;
 
+/// The coordinator of `group`: the leader of its `__consumer_offsets` partition (the topic is
+/// created on first use, as Kafka does). Returns (node, host, port) or the error to give.
+async fn coordinator_of(broker: &Arc<Broker>, group: &str) -> Result<(i32, String, i32), i16> {
+    let mut image = image_of(broker);
+    if image.topic(OFFSETS_TOPIC).is_none() {
+        let live = image.live_brokers().count().max(1) as i32;
+        let configs = [("cleanup.policy".to_owned(), "compact".to_owned())];
+        let replication = broker.config.default_replication_factor.clamp(1, live);
+        let partitions = broker.config.offsets_topic_num_partitions;
+        match broker.create_topic(OFFSETS_TOPIC, partitions, replication, &configs, false).await {
+            Ok(()) | Err(ControllerError::TopicExists(_)) => image = image_of(broker),
+            Err(e) => {
+                tracing::warn!("creating {OFFSETS_TOPIC} failed: {e}");
+                return Err(code(ResponseError::CoordinatorNotAvailable));
+            }
+        }
+    }
+    let Some(topic) = image.topic(OFFSETS_TOPIC) else {
+        return Err(code(ResponseError::CoordinatorNotAvailable));
+    };
+    let partition = partition_for(group, topic.partitions.len() as i32);
+    let leader = topic.partitions.get(&partition).map_or(NO_LEADER, |p| p.leader);
+    match image.brokers.get(&leader).filter(|b| b.is_live()) {
+        Some(b) => Ok((leader, b.registration.host.clone(), i32::from(b.registration.port))),
+        None => Err(code(ResponseError::CoordinatorNotAvailable)),
+    }
+}
+
 /// Answers FindCoordinator (single key before v4, batched keys from v4).
-pub fn handle(
+pub async fn handle(
     broker: &Arc<Broker>,
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let (host, port) = broker.advertised();
-    let node = BrokerId(broker.config.node_id);
     let mut response = FindCoordinatorResponse::default();
-    let error = if request.key_type == KEY_TYPE_GROUP {
-        0
-    } else {
-        code(ResponseError::CoordinatorNotAvailable)
-    };
     if version < 4 {
-        response.error_code = error;
-        if error == 0 {
-            response.node_id = node;
-            response.host = StrBytes::from_string(host);
-            response.port = port;
+        let found = if request.key_type == KEY_TYPE_GROUP {
+            coordinator_of(broker, request.key.as_str()).await
         } else {
-            response.node_id = BrokerId(-1);
-            response.error_message =
-                Some(StrBytes::from_static_str("transactions are not supported"));
+            Err(code(ResponseError::CoordinatorNotAvailable))
+        };
+        match found {
+            Ok((node, host, port)) => {
+                response.node_id = BrokerId(node);
+                response.host = StrBytes::from_string(host);
+                response.port = port;
+            }
+            Err(error) => {
+                response.error_code = error;
+                response.node_id = BrokerId(-1);
+                if request.key_type != KEY_TYPE_GROUP {
+                    response.error_message =
+                        Some(StrBytes::from_static_str("transactions are not supported"));
+                }
+            }
         }
         return response;
     }
     for key in request.coordinator_keys {
         let mut c = Coordinator::default();
-        c.key = key;
-        c.error_code = error;
-        if error == 0 {
-            c.node_id = node;
-            c.host = StrBytes::from_string(host.clone());
-            c.port = port;
+        let found = if request.key_type == KEY_TYPE_GROUP {
+            coordinator_of(broker, key.as_str()).await
         } else {
-            c.node_id = BrokerId(-1);
+            Err(code(ResponseError::CoordinatorNotAvailable))
+        };
+        c.key = key;
+        match found {
+            Ok((node, host, port)) => {
+                c.node_id = BrokerId(node);
+                c.host = StrBytes::from_string(host);
+                c.port = port;
+            }
+            Err(error) => {
+                c.error_code = error;
+                c.node_id = BrokerId(-1);
+            }
         }
         response.coordinators.push(c);
     }

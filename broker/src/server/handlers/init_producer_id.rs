@@ -11,6 +11,7 @@ use kafka_protocol::messages::{
 use super::code;
 use crate::model::ProducerId;
 use crate::node::Broker;
+use crate::producer_ids::ProducerIds;
 
 /// Answers InitProducerId.
 pub async fn handle(
@@ -24,10 +25,14 @@ pub async fn handle(
         response.error_code = code(ResponseError::InvalidRequest);
         return response;
     }
+    let Some(membership) = broker.membership() else {
+        response.error_code = code(ResponseError::CoordinatorNotAvailable);
+        return response;
+    };
     let mut ids = broker.producer_ids.lock().await;
     let current = ProducerId(request.producer_id.0);
     if current.0 >= 0
-        && ids.was_allocated(current)
+        && ProducerIds::was_allocated(&membership.image(), current)
         && request.producer_epoch >= 0
         && request.producer_epoch < i16::MAX
     {
@@ -35,14 +40,14 @@ pub async fn handle(
         response.producer_epoch = request.producer_epoch + 1;
         return response;
     }
-    match ids.allocate(&*broker.env.disk).await {
+    match ids.allocate(membership).await {
         Ok((id, epoch)) => {
             response.producer_id = WireProducerId(id.0);
             response.producer_epoch = epoch.0;
         }
         Err(error) => {
             tracing::warn!("producer id allocation failed: {error}");
-            response.error_code = code(ResponseError::KafkaStorageError);
+            response.error_code = code(ResponseError::CoordinatorNotAvailable);
         }
     }
     response

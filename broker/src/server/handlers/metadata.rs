@@ -12,7 +12,9 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::code;
-use crate::catalog::{CatalogError, Topic};
+use crate::controller::image::{MetadataImage, TopicImage};
+use crate::controller::logic::ControllerError;
+use crate::controller::records::NO_LEADER;
 use crate::model::TopicId;
 use crate::node::Broker;
 
@@ -24,30 +26,76 @@ pub async fn handle(
 ) -> MetadataResponse {
     let mut response = MetadataResponse::default();
     let config = &broker.config;
-    let (host, port) = broker.advertised();
-    let mut me = MetadataResponseBroker::default();
-    me.node_id = BrokerId(config.node_id);
-    me.host = StrBytes::from_string(host);
-    me.port = port;
-    me.rack = config.rack.clone().map(StrBytes::from_string);
-    response.brokers = vec![me];
     response.cluster_id = Some(StrBytes::from_string(config.cluster_id.clone()));
-    response.controller_id = BrokerId(config.node_id);
     // Before v1 an empty list meant every topic.
     let all = match &request.topics {
         None => true,
         Some(topics) => topics.is_empty() && version == 0,
     };
-    if all {
-        response.topics = broker.catalog.all().iter().map(|t| describe(broker, t)).collect();
-        return response;
-    }
     let allow_create =
         (version < 4 || request.allow_auto_topic_creation) && config.auto_create_topics_enable;
-    for wanted in request.topics.unwrap_or_default() {
-        response.topics.push(lookup(broker, wanted.name, wanted.topic_id, allow_create).await);
+    let mut topics = Vec::new();
+    if !all {
+        for wanted in request.topics.unwrap_or_default() {
+            topics.push(lookup(broker, wanted.name, wanted.topic_id, allow_create).await);
+        }
     }
+    let image = image_of(broker);
+    response.brokers = brokers(broker, &image);
+    response.controller_id =
+        BrokerId(broker.controller.as_ref().and_then(|c| c.leader()).unwrap_or(config.node_id));
+    response.topics = if all {
+        image.topics.values().map(describe).collect()
+    } else {
+        topics
+            .into_iter()
+            .map(|t| match t {
+                Found::Topic(id) => image
+                    .topics
+                    .get(&id)
+                    .map_or_else(|| failed(None, ResponseError::UnknownTopicOrPartition), describe),
+                Found::Failed(topic) => topic,
+            })
+            .collect()
+    };
     response
+}
+
+/// The image this broker serves from.
+pub fn image_of(broker: &Broker) -> Arc<MetadataImage> {
+    broker.membership().map(|m| m.image()).unwrap_or_default()
+}
+
+/// Every live broker, as Metadata lists them (this one always, so clients can come back).
+pub fn brokers(broker: &Broker, image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+    let mut out: Vec<MetadataResponseBroker> = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .map(|b| {
+            let mut m = MetadataResponseBroker::default();
+            m.node_id = BrokerId(b.registration.broker_id);
+            m.host = StrBytes::from_string(b.registration.host.clone());
+            m.port = i32::from(b.registration.port);
+            m.rack = b.registration.rack.clone().map(StrBytes::from_string);
+            m
+        })
+        .collect();
+    if !out.iter().any(|b| b.node_id.0 == broker.config.node_id) {
+        let (host, port) = broker.advertised();
+        let mut me = MetadataResponseBroker::default();
+        me.node_id = BrokerId(broker.config.node_id);
+        me.host = StrBytes::from_string(host);
+        me.port = port;
+        me.rack = broker.config.rack.clone().map(StrBytes::from_string);
+        out.push(me);
+    }
+    out
+}
+
+enum Found {
+    Topic(TopicId),
+    Failed(MetadataResponseTopic),
 }
 
 async fn lookup(
@@ -55,39 +103,37 @@ async fn lookup(
     name: Option<TopicName>,
     id: Uuid,
     allow_create: bool,
-) -> MetadataResponseTopic {
+) -> Found {
     if let Some(name) = name {
         let name = name.0.to_string();
-        if let Some(topic) = broker.catalog.get(&name) {
-            return describe(broker, &topic);
+        if let Some(topic) = image_of(broker).topic(&name) {
+            return Found::Topic(topic.id);
         }
         if allow_create {
-            match broker.catalog.create(&name, -1, -1, &[], false).await {
-                Ok(Some(topic)) => return describe(broker, &topic),
-                Ok(None) | Err(CatalogError::Exists(_)) => {
-                    if let Some(topic) = broker.catalog.get(&name) {
-                        return describe(broker, &topic);
+            match broker.create_topic(&name, -1, -1, &[], false).await {
+                Ok(()) | Err(ControllerError::TopicExists(_)) => {
+                    if let Some(topic) = image_of(broker).topic(&name) {
+                        return Found::Topic(topic.id);
                     }
                 }
-                Err(CatalogError::BadName(_)) => {
-                    return failed(Some(name), ResponseError::InvalidTopicException);
+                Err(ControllerError::BadName(_)) => {
+                    return Found::Failed(failed(Some(name), ResponseError::InvalidTopicException));
                 }
                 Err(error) => {
                     tracing::warn!(topic = name, "auto-create failed: {error}");
-                    return failed(Some(name), ResponseError::UnknownTopicOrPartition);
+                    return Found::Failed(failed(Some(name), ResponseError::LeaderNotAvailable));
                 }
             }
         }
-        return failed(Some(name), ResponseError::UnknownTopicOrPartition);
+        return Found::Failed(failed(Some(name), ResponseError::UnknownTopicOrPartition));
     }
-    match broker.catalog.by_id(TopicId(*id.as_bytes())) {
-        Some(topic) => describe(broker, &topic),
-        None => {
-            let mut topic = failed(None, ResponseError::UnknownTopicId);
-            topic.topic_id = id;
-            topic
-        }
+    let id = TopicId(*id.as_bytes());
+    if image_of(broker).topics.contains_key(&id) {
+        return Found::Topic(id);
     }
+    let mut topic = failed(None, ResponseError::UnknownTopicId);
+    topic.topic_id = Uuid::from_bytes(id.0);
+    Found::Failed(topic)
 }
 
 fn failed(name: Option<String>, error: ResponseError) -> MetadataResponseTopic {
@@ -97,22 +143,26 @@ fn failed(name: Option<String>, error: ResponseError) -> MetadataResponseTopic {
     topic
 }
 
-/// A topic as Metadata reports it.
-pub fn describe(broker: &Broker, topic: &Arc<Topic>) -> MetadataResponseTopic {
-    let me = BrokerId(broker.config.node_id);
+/// A topic as Metadata reports it, from the image: leaders (−1 with LEADER_NOT_AVAILABLE
+/// while a partition has none), epochs, replicas and ISR.
+pub fn describe(topic: &TopicImage) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     out.topic_id = Uuid::from_bytes(topic.id.0);
-    out.is_internal = topic.internal;
-    out.partitions = (0..topic.partition_count())
-        .filter_map(|index| topic.partition(index))
-        .map(|partition| {
+    out.is_internal = topic.name.starts_with("__");
+    out.partitions = topic
+        .partitions
+        .values()
+        .map(|record| {
             let mut p = MetadataResponsePartition::default();
-            p.partition_index = partition.tp.partition.0;
-            p.leader_id = me;
-            p.leader_epoch = partition.leader_epoch().0;
-            p.replica_nodes = vec![me];
-            p.isr_nodes = vec![me];
+            p.partition_index = record.partition;
+            p.leader_id = BrokerId(record.leader);
+            if record.leader == NO_LEADER {
+                p.error_code = code(ResponseError::LeaderNotAvailable);
+            }
+            p.leader_epoch = record.leader_epoch;
+            p.replica_nodes = record.replicas.iter().copied().map(BrokerId).collect();
+            p.isr_nodes = record.isr.iter().copied().map(BrokerId).collect();
             p
         })
         .collect();

@@ -114,9 +114,9 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
         Request::InitProducerId(r) => {
             Reply::Now(Response::InitProducerId(init_producer_id::handle(broker, r).await))
         }
-        Request::FindCoordinator(r) => {
-            Reply::Now(Response::FindCoordinator(find_coordinator::handle(broker, r, version)))
-        }
+        Request::FindCoordinator(r) => Reply::Now(Response::FindCoordinator(
+            find_coordinator::handle(broker, r, version).await,
+        )),
         Request::OffsetForLeaderEpoch(r) => {
             Reply::Now(Response::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, r)))
         }
