@@ -52,6 +52,9 @@ pub struct QuorumStore {
     log: Arc<dyn File>,
     /// The stored entries (mirrors the file, for rewriting it at compaction).
     entries: Vec<Entry>,
+    /// Where the next frame goes: writes go at a tracked position, so a write cut short by a
+    /// crash is overwritten rather than left as a gap before later frames.
+    end: u64,
 }
 
 fn encode_frame(e: &Entry) -> Bytes {
@@ -104,6 +107,40 @@ fn decode_frames(bytes: &Bytes) -> (Vec<Entry>, usize) {
     (entries, pos)
 }
 
+/// Reads of a file before a corrupt result is believed.
+const READ_ATTEMPTS: usize = 3;
+
+/// A checkpoint read, retried when it comes back corrupt (a read can be wrong once).
+async fn read_checkpoint(
+    disk: &dyn Disk,
+    dir: &Path,
+    name: &str,
+    kind: u8,
+) -> Result<Option<(u8, Bytes)>, checkpoint::CheckpointError> {
+    let mut last = None;
+    for _ in 0..READ_ATTEMPTS {
+        match checkpoint::read(disk, dir, name, kind).await {
+            Err(e @ checkpoint::CheckpointError::Invalid { .. }) => last = Some(e),
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or(checkpoint::CheckpointError::Invalid {
+        path: dir.join(name),
+        reason: "unreadable",
+    }))
+}
+
+/// Whether the bytes from `valid` on are a write a crash cut short: a frame that runs past the
+/// end, or nothing but zeros.
+fn is_torn_tail(bytes: &Bytes, valid: usize) -> bool {
+    let rest = &bytes[valid..];
+    if rest.iter().all(|&b| b == 0) || rest.len() < FRAME_HEADER_BYTES {
+        return true;
+    }
+    let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+    FRAME_HEADER_BYTES + len >= rest.len()
+}
+
 fn encode_hard_state(hs: &HardState) -> Bytes {
     let mut w = Writer::default();
     w.u64(hs.term).u64(hs.vote).u64(hs.commit);
@@ -124,13 +161,18 @@ impl QuorumStore {
         disk: Arc<dyn Disk>,
         dir: &Path,
     ) -> Result<(QuorumStore, Recovered), StoreError> {
-        if let Some(parent) = dir.parent() {
-            disk.create_dir(parent).await?;
+        // Create each folder on the way and sync the folder holding it, so a power failure
+        // cannot forget the quorum's folder (and with it the cluster's metadata).
+        let mut created = PathBuf::new();
+        for part in dir.components() {
+            let parent = created.clone();
+            created.push(part);
+            disk.create_dir(&created).await?;
+            disk.sync_dir(&parent).await?;
         }
-        disk.create_dir(dir).await?;
         let mut recovered = Recovered::default();
         if let Some((_, body)) =
-            checkpoint::read(&*disk, dir, HARD_STATE_FILE, HARD_STATE_KIND).await?
+            read_checkpoint(&*disk, dir, HARD_STATE_FILE, HARD_STATE_KIND).await?
         {
             let mut r = Reader(body);
             let bad = |e: super::super::codec::DecodeError| StoreError::Corrupt(e.to_string());
@@ -138,8 +180,7 @@ impl QuorumStore {
             recovered.hard_state.vote = r.u64("vote").map_err(bad)?;
             recovered.hard_state.commit = r.u64("commit").map_err(bad)?;
         }
-        if let Some((_, body)) = checkpoint::read(&*disk, dir, SNAPSHOT_FILE, SNAPSHOT_KIND).await?
-        {
+        if let Some((_, body)) = read_checkpoint(&*disk, dir, SNAPSHOT_FILE, SNAPSHOT_KIND).await? {
             let mut r = Reader(body);
             let bad = |e: super::super::codec::DecodeError| StoreError::Corrupt(e.to_string());
             let index = r.u64("index").map_err(bad)?;
@@ -161,23 +202,47 @@ impl QuorumStore {
             Err(e) => return Err(e.into()),
         };
         let len = usize::try_from(log.len()).unwrap_or(usize::MAX);
-        let bytes = log.read_at(0, len).await?;
-        let (mut entries, valid) = decode_frames(&bytes);
+        // A read can return corrupt bytes that a second read gets right: keep the read that
+        // decodes furthest.
+        let mut best: Option<(Bytes, Vec<Entry>, usize)> = None;
+        for _ in 0..READ_ATTEMPTS {
+            let bytes = log.read_at(0, len).await?;
+            let (entries, valid) = decode_frames(&bytes);
+            let better = best.as_ref().is_none_or(|(_, _, v)| valid > *v);
+            let complete = valid == bytes.len();
+            if better {
+                best = Some((bytes, entries, valid));
+            }
+            if complete {
+                break;
+            }
+        }
+        let Some((bytes, mut entries, valid)) = best else {
+            return Err(StoreError::Corrupt("the entries log could not be read".into()));
+        };
         if valid < bytes.len() {
+            if !is_torn_tail(&bytes, valid) {
+                return Err(StoreError::Corrupt(format!(
+                    "a corrupt frame at byte {valid} of the entries log is followed by more data"
+                )));
+            }
             tracing::warn!(
                 cut = bytes.len() - valid,
                 "dropping a torn tail of the metadata quorum's log"
             );
             log.truncate(valid as u64).await?;
-            log.sync_data().await?;
         }
+        // What a killed process left in the page cache is made durable before it is trusted.
+        log.sync_data().await?;
+        disk.sync_dir(dir).await?;
         let snapshot_index = recovered.snapshot.as_ref().map_or(0, |(s, _)| s.index);
         entries.retain(|e| e.index > snapshot_index);
         recovered.entries = entries.clone();
         // Raft must not believe more is committed than this log and snapshot hold.
         let last = entries.last().map_or(snapshot_index, |e| e.index);
         recovered.hard_state.commit = recovered.hard_state.commit.min(last).max(snapshot_index);
-        Ok((QuorumStore { disk, dir: dir.to_owned(), log, entries }, recovered))
+        let end = valid as u64;
+        Ok((QuorumStore { disk, dir: dir.to_owned(), log, entries, end }, recovered))
     }
 
     /// Makes `persist` durable.
@@ -202,8 +267,11 @@ impl QuorumStore {
                 self.entries.retain(|e| e.index < first.index);
             }
             self.entries.extend(persist.entries.iter().cloned());
-            self.log.append(out.freeze()).await?;
+            let out = out.freeze();
+            let len = out.len() as u64;
+            self.log.write_at(self.end, out).await?;
             self.log.sync_data().await?;
+            self.end += len;
         }
         if let Some(hs) = &persist.hard_state {
             checkpoint::write_atomic(
@@ -231,6 +299,7 @@ impl QuorumStore {
         self.disk.rename(&temp, &path).await?;
         self.disk.sync_dir(&self.dir).await?;
         self.log = self.disk.open(&path).await?;
+        self.end = self.log.len();
         Ok(())
     }
 }

@@ -169,6 +169,9 @@ pub fn broker_config() -> BrokerConfig {
     }
 }
 
+/// How long a booting broker waits to be ready before saying so and waiting again.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The broker host's boot: open the broker's state, bind, serve until killed.
 pub fn broker_boot(_shape: &Shape) -> Boot {
     boot(|env: Env| async move {
@@ -180,7 +183,13 @@ pub fn broker_boot(_shape: &Shape) -> Boot {
             }
         };
         match broker.bind().await {
-            Ok(listener) => broker.serve(listener).await,
+            Ok(listener) => {
+                // As `weir serve` does: serve once registered, caught up and loaded.
+                while !broker.wait_ready(READY_WAIT).await {
+                    tracing::debug!("broker not ready yet");
+                }
+                broker.serve(listener).await
+            }
             Err(e) => tracing::debug!("broker could not bind: {e}"),
         }
     })
