@@ -1,0 +1,251 @@
+//! A broker's membership in the cluster: it registers with a fresh incarnation, heartbeats,
+//! follows the committed metadata log into its own copy of the image, and knows when it must
+//! consider itself fenced (no heartbeat answered within the session timeout — it then stops
+//! leading, even before the controller says so).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::client::{ControllerClient, Lane};
+use super::image::MetadataImage;
+use super::logic::ControllerError;
+use super::records::{BrokerId, BrokerRegistration, Incarnation};
+use super::rpc::{Request, Response};
+use super::service::decode_entry;
+use crate::io::{Env, Instant, timeout};
+
+/// How long a metadata fetch waits at the controller for something new.
+pub const METADATA_WAIT: Duration = Duration::from_millis(1_000);
+
+/// Heartbeat settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Between heartbeats.
+    pub heartbeat_interval: Duration,
+    /// Without an answered heartbeat for this long, the broker is fenced.
+    pub session_timeout: Duration,
+}
+
+/// This broker's view of the cluster.
+pub struct Membership {
+    env: Env,
+    client: Arc<ControllerClient>,
+    registration: BrokerRegistration,
+    timing: Timing,
+    image: Mutex<Arc<MetadataImage>>,
+    /// The broker has applied at least one complete answer from the controller.
+    caught_up: AtomicBool,
+    registered: AtomicBool,
+    last_heartbeat: Mutex<Option<Instant>>,
+    shutting_down: AtomicBool,
+    /// Woken whenever the image changes.
+    pub changed: Notify,
+}
+
+impl Membership {
+    /// Starts registering, heartbeating and following the metadata log.
+    pub fn start(
+        env: Env,
+        client: Arc<ControllerClient>,
+        node: BrokerId,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+        timing: Timing,
+    ) -> Arc<Membership> {
+        let mut incarnation = [0u8; 16];
+        env.entropy.fill(&mut incarnation);
+        let membership = Arc::new(Membership {
+            env: env.clone(),
+            client,
+            registration: BrokerRegistration {
+                broker_id: node,
+                incarnation: Incarnation(u128::from_be_bytes(incarnation)),
+                host,
+                port,
+                rack,
+            },
+            timing,
+            image: Mutex::new(Arc::new(MetadataImage::default())),
+            caught_up: AtomicBool::new(false),
+            registered: AtomicBool::new(false),
+            last_heartbeat: Mutex::new(None),
+            shutting_down: AtomicBool::new(false),
+            changed: Notify::new(),
+        });
+        env.spawn("broker-heartbeat", heartbeat_loop(Arc::downgrade(&membership)));
+        env.spawn("broker-metadata", metadata_loop(Arc::downgrade(&membership)));
+        membership
+    }
+
+    /// This broker's id.
+    pub fn node(&self) -> BrokerId {
+        self.registration.broker_id
+    }
+
+    /// The image as this broker has applied it.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        Arc::clone(&self.image.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Whether the image has caught up with the controller at least once.
+    pub fn caught_up(&self) -> bool {
+        self.caught_up.load(Ordering::Acquire)
+    }
+
+    /// Whether this broker must not serve as a leader: unregistered, no answered heartbeat
+    /// within the session timeout, or fenced in the image.
+    pub fn is_fenced(&self) -> bool {
+        if !self.registered.load(Ordering::Acquire) {
+            return true;
+        }
+        let last = *self.last_heartbeat.lock().unwrap_or_else(|p| p.into_inner());
+        let silent = last.is_none_or(|t| {
+            self.env.clock.now().saturating_duration_since(t) > self.timing.session_timeout
+        });
+        silent || !self.image().is_live(self.node())
+    }
+
+    /// Whether this broker leads `topic`/`partition` now.
+    pub fn leads(&self, topic: &str, partition: i32) -> bool {
+        self.image().partition(topic, partition).is_some_and(|p| p.leader == self.node())
+            && !self.is_fenced()
+    }
+
+    /// Waits until the image has applied log index `offset`, or `limit` passes.
+    pub async fn wait_for(&self, offset: u64, limit: Duration) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.changed.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                if self.image().offset >= offset {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        timeout(&*self.env.clock, limit, wait).await.is_ok()
+    }
+
+    /// Sends a request to the active controller.
+    pub async fn call(
+        &self,
+        request: &Request,
+        limit: Duration,
+    ) -> Result<Response, ControllerError> {
+        self.client.call(request, Lane::Control, limit).await
+    }
+
+    /// Asks the controller to move leadership away before this broker stops.
+    pub async fn controlled_shutdown(&self, limit: Duration) {
+        self.shutting_down.store(true, Ordering::Release);
+        let request = Request::Heartbeat {
+            broker_id: self.node(),
+            incarnation: self.registration.incarnation,
+            shutdown: true,
+        };
+        match self.call(&request, limit).await {
+            Ok(Response::Done { offset, .. }) => {
+                self.wait_for(offset, limit).await;
+            }
+            other => tracing::warn!("controlled shutdown was not acknowledged: {other:?}"),
+        }
+    }
+
+    fn apply(&self, response: Response) -> bool {
+        let Response::Metadata(delta) = response else { return false };
+        let mut image = (*self.image()).clone();
+        if let Some(snapshot) = &delta.snapshot {
+            match MetadataImage::decode_snapshot(snapshot) {
+                Ok(restored) => image = restored,
+                Err(e) => {
+                    tracing::error!("a metadata snapshot from the controller is corrupt: {e}");
+                    return false;
+                }
+            }
+        }
+        for (index, data) in &delta.entries {
+            if *index <= image.offset {
+                continue;
+            }
+            match decode_entry(data) {
+                Ok((_, records)) => {
+                    for record in &records {
+                        image.apply(*index, record);
+                    }
+                    image.offset = *index;
+                }
+                Err(e) => {
+                    tracing::error!(index, "a metadata entry from the controller is corrupt: {e}");
+                    return false;
+                }
+            }
+        }
+        *self.image.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(image);
+        self.caught_up.store(true, Ordering::Release);
+        self.changed.notify_waiters();
+        true
+    }
+}
+
+async fn heartbeat_loop(membership: Weak<Membership>) {
+    loop {
+        let Some(m) = membership.upgrade() else { return };
+        if m.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        let interval = m.timing.heartbeat_interval;
+        let request = if m.registered.load(Ordering::Acquire) {
+            Request::Heartbeat {
+                broker_id: m.node(),
+                incarnation: m.registration.incarnation,
+                shutdown: false,
+            }
+        } else {
+            Request::Register(m.registration.clone())
+        };
+        let sent = m.env.clock.now();
+        match m.client.call(&request, Lane::Control, interval * 2).await {
+            Ok(Response::Done { .. }) => {
+                if !m.registered.swap(true, Ordering::AcqRel) {
+                    tracing::info!(node = m.node(), "registered with the controller");
+                }
+                *m.last_heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(sent);
+            }
+            Ok(Response::Error { error: ControllerError::StaleBroker(_), .. }) => {
+                m.registered.store(false, Ordering::Release);
+                continue;
+            }
+            other => tracing::debug!("heartbeat unanswered: {other:?}"),
+        }
+        let clock = std::sync::Arc::clone(&m.env.clock);
+        drop(m);
+        clock.sleep(interval).await;
+    }
+}
+
+async fn metadata_loop(membership: Weak<Membership>) {
+    loop {
+        let Some(m) = membership.upgrade() else { return };
+        let request = Request::FetchMetadata {
+            after: m.image().offset,
+            max_wait_ms: METADATA_WAIT.as_millis() as u32,
+        };
+        let limit = METADATA_WAIT * 4;
+        match m.client.call(&request, Lane::Metadata, limit).await {
+            Ok(response) => {
+                if !m.apply(response) {
+                    m.env.clock.sleep(METADATA_WAIT).await;
+                }
+            }
+            Err(e) => {
+                tracing::debug!("metadata fetch failed: {e}");
+                m.env.clock.sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The controller's wire protocol between nodes, on the controller listener: Raft messages
+//! between controllers, and brokers' requests to the active controller (registration,
+//! heartbeats, topic changes, producer-id blocks, metadata fetches).
+//!
+//! Frames: length (`u32`, at most [`FRAME_BYTES_MAX`], checked before allocating), then a body
+//! sealed with CRC-32C. A connection opens with a [`Hello`] naming the sender and what the
+//! connection carries: a one-way stream of Raft messages, or requests answered in order.
+
+use std::collections::BTreeMap;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::codec::{DecodeError, Reader, Writer, seal, unseal};
+use super::logic::{ControllerError, NewTopic};
+use super::records::{BrokerId, BrokerRegistration, Incarnation};
+use crate::io::Conn;
+
+/// Largest frame accepted (a metadata snapshot of a large cluster fits).
+pub const FRAME_BYTES_MAX: usize = 64 << 20;
+/// The protocol version spoken (in the hello).
+pub const PROTOCOL_VERSION: u8 = 1;
+
+/// Why a frame could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// The connection failed or closed.
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// A frame was too large.
+    #[error("frame of {0} bytes is over the limit")]
+    TooLarge(usize),
+    /// A frame did not decode.
+    #[error("bad frame: {0}")]
+    Decode(#[from] DecodeError),
+}
+
+/// What a connection carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    /// Raft messages from controller `from`, one way.
+    Raft,
+    /// Requests, each answered in order.
+    Requests,
+}
+
+/// The first frame of a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The sending node.
+    pub from: BrokerId,
+    /// What follows.
+    pub channel: Channel,
+}
+
+/// A broker's request to the controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Register a broker run.
+    Register(BrokerRegistration),
+    /// A broker is alive (and may ask to shut down).
+    Heartbeat {
+        /// The broker.
+        broker_id: BrokerId,
+        /// Its run.
+        incarnation: Incarnation,
+        /// Whether it asks for a controlled shutdown.
+        shutdown: bool,
+    },
+    /// Create a topic.
+    CreateTopic {
+        /// The topic.
+        topic: NewTopic,
+        /// Check only.
+        validate_only: bool,
+    },
+    /// Delete a topic.
+    DeleteTopic {
+        /// Its name.
+        name: String,
+    },
+    /// Grow a topic.
+    CreatePartitions {
+        /// Its name.
+        name: String,
+        /// The new count.
+        count: i32,
+        /// Check only.
+        validate_only: bool,
+    },
+    /// Replace a topic's configuration overrides.
+    AlterConfigs {
+        /// Its name.
+        name: String,
+        /// Every override.
+        configs: BTreeMap<String, String>,
+        /// Check only.
+        validate_only: bool,
+    },
+    /// A block of producer ids for a broker.
+    ProducerIds {
+        /// The broker.
+        broker_id: BrokerId,
+    },
+    /// Committed metadata after log index `after`, waiting up to `max_wait_ms` for some.
+    FetchMetadata {
+        /// The last index the broker has applied.
+        after: u64,
+        /// How long to wait when there is nothing new.
+        max_wait_ms: u32,
+    },
+}
+
+/// Committed metadata for a broker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetadataDelta {
+    /// A snapshot to start from (when the broker is behind the retained log).
+    pub snapshot: Option<Bytes>,
+    /// Committed entries after it, with their log index.
+    pub entries: Vec<(u64, Bytes)>,
+}
+
+/// The controller's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// Done; the change is at this log index (0: nothing was written).
+    Done {
+        /// The index to wait for before the change is visible.
+        offset: u64,
+        /// Whether the broker is fenced (heartbeats).
+        fenced: bool,
+    },
+    /// Producer ids `[first, first + count)`.
+    ProducerIds {
+        /// The first.
+        first: i64,
+        /// How many.
+        count: i64,
+        /// The log index of the allocation.
+        offset: u64,
+    },
+    /// Committed metadata.
+    Metadata(MetadataDelta),
+    /// Refused.
+    Error {
+        /// Why.
+        error: ControllerError,
+        /// The active controller, if known (for NotController).
+        leader: Option<BrokerId>,
+    },
+}
+
+fn error_code(e: &ControllerError) -> (u8, String) {
+    match e {
+        ControllerError::NotController => (1, String::new()),
+        ControllerError::TopicExists(s) => (2, s.clone()),
+        ControllerError::UnknownTopic(s) => (3, s.clone()),
+        ControllerError::BadName(s) => (4, s.clone()),
+        ControllerError::BadPartitions(n) => (5, n.to_string()),
+        ControllerError::BadReplication { wanted, live } => (6, format!("{wanted}/{live}")),
+        ControllerError::BadConfig(s) => (7, s.clone()),
+        ControllerError::Internal(s) => (8, s.clone()),
+        ControllerError::StaleBroker(b) => (9, b.to_string()),
+        ControllerError::Timeout => (10, String::new()),
+    }
+}
+
+fn error_from(code: u8, text: String) -> Result<ControllerError, DecodeError> {
+    let num = |s: &str| s.parse::<i64>().unwrap_or(-1);
+    Ok(match code {
+        1 => ControllerError::NotController,
+        2 => ControllerError::TopicExists(text),
+        3 => ControllerError::UnknownTopic(text),
+        4 => ControllerError::BadName(text),
+        5 => ControllerError::BadPartitions(num(&text) as i32),
+        6 => {
+            let (w, l) = text.split_once('/').unwrap_or(("-1", "0"));
+            ControllerError::BadReplication { wanted: num(w) as i32, live: num(l).max(0) as usize }
+        }
+        7 => ControllerError::BadConfig(text),
+        8 => ControllerError::Internal(text),
+        9 => ControllerError::StaleBroker(num(&text) as i32),
+        10 => ControllerError::Timeout,
+        other => return Err(DecodeError::Unknown("controller error", u32::from(other))),
+    })
+}
+
+impl Hello {
+    /// Encodes it.
+    pub fn encode(&self) -> Bytes {
+        let mut w = Writer::default();
+        w.u8(PROTOCOL_VERSION).i32(self.from).u8(match self.channel {
+            Channel::Raft => 1,
+            Channel::Requests => 2,
+        });
+        seal(w)
+    }
+
+    /// Decodes it.
+    pub fn decode(bytes: &Bytes) -> Result<Hello, DecodeError> {
+        let mut r = unseal(bytes)?;
+        let version = r.u8("protocol version")?;
+        if version != PROTOCOL_VERSION {
+            return Err(DecodeError::Unknown("protocol version", u32::from(version)));
+        }
+        let from = r.i32("node id")?;
+        let channel = match r.u8("channel")? {
+            1 => Channel::Raft,
+            2 => Channel::Requests,
+            other => return Err(DecodeError::Unknown("channel", u32::from(other))),
+        };
+        r.end()?;
+        Ok(Hello { from, channel })
+    }
+}
+
+fn write_topic(w: &mut Writer, t: &NewTopic) {
+    w.str(&t.name)
+        .i32(t.partitions)
+        .i32(t.replication)
+        .pairs(t.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+}
+
+fn read_topic(r: &mut Reader) -> Result<NewTopic, DecodeError> {
+    Ok(NewTopic {
+        name: r.str("topic name")?,
+        partitions: r.i32("partitions")?,
+        replication: r.i32("replication")?,
+        configs: r.pairs("configs")?,
+    })
+}
+
+impl Request {
+    /// Encodes it.
+    pub fn encode(&self) -> Bytes {
+        let mut w = Writer::default();
+        match self {
+            Request::Register(b) => {
+                w.u8(1)
+                    .i32(b.broker_id)
+                    .u128(b.incarnation.0)
+                    .str(&b.host)
+                    .u16(b.port)
+                    .opt_str(b.rack.as_deref());
+            }
+            Request::Heartbeat { broker_id, incarnation, shutdown } => {
+                w.u8(2).i32(*broker_id).u128(incarnation.0).bool(*shutdown);
+            }
+            Request::CreateTopic { topic, validate_only } => {
+                w.u8(3);
+                write_topic(&mut w, topic);
+                w.bool(*validate_only);
+            }
+            Request::DeleteTopic { name } => {
+                w.u8(4).str(name);
+            }
+            Request::CreatePartitions { name, count, validate_only } => {
+                w.u8(5).str(name).i32(*count).bool(*validate_only);
+            }
+            Request::AlterConfigs { name, configs, validate_only } => {
+                w.u8(6)
+                    .str(name)
+                    .pairs(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .bool(*validate_only);
+            }
+            Request::ProducerIds { broker_id } => {
+                w.u8(7).i32(*broker_id);
+            }
+            Request::FetchMetadata { after, max_wait_ms } => {
+                w.u8(8).u64(*after).u32(*max_wait_ms);
+            }
+        }
+        seal(w)
+    }
+
+    /// Decodes it.
+    pub fn decode(bytes: &Bytes) -> Result<Request, DecodeError> {
+        let mut r = unseal(bytes)?;
+        let request = match r.u8("request type")? {
+            1 => Request::Register(BrokerRegistration {
+                broker_id: r.i32("broker id")?,
+                incarnation: Incarnation(r.u128("incarnation")?),
+                host: r.str("host")?,
+                port: r.u16("port")?,
+                rack: r.opt_str("rack")?,
+            }),
+            2 => Request::Heartbeat {
+                broker_id: r.i32("broker id")?,
+                incarnation: Incarnation(r.u128("incarnation")?),
+                shutdown: r.bool("shutdown")?,
+            },
+            3 => Request::CreateTopic {
+                topic: read_topic(&mut r)?,
+                validate_only: r.bool("validate only")?,
+            },
+            4 => Request::DeleteTopic { name: r.str("topic name")? },
+            5 => Request::CreatePartitions {
+                name: r.str("topic name")?,
+                count: r.i32("count")?,
+                validate_only: r.bool("validate only")?,
+            },
+            6 => Request::AlterConfigs {
+                name: r.str("topic name")?,
+                configs: r.pairs("configs")?.into_iter().collect(),
+                validate_only: r.bool("validate only")?,
+            },
+            7 => Request::ProducerIds { broker_id: r.i32("broker id")? },
+            8 => Request::FetchMetadata { after: r.u64("after")?, max_wait_ms: r.u32("max wait")? },
+            other => return Err(DecodeError::Unknown("request type", u32::from(other))),
+        };
+        r.end()?;
+        Ok(request)
+    }
+}
+
+impl Response {
+    /// Encodes it.
+    pub fn encode(&self) -> Bytes {
+        let mut w = Writer::default();
+        match self {
+            Response::Done { offset, fenced } => {
+                w.u8(1).u64(*offset).bool(*fenced);
+            }
+            Response::ProducerIds { first, count, offset } => {
+                w.u8(2).i64(*first).i64(*count).u64(*offset);
+            }
+            Response::Metadata(delta) => {
+                w.u8(3);
+                w.bool(delta.snapshot.is_some());
+                if let Some(s) = &delta.snapshot {
+                    w.bytes(s);
+                }
+                w.u32(delta.entries.len() as u32);
+                for (index, data) in &delta.entries {
+                    w.u64(*index).bytes(data);
+                }
+            }
+            Response::Error { error, leader } => {
+                let (code, text) = error_code(error);
+                w.u8(4).u8(code).str(&text).i32(leader.unwrap_or(-1));
+            }
+        }
+        seal(w)
+    }
+
+    /// Decodes it.
+    pub fn decode(bytes: &Bytes) -> Result<Response, DecodeError> {
+        let mut r = unseal(bytes)?;
+        let response = match r.u8("response type")? {
+            1 => Response::Done { offset: r.u64("offset")?, fenced: r.bool("fenced")? },
+            2 => Response::ProducerIds {
+                first: r.i64("first")?,
+                count: r.i64("count")?,
+                offset: r.u64("offset")?,
+            },
+            3 => {
+                let snapshot =
+                    if r.bool("has snapshot")? { Some(r.bytes("snapshot")?) } else { None };
+                let entries =
+                    r.list("entries", 12, |r| Ok((r.u64("index")?, r.bytes("entry")?)))?;
+                Response::Metadata(MetadataDelta { snapshot, entries })
+            }
+            4 => {
+                let code = r.u8("error code")?;
+                let text = r.str("error text")?;
+                let leader = r.i32("leader")?;
+                Response::Error {
+                    error: error_from(code, text)?,
+                    leader: (leader >= 0).then_some(leader),
+                }
+            }
+            other => return Err(DecodeError::Unknown("response type", u32::from(other))),
+        };
+        r.end()?;
+        Ok(response)
+    }
+}
+
+/// Writes one frame.
+pub async fn write_frame(conn: &mut dyn Conn, body: &[u8]) -> Result<(), RpcError> {
+    if body.len() > FRAME_BYTES_MAX {
+        return Err(RpcError::TooLarge(body.len()));
+    }
+    let mut out = BytesMut::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    conn.write_all(&out).await?;
+    conn.flush().await?;
+    Ok(())
+}
+
+/// Reads one frame, checking its length before allocating.
+pub async fn read_frame(conn: &mut dyn Conn) -> Result<Bytes, RpcError> {
+    let mut len = [0u8; 4];
+    conn.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > FRAME_BYTES_MAX {
+        return Err(RpcError::TooLarge(len));
+    }
+    let mut body = vec![0u8; len];
+    conn.read_exact(&mut body).await?;
+    Ok(Bytes::from(body))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_responses_round_trip() {
+        let requests = vec![
+            Request::Register(BrokerRegistration {
+                broker_id: 3,
+                incarnation: Incarnation(5),
+                host: "h".into(),
+                port: 1,
+                rack: None,
+            }),
+            Request::Heartbeat { broker_id: 3, incarnation: Incarnation(5), shutdown: true },
+            Request::CreateTopic {
+                topic: NewTopic {
+                    name: "t".into(),
+                    partitions: 6,
+                    replication: 3,
+                    configs: vec![("a".into(), "b".into())],
+                },
+                validate_only: false,
+            },
+            Request::DeleteTopic { name: "t".into() },
+            Request::CreatePartitions { name: "t".into(), count: 9, validate_only: true },
+            Request::AlterConfigs {
+                name: "t".into(),
+                configs: [("x".to_owned(), "y".to_owned())].into(),
+                validate_only: false,
+            },
+            Request::ProducerIds { broker_id: 2 },
+            Request::FetchMetadata { after: 77, max_wait_ms: 500 },
+        ];
+        for request in requests {
+            assert_eq!(Request::decode(&request.encode()).unwrap(), request);
+        }
+        let responses = vec![
+            Response::Done { offset: 4, fenced: true },
+            Response::ProducerIds { first: 1000, count: 1000, offset: 9 },
+            Response::Metadata(MetadataDelta {
+                snapshot: Some(Bytes::from_static(b"snap")),
+                entries: vec![(5, Bytes::from_static(b"e"))],
+            }),
+            Response::Error { error: ControllerError::NotController, leader: Some(2) },
+            Response::Error {
+                error: ControllerError::BadReplication { wanted: 3, live: 1 },
+                leader: None,
+            },
+            Response::Error { error: ControllerError::BadConfig("why".into()), leader: None },
+        ];
+        for response in responses {
+            assert_eq!(Response::decode(&response.encode()).unwrap(), response);
+        }
+        let hello = Hello { from: 2, channel: Channel::Raft };
+        assert_eq!(Hello::decode(&hello.encode()).unwrap(), hello);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for len in 0..64usize {
+            let junk: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
+            let junk = Bytes::from(junk);
+            assert!(Request::decode(&junk).is_err());
+            assert!(Response::decode(&junk).is_err());
+            assert!(Hello::decode(&junk).is_err());
+        }
+    }
+}

@@ -1,0 +1,581 @@
+//! The controller's async shell: it owns the quorum and its store, drives Raft's ticks from
+//! the injected clock, carries Raft messages between controllers, applies committed metadata
+//! to the image, takes snapshots, and answers brokers' requests one at a time through
+//! [`ControllerLogic`]. Nothing here decides anything about the cluster.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::codec::{DecodeError, Reader, Writer, seal, unseal};
+use super::image::MetadataImage;
+use super::logic::{ControllerError, ControllerLogic, LogicConfig};
+use super::quorum::{Quorum, QuorumConfig, QuorumError, QuorumStore};
+use super::records::{BrokerId, MetadataRecord};
+use super::rpc::{Channel, Hello, MetadataDelta, Request, Response, read_frame, write_frame};
+use crate::io::{Conn, Env, Listener, timeout};
+
+/// Raft's tick.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Committed entries kept after the snapshot before a new snapshot is taken.
+pub const SNAPSHOT_EVERY_ENTRIES: usize = 1_000;
+/// How long a request waits for its records to commit.
+pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the active controller looks for expired broker sessions.
+pub const EXPIRY_CHECK: Duration = Duration::from_millis(250);
+/// Raft messages queued per peer before new ones are dropped (Raft resends).
+pub const PEER_QUEUE_MAX: usize = 4_096;
+/// Where the quorum keeps its log, hard state and snapshot.
+pub const QUORUM_DIR: &str = "meta/quorum";
+
+/// The controller's settings.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// This node.
+    pub node: BrokerId,
+    /// Every voter and its controller listener (none for this node when it has none).
+    pub voters: BTreeMap<BrokerId, Option<SocketAddr>>,
+    /// The decisions' settings.
+    pub logic: LogicConfig,
+}
+
+/// Why the controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerStartError {
+    /// The quorum's store failed.
+    #[error("quorum store: {0}")]
+    Store(String),
+    /// The quorum refused its state.
+    #[error("quorum: {0}")]
+    Quorum(String),
+    /// The stored snapshot does not decode.
+    #[error("metadata snapshot: {0}")]
+    Snapshot(#[from] DecodeError),
+}
+
+/// An entry of the metadata log: a batch of records applied atomically, with the nonce of the
+/// proposal that wrote it.
+fn encode_entry(nonce: u64, records: &[MetadataRecord]) -> Bytes {
+    let mut w = Writer::default();
+    w.u64(nonce).u32(records.len() as u32);
+    for r in records {
+        w.bytes(&r.encode());
+    }
+    seal(w)
+}
+
+/// Decodes an entry of the metadata log into its nonce and records.
+pub fn decode_entry(bytes: &Bytes) -> Result<(u64, Vec<MetadataRecord>), DecodeError> {
+    let mut r: Reader = unseal(bytes)?;
+    let nonce = r.u64("nonce")?;
+    let records =
+        r.list("records", 4, |r| r.bytes("record").and_then(|b| MetadataRecord::decode(&b)))?;
+    r.end()?;
+    Ok((nonce, records))
+}
+
+enum Event {
+    Step(Bytes),
+    Propose(Bytes, oneshot::Sender<Result<(), QuorumError>>),
+}
+
+/// What the quorum has committed, as the rest of the node sees it.
+#[derive(Default)]
+struct Published {
+    image: Arc<MetadataImage>,
+    snapshot: Option<Bytes>,
+    /// Committed entries after the snapshot, with their index.
+    tail: VecDeque<(u64, Bytes)>,
+    /// Index at which each awaited proposal was applied.
+    applied: BTreeMap<u64, u64>,
+    leader: Option<BrokerId>,
+    is_leader: bool,
+    /// This node leads and has applied an entry of its own term, so its image is current.
+    current: bool,
+}
+
+/// A running controller.
+pub struct Controller {
+    env: Env,
+    config: ControllerConfig,
+    events: mpsc::UnboundedSender<Event>,
+    published: Mutex<Published>,
+    applied: Notify,
+    logic: tokio::sync::Mutex<Option<ControllerLogic>>,
+    nonce: AtomicU64,
+}
+
+impl Controller {
+    /// Opens the quorum's state and starts the controller's tasks.
+    pub async fn start(
+        env: Env,
+        config: ControllerConfig,
+    ) -> Result<Arc<Controller>, ControllerStartError> {
+        let (store, recovered) = QuorumStore::open(Arc::clone(&env.disk), Path::new(QUORUM_DIR))
+            .await
+            .map_err(|e| ControllerStartError::Store(e.to_string()))?;
+        let mut published = Published::default();
+        if let Some((snapshot, _)) = &recovered.snapshot {
+            published.image = Arc::new(MetadataImage::decode_snapshot(&snapshot.data)?);
+            published.snapshot = Some(snapshot.data.clone());
+        }
+        let quorum_config = QuorumConfig {
+            node: config.node as u64,
+            voters: config.voters.keys().map(|&v| v as u64).collect(),
+            seed: env.entropy.next_u64(),
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+        };
+        let quorum = Quorum::new(quorum_config, recovered)
+            .map_err(|e| ControllerStartError::Quorum(e.to_string()))?;
+        let (events, queue) = mpsc::unbounded_channel();
+        let controller = Arc::new(Controller {
+            env: env.clone(),
+            config,
+            events,
+            published: Mutex::new(published),
+            applied: Notify::new(),
+            logic: tokio::sync::Mutex::new(None),
+            nonce: AtomicU64::new(env.entropy.next_u64() | 1),
+        });
+        let peers = Peers::new(&controller);
+        env.spawn("controller-raft", run(Arc::downgrade(&controller), quorum, store, queue, peers));
+        env.spawn("controller-expiry", expiry_loop(Arc::downgrade(&controller)));
+        Ok(controller)
+    }
+
+    fn published(&self) -> std::sync::MutexGuard<'_, Published> {
+        self.published.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The committed metadata image as this controller has applied it.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        Arc::clone(&self.published().image)
+    }
+
+    /// The active controller, as far as this one knows.
+    pub fn leader(&self) -> Option<BrokerId> {
+        self.published().leader
+    }
+
+    /// Whether this node is the active controller with a current image.
+    pub fn is_active(&self) -> bool {
+        let p = self.published();
+        p.is_leader && p.current
+    }
+
+    /// Accepts controller connections (Raft peers and brokers) until the listener fails.
+    pub async fn serve(self: Arc<Self>, listener: Box<dyn Listener>) {
+        loop {
+            match listener.accept().await {
+                Ok((conn, peer)) => {
+                    let me = Arc::clone(&self);
+                    self.env.spawn("controller-conn", async move {
+                        if let Err(e) = me.serve_conn(conn).await {
+                            tracing::debug!(%peer, "controller connection ended: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::error!("controller accept failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn serve_conn(&self, mut conn: Box<dyn Conn>) -> Result<(), super::rpc::RpcError> {
+        let hello = Hello::decode(&read_frame(&mut *conn).await?)?;
+        loop {
+            let frame = read_frame(&mut *conn).await?;
+            match hello.channel {
+                Channel::Raft => {
+                    let _ = self.events.send(Event::Step(frame));
+                }
+                Channel::Requests => {
+                    let response = match Request::decode(&frame) {
+                        Ok(request) => self.handle(request).await,
+                        Err(e) => {
+                            tracing::warn!(
+                                from = hello.from,
+                                "undecodable controller request: {e}"
+                            );
+                            return Err(e.into());
+                        }
+                    };
+                    write_frame(&mut *conn, &response.encode()).await?;
+                }
+            }
+        }
+    }
+
+    fn not_controller(&self) -> Response {
+        Response::Error { error: ControllerError::NotController, leader: self.leader() }
+    }
+
+    /// Answers one request (from this node's broker directly, or from the network).
+    pub async fn handle(&self, request: Request) -> Response {
+        if let Request::FetchMetadata { after, max_wait_ms } = request {
+            return self.fetch_metadata(after, Duration::from_millis(u64::from(max_wait_ms))).await;
+        }
+        let mut logic = self.logic.lock().await;
+        if !self.is_active() {
+            *logic = None;
+            return self.not_controller();
+        }
+        let image = self.image();
+        let now = self.env.clock.now();
+        let logic = logic
+            .get_or_insert_with(|| ControllerLogic::new(self.config.logic.clone(), &image, now));
+        let outcome = match request {
+            Request::Register(registration) => Ok(logic.register(&image, registration, now)),
+            Request::Heartbeat { broker_id, incarnation, shutdown } => {
+                logic.heartbeat(&image, broker_id, incarnation, shutdown, now)
+            }
+            Request::CreateTopic { topic, validate_only } => {
+                let mut id = [0u8; 16];
+                self.env.entropy.fill(&mut id);
+                logic.create_topic(&image, &topic, validate_only, crate::model::TopicId(id))
+            }
+            Request::DeleteTopic { name } => logic.delete_topic(&image, &name).map(|(_, r)| r),
+            Request::CreatePartitions { name, count, validate_only } => {
+                logic.create_partitions(&image, &name, count, validate_only)
+            }
+            Request::AlterConfigs { name, configs, validate_only } => {
+                logic.alter_configs(&image, &name, configs, validate_only)
+            }
+            Request::ProducerIds { broker_id } => {
+                let record = ControllerLogic::producer_ids(&image, broker_id);
+                let MetadataRecord::ProducerIds { first, count, .. } = record else {
+                    return Response::Error { error: ControllerError::Timeout, leader: None };
+                };
+                return match self.commit(vec![record]).await {
+                    Ok(offset) => Response::ProducerIds { first, count, offset },
+                    Err(error) => Response::Error { error, leader: self.leader() },
+                };
+            }
+            Request::FetchMetadata { .. } => return self.not_controller(),
+        };
+        let fenced_of = |image: &MetadataImage, id: BrokerId| {
+            image.brokers.get(&id).is_some_and(|b| b.fenced || b.shutting_down)
+        };
+        match outcome {
+            Ok(records) if records.is_empty() => {
+                Response::Done { offset: image.offset, fenced: false }
+            }
+            Ok(records) => {
+                let subject = match records.first() {
+                    Some(MetadataRecord::ShutdownBroker { broker_id, .. }) => Some(*broker_id),
+                    _ => None,
+                };
+                match self.commit(records).await {
+                    Ok(offset) => Response::Done {
+                        offset,
+                        fenced: subject.is_some_and(|b| fenced_of(&self.image(), b)),
+                    },
+                    Err(error) => Response::Error { error, leader: self.leader() },
+                }
+            }
+            Err(error) => Response::Error { error, leader: self.leader() },
+        }
+    }
+
+    /// Proposes `records` as one entry and waits until it is applied; returns its index.
+    async fn commit(&self, records: Vec<MetadataRecord>) -> Result<u64, ControllerError> {
+        let nonce = self.nonce.fetch_add(2, Ordering::Relaxed);
+        self.published().applied.insert(nonce, 0);
+        let result = timeout(&*self.env.clock, COMMIT_TIMEOUT, async {
+            let (tx, rx) = oneshot::channel();
+            self.events
+                .send(Event::Propose(encode_entry(nonce, &records), tx))
+                .map_err(|_| ControllerError::Timeout)?;
+            match rx.await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(ControllerError::NotController),
+                Err(_) => return Err(ControllerError::Timeout),
+            }
+            loop {
+                let notified = self.applied.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                {
+                    let p = self.published();
+                    if let Some(&index) = p.applied.get(&nonce).filter(|&&i| i > 0) {
+                        return Ok(index);
+                    }
+                    if !p.is_leader {
+                        return Err(ControllerError::NotController);
+                    }
+                }
+                notified.await;
+            }
+        })
+        .await;
+        self.published().applied.remove(&nonce);
+        result.unwrap_or(Err(ControllerError::Timeout))
+    }
+
+    /// Committed entries after `after`, waiting up to `max_wait` when there are none.
+    ///
+    /// Only the active controller with a current image answers: a restarted or lagging
+    /// controller may not yet have applied everything committed, and a broker that took its
+    /// image for the whole truth would remove partitions it still owns.
+    async fn fetch_metadata(&self, after: u64, max_wait: Duration) -> Response {
+        if !self.is_active() {
+            return self.not_controller();
+        }
+        let wait = async {
+            loop {
+                let notified = self.applied.notified();
+                let mut notified = std::pin::pin!(notified);
+                notified.as_mut().enable();
+                if self.image().offset > after {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = timeout(&*self.env.clock, max_wait, wait).await;
+        if !self.is_active() {
+            return self.not_controller();
+        }
+        let p = self.published();
+        let first_retained = p.tail.front().map_or(p.image.offset + 1, |(i, _)| *i);
+        let snapshot_offset = first_retained.saturating_sub(1);
+        let mut delta = MetadataDelta::default();
+        if after < snapshot_offset {
+            delta.snapshot = p.snapshot.clone();
+        }
+        delta.entries = p.tail.iter().filter(|(i, _)| *i > after).cloned().collect();
+        Response::Metadata(delta)
+    }
+
+    /// Fences brokers whose sessions expired, one batch at a time.
+    async fn expire_sessions(&self) {
+        let mut logic = self.logic.lock().await;
+        if !self.is_active() {
+            *logic = None;
+            return;
+        }
+        let image = self.image();
+        let now = self.env.clock.now();
+        let logic = logic
+            .get_or_insert_with(|| ControllerLogic::new(self.config.logic.clone(), &image, now));
+        for batch in logic.expire(&image, now) {
+            tracing::info!(records = batch.len(), "fencing a broker whose session expired");
+            if let Err(e) = self.commit(batch).await {
+                tracing::warn!("fencing did not commit: {e}");
+                return;
+            }
+        }
+    }
+}
+
+async fn expiry_loop(controller: std::sync::Weak<Controller>) {
+    loop {
+        let Some(c) = controller.upgrade() else { return };
+        let clock = Arc::clone(&c.env.clock);
+        drop(c);
+        clock.sleep(EXPIRY_CHECK).await;
+        let Some(c) = controller.upgrade() else { return };
+        c.expire_sessions().await;
+    }
+}
+
+/// The Raft loop: ticks, messages and proposals in; persistence, messages out and applied
+/// entries after.
+async fn run(
+    controller: std::sync::Weak<Controller>,
+    mut quorum: Quorum,
+    mut store: QuorumStore,
+    mut queue: mpsc::UnboundedReceiver<Event>,
+    peers: Peers,
+) {
+    let Some(clock) = controller.upgrade().map(|c| Arc::clone(&c.env.clock)) else { return };
+    let mut next_tick = clock.now() + TICK;
+    let mut term_start_nonce: Option<u64> = None;
+    loop {
+        let sleep = clock.sleep_until(next_tick);
+        tokio::select! {
+            biased;
+            () = sleep => {
+                quorum.tick();
+                next_tick = clock.now() + TICK;
+            }
+            event = queue.recv() => match event {
+                Some(Event::Step(message)) => {
+                    if let Err(e) = quorum.step(&message) {
+                        tracing::debug!("dropping a raft message: {e}");
+                    }
+                }
+                Some(Event::Propose(data, reply)) => {
+                    let _ = reply.send(quorum.propose(data));
+                }
+                None => return,
+            },
+        }
+        let Some(c) = controller.upgrade() else { return };
+        while let Some(ready) = quorum.ready() {
+            peers.send(&ready.send_now);
+            if !ready.persist.is_empty()
+                && let Err(e) = store.persist(&ready.persist).await
+            {
+                tracing::error!("the metadata quorum's store failed; this controller stops: {e}");
+                return;
+            }
+            peers.send(&ready.send_after_persist);
+            {
+                let mut p = c.published();
+                if let Some(snapshot) = &ready.snapshot {
+                    match MetadataImage::decode_snapshot(&snapshot.data) {
+                        Ok(image) => {
+                            p.image = Arc::new(image);
+                            p.snapshot = Some(snapshot.data.clone());
+                            p.tail.clear();
+                        }
+                        Err(e) => tracing::error!("an installed metadata snapshot is corrupt: {e}"),
+                    }
+                }
+                for committed in &ready.committed {
+                    apply(&mut p, committed.index, &committed.data);
+                }
+            }
+            let advanced = quorum.advance(ready);
+            peers.send(&advanced.send);
+            let mut p = c.published();
+            for committed in &advanced.committed {
+                apply(&mut p, committed.index, &committed.data);
+            }
+        }
+        // Leadership and the "current" flag: a new leader proposes an empty entry of its own
+        // term and is current once it is applied.
+        let leader = quorum.leader().map(|l| l as BrokerId);
+        let is_leader = quorum.is_leader();
+        let propose_marker = {
+            let mut p = c.published();
+            p.leader = leader;
+            if is_leader != p.is_leader {
+                p.is_leader = is_leader;
+                p.current = false;
+                term_start_nonce = None;
+            }
+            if let Some(nonce) = term_start_nonce
+                && p.applied.get(&nonce).is_some_and(|&i| i > 0)
+            {
+                p.current = true;
+                p.applied.remove(&nonce);
+                term_start_nonce = None;
+            }
+            is_leader && !p.current && term_start_nonce.is_none()
+        };
+        if propose_marker {
+            let nonce = c.nonce.fetch_add(2, Ordering::Relaxed);
+            c.published().applied.insert(nonce, 0);
+            if quorum.propose(encode_entry(nonce, &[])).is_ok() {
+                term_start_nonce = Some(nonce);
+            }
+        }
+        let compact = {
+            let p = c.published();
+            (p.tail.len() > SNAPSHOT_EVERY_ENTRIES)
+                .then(|| (p.image.offset, p.image.encode_snapshot()))
+        };
+        if let Some((offset, data)) = compact {
+            match quorum.compact(offset, data.clone()) {
+                Ok(persist) => {
+                    if let Err(e) = store.persist(&persist).await {
+                        tracing::error!(
+                            "the metadata quorum's store failed; this controller stops: {e}"
+                        );
+                        return;
+                    }
+                    let mut p = c.published();
+                    p.snapshot = Some(data);
+                    p.tail.retain(|(i, _)| *i > offset);
+                }
+                Err(e) => tracing::warn!("metadata snapshot failed: {e}"),
+            }
+        }
+        c.applied.notify_waiters();
+    }
+}
+
+fn apply(p: &mut Published, index: u64, data: &Bytes) {
+    match decode_entry(data) {
+        Ok((nonce, records)) => {
+            let mut image = (*p.image).clone();
+            for record in &records {
+                image.apply(index, record);
+            }
+            image.offset = image.offset.max(index);
+            p.image = Arc::new(image);
+            p.tail.push_back((index, data.clone()));
+            if let Some(slot) = p.applied.get_mut(&nonce) {
+                *slot = index;
+            }
+        }
+        Err(e) => tracing::error!(index, "an undecodable metadata entry is skipped: {e}"),
+    }
+}
+
+/// Outgoing Raft messages: one queue and connection task per peer.
+struct Peers {
+    queues: BTreeMap<u64, mpsc::Sender<Bytes>>,
+}
+
+impl Peers {
+    fn new(controller: &Arc<Controller>) -> Peers {
+        let mut queues = BTreeMap::new();
+        for (&id, addr) in &controller.config.voters {
+            let (Some(addr), true) = (addr, id != controller.config.node) else { continue };
+            let (tx, rx) = mpsc::channel(PEER_QUEUE_MAX);
+            queues.insert(id as u64, tx);
+            let env = controller.env.clone();
+            let from = controller.config.node;
+            controller.env.spawn("controller-peer", peer_loop(env, from, *addr, rx));
+        }
+        Peers { queues }
+    }
+
+    fn send(&self, messages: &[(u64, Bytes)]) {
+        for (to, message) in messages {
+            if let Some(queue) = self.queues.get(to) {
+                let _ = queue.try_send(message.clone());
+            }
+        }
+    }
+}
+
+/// Keeps a connection to one peer and writes its messages; on a failure drops what is queued
+/// (Raft resends) and reconnects on the next message.
+async fn peer_loop(env: Env, from: BrokerId, addr: SocketAddr, mut rx: mpsc::Receiver<Bytes>) {
+    let mut conn: Option<Box<dyn Conn>> = None;
+    while let Some(message) = rx.recv().await {
+        if conn.is_none() {
+            match timeout(&*env.clock, TICK * 5, env.net.connect(addr)).await {
+                Ok(Ok(mut c)) => {
+                    let hello = Hello { from, channel: Channel::Raft }.encode();
+                    if write_frame(&mut *c, &hello).await.is_ok() {
+                        conn = Some(c);
+                    }
+                }
+                _ => {
+                    while rx.try_recv().is_ok() {}
+                    env.clock.sleep(TICK).await;
+                    continue;
+                }
+            }
+        }
+        if let Some(c) = conn.as_mut()
+            && write_frame(&mut **c, &message).await.is_err()
+        {
+            conn = None;
+        }
+    }
+}
