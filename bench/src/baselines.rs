@@ -153,7 +153,8 @@ fn create(path: &Path) -> Result<File> {
     Ok(OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?)
 }
 
-fn buffered_write(path: &Path, total: u64) -> Result<f64> {
+/// Sequential 1 MiB `write(2)`s of `total` bytes to a new file at `path`, MB/s.
+pub fn buffered_write(path: &Path, total: u64) -> Result<f64> {
     let bar = progress::bar("baseline: buffered write", total / MIB, "MiB");
     let mut file = create(path)?;
     let chunk = pattern(CHUNK_BYTES);
@@ -193,7 +194,8 @@ fn page_cache_read(path: &Path) -> Result<f64> {
     Ok(best)
 }
 
-fn fsync_per_mib(path: &Path, total: u64, max_secs: f64) -> Result<f64> {
+/// 1 MiB writes each followed by `fsync`, up to `total` bytes or `max_secs`, MB/s.
+pub fn fsync_per_mib(path: &Path, total: u64, max_secs: f64) -> Result<f64> {
     let bar = progress::bar("baseline: write+fsync per MiB", total / MIB, "MiB");
     let mut file = create(path)?;
     let chunk = pattern(CHUNK_BYTES);

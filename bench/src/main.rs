@@ -48,7 +48,7 @@ enum Command {
         #[command(flatten)]
         common: Common,
         /// Tasks appending concurrently (group commit needs several).
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 16)]
         appenders: usize,
     },
     /// A broker driven by librdkafka: produce, consume, latency, lagging consumer, memory.

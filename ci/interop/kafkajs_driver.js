@@ -4,7 +4,9 @@
 //   1. admin.createTopics makes a 2-partition topic; admin.listTopics includes it;
 //   2. producer.send (acks=all) gets every message acked with dense offsets per partition;
 //   3. a consumer group reads back exactly what was acked (partition, offset, key, value),
-//      per partition in order, and commits; admin.fetchOffsets equals the end offsets.
+//      per partition in order, and commits; admin.fetchOffsets equals the end offsets;
+//   4. a new consumer in the same group resumes at the committed offsets: it reads exactly the
+//      messages produced after the commit.
 // WEIR_INTEROP_DEBUG=1 sets kafkajs's log level to DEBUG.
 'use strict';
 
@@ -18,6 +20,7 @@ const topic = `kjs-${run}`;
 const groupId = `kjs-group-${run}`;
 const partitions = 2;
 const count = 50;
+const countSecond = 15;
 
 const kafka = new Kafka({
   clientId: `kjs-${run}`,
@@ -59,6 +62,64 @@ async function check(name, fn) {
 const key = (k) => (k === null ? null : k.toString('utf8'));
 const rowKey = (r) => `${r.partition}|${r.offset}|${r.key}|${r.value}`;
 
+// Sends one message per send, in order, so each ack gives that message's partition and offset.
+async function produce(messages) {
+  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  await withTimeout(producer.connect(), 15000, 'producer connect');
+  const sent = [];
+  try {
+    for (const m of messages) {
+      const [ack] = await withTimeout(producer.send({ topic, acks: -1, messages: [m] }), 15000, 'send');
+      expect(ack.errorCode === 0, `send error code ${ack.errorCode}`);
+      sent.push({ partition: ack.partition, offset: Number(ack.baseOffset), key: m.key, value: m.value });
+    }
+  } finally {
+    await producer.disconnect();
+  }
+  return sent;
+}
+
+// Runs a group member until it has read `want` messages, then `settleMs` longer (a duplicate or
+// a stray would show up then); `beforeDisconnect` runs while it is still a member.
+async function consumeInGroup(want, settleMs, beforeDisconnect) {
+  const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 });
+  const got = [];
+  let done;
+  const all = new Promise((resolve) => { done = resolve; });
+  try {
+    await withTimeout(consumer.connect(), 15000, 'consumer connect');
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: true,
+      eachMessage: async ({ partition, message }) => {
+        got.push({ partition, offset: Number(message.offset), key: key(message.key), value: message.value.toString('utf8') });
+        if (got.length >= want) done();
+      },
+    });
+    await withTimeout(all, 30000, `${want} messages (have ${got.length})`);
+    await new Promise((resolve) => setTimeout(resolve, settleMs));
+    if (beforeDisconnect) await beforeDisconnect(consumer);
+  } finally {
+    await consumer.disconnect();
+  }
+  return got;
+}
+
+function expectSameRows(got, sent, what) {
+  const want = sent.map(rowKey).sort();
+  const have = got.map(rowKey).sort();
+  const missing = want.filter((r) => !have.includes(r));
+  const extra = have.filter((r) => !want.includes(r));
+  expect(have.length === want.length && missing.length === 0 && extra.length === 0,
+    `${what}: read ${have.length} records, ${want.length} expected; missing ${missing.slice(0, 2)}, unexpected ${extra.slice(0, 2)}`);
+  for (let p = 0; p < partitions; p++) {
+    const offsets = got.filter((r) => r.partition === p).map((r) => r.offset);
+    const expected = sent.filter((r) => r.partition === p).map((r) => r.offset);
+    expect(JSON.stringify(offsets) === JSON.stringify(expected),
+      `${what}: partition ${p} read offsets ${offsets.slice(0, 8)} in this order, expected ${expected.slice(0, 8)}`);
+  }
+}
+
 async function main() {
   const admin = kafka.admin();
   const state = {};
@@ -76,23 +137,11 @@ async function main() {
     return `${topic} with ${partitions} partitions`;
   }) &&
     (await check('producer.send (acks=all)', async () => {
-      const producer = kafka.producer({ allowAutoTopicCreation: false });
-      await withTimeout(producer.connect(), 15000, 'producer connect');
-      try {
-        const messages = [];
-        for (let i = 0; i < count; i++) {
-          messages.push({ key: `key-${i % 6}`, value: `kafkajs ${i} ñandú ${'x'.repeat(i)}` });
-        }
-        // One message per send, in order, so each ack gives that message's partition and offset.
-        state.sent = [];
-        for (const m of messages) {
-          const [ack] = await withTimeout(producer.send({ topic, acks: -1, messages: [m] }), 15000, 'send');
-          expect(ack.errorCode === 0, `send error code ${ack.errorCode}`);
-          state.sent.push({ partition: ack.partition, offset: Number(ack.baseOffset), key: m.key, value: m.value });
-        }
-      } finally {
-        await producer.disconnect();
+      const messages = [];
+      for (let i = 0; i < count; i++) {
+        messages.push({ key: `key-${i % 6}`, value: `kafkajs ${i} ñandú ${'x'.repeat(i)}` });
       }
+      state.sent = await produce(messages);
       const keyPartition = new Map();
       for (let p = 0; p < partitions; p++) {
         const offsets = state.sent.filter((r) => r.partition === p).map((r) => r.offset);
@@ -106,39 +155,11 @@ async function main() {
       return `${count} acked, per partition ${spread}`;
     })) &&
     (await check('consumer group reads exactly what was acked, commits; admin.fetchOffsets', async () => {
-      const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 });
-      const got = [];
-      let done;
-      const all = new Promise((resolve) => { done = resolve; });
-      try {
-        await withTimeout(consumer.connect(), 15000, 'consumer connect');
-        await consumer.subscribe({ topics: [topic], fromBeginning: true });
-        await consumer.run({
-          autoCommit: true,
-          eachMessage: async ({ partition, message }) => {
-            got.push({ partition, offset: Number(message.offset), key: key(message.key), value: message.value.toString('utf8') });
-            if (got.length >= count) done();
-          },
-        });
-        await withTimeout(all, 30000, `${count} messages (have ${got.length})`);
-        await new Promise((resolve) => setTimeout(resolve, 500)); // a duplicate would show up now
-        await consumer.commitOffsets(
-          [...Array(partitions).keys()].map((p) => ({
-            topic, partition: p, offset: String(state.sent.filter((r) => r.partition === p).length),
-          })).filter((c) => c.offset !== '0'));
-      } finally {
-        await consumer.disconnect();
-      }
-      const want = state.sent.map(rowKey).sort();
-      const have = got.map(rowKey).sort();
-      const missing = want.filter((r) => !have.includes(r));
-      const extra = have.filter((r) => !want.includes(r));
-      expect(have.length === want.length && missing.length === 0 && extra.length === 0,
-        `read ${have.length} records, ${want.length} acked; missing ${missing.slice(0, 2)}, unexpected ${extra.slice(0, 2)}`);
-      for (let p = 0; p < partitions; p++) {
-        const offsets = got.filter((r) => r.partition === p).map((r) => r.offset);
-        offsets.forEach((o, i) => expect(o === i, `partition ${p} read out of order: ${offsets.slice(0, 8)}`));
-      }
+      const got = await consumeInGroup(count, 500, (consumer) => consumer.commitOffsets(
+        [...Array(partitions).keys()].map((p) => ({
+          topic, partition: p, offset: String(state.sent.filter((r) => r.partition === p).length),
+        })).filter((c) => c.offset !== '0')));
+      expectSameRows(got, state.sent, 'first member');
       const [fetched] = await withTimeout(admin.fetchOffsets({ groupId, topics: [topic] }), 15000, 'fetchOffsets');
       const ends = await withTimeout(admin.fetchTopicOffsets(topic), 15000, 'fetchTopicOffsets');
       for (const { partition, high } of ends) {
@@ -151,6 +172,16 @@ async function main() {
         }
       }
       return `read all ${count} exactly; committed = high watermarks ${ends.map((e) => e.high)}`;
+    })) &&
+    (await check('new group member resumes at the committed offsets', async () => {
+      const messages = [];
+      for (let i = 0; i < countSecond; i++) messages.push({ key: `key-${i % 6}`, value: `kafkajs second ${i}` });
+      const second = await produce(messages);
+      const got = await consumeInGroup(countSecond, 1000);
+      const early = got.filter((r) => r.offset < state.sent.filter((s) => s.partition === r.partition).length);
+      expect(early.length === 0, `${early.length} records before the committed offsets were redelivered, e.g. ${early.slice(0, 2).map(rowKey)}`);
+      expectSameRows(got, second, 'second member');
+      return `read exactly the ${countSecond} messages produced after the commit`;
     }));
   await admin.disconnect();
   if (failed.length) {

@@ -3,8 +3,8 @@
 #  1. produce keyed messages to a topic that does not exist yet (auto-created by the produce),
 #     consume them back and compare keys, values, partitions and offsets exactly;
 #  2. a consumer group (`-G`) reads every message of a 3-partition topic, per partition in
-#     produce order; a second run of the same group resumes after its committed offsets and
-#     receives nothing;
+#     produce order; after more records are produced, a second run of the same group resumes at
+#     its committed offsets and reads exactly the new records;
 #  3. `-L` metadata lists both topics with their partition counts.
 # Prints one PASS or FAIL line per check and exits non-zero on any failure. Every kcat call is
 # bounded by `timeout`; on failure kcat's stderr is shown (rerun with KCAT_DEBUG=protocol,broker
@@ -32,6 +32,8 @@ k() { timeout 30 kcat -b "$bootstrap" -q "${debug[@]}" "$@"; }
 
 # Messages: keys repeat (the same key must always land in the same partition); values carry
 # spaces and UTF-8 so that bytes are compared, not just counts. ':' separates key from value.
+# They go to kcat -P on stdin, one per line: a file named on the command line would be sent as
+# one message.
 make_input() {
   local i
   for i in $(seq 0 $((n - 1))); do
@@ -43,7 +45,7 @@ make_input() {
 t1="kcat-auto-$run_id"
 make_input "$t1" >"$work/t1.in"
 if ! k -P -t "$t1" -K: -X socket.timeout.ms=10000 -X message.timeout.ms=15000 \
-  "$work/t1.in" 2>"$work/t1.produce.err"; then
+  <"$work/t1.in" 2>"$work/t1.produce.err"; then
   fail "produce $n keyed messages to auto-created topic $t1: kcat exited non-zero" "$work/t1.produce.err"
 else
   # An auto-created topic has the broker's default partition count (1): offsets are 0..n-1 in
@@ -77,7 +79,7 @@ then
   fail "create 3-partition topic $t2 (confluent-kafka AdminClient)" "$work/t2.create.err"
 else
   make_input "$t2" >"$work/t2.in"
-  if ! k -P -t "$t2" -K: -X message.timeout.ms=15000 "$work/t2.in" 2>"$work/t2.produce.err"; then
+  if ! k -P -t "$t2" -K: -X message.timeout.ms=15000 <"$work/t2.in" 2>"$work/t2.produce.err"; then
     fail "produce $n keyed messages to $t2" "$work/t2.produce.err"
   else
     # The whole topic as a plain (non-group) consumer sees it, for reference.
@@ -92,18 +94,24 @@ else
       fail "consumer group $group on $t2: $out" "$work/t2.group.err"
     else
       pass "consumer group (-G) read all $n messages of 3-partition $t2 once each, per partition in produce order ($out)"
-      # The same group again: it must resume after the offsets committed on close, so it
-      # receives nothing before every partition reports its end.
-      k -G "$group" -X auto.offset.reset=earliest -e -f '%p|%o|%k|%s\n' "$t2" \
-        >"$work/t2.again" 2>"$work/t2.again.err"
-      status=$?
-      if [ $status -ne 0 ]; then
-        fail "consumer group $group rejoin: kcat -G exited $status" "$work/t2.again.err"
-      elif [ -s "$work/t2.again" ]; then
-        fail "consumer group $group rejoin: expected nothing after the committed offsets, got $(wc -l <"$work/t2.again") records" \
-          "$work/t2.again" "$work/t2.again.err"
+      # More records, then the same group again: it must resume at the offsets committed on
+      # close, reading exactly the new records and nothing from before.
+      make_input "$t2-second" | head -n 20 >"$work/t2.second.in"
+      if ! k -P -t "$t2" -K: -X message.timeout.ms=15000 <"$work/t2.second.in" 2>"$work/t2.second.err"; then
+        fail "produce 20 more keyed messages to $t2" "$work/t2.second.err"
       else
-        pass "consumer group $group rejoined and resumed after its committed offsets (no records redelivered)"
+        k -C -t "$t2" -o beginning -e -f '%p|%o|%k|%s\n' >"$work/t2.all2" 2>"$work/t2.all2.err" \
+          || fail "consume all of $t2 without a group (second time)" "$work/t2.all2.err"
+        k -G "$group" -X auto.offset.reset=earliest -e -f '%p|%o|%k|%s\n' "$t2" \
+          >"$work/t2.again" 2>"$work/t2.again.err"
+        status=$?
+        if [ $status -ne 0 ]; then
+          fail "consumer group $group rejoin: kcat -G exited $status" "$work/t2.again.err"
+        elif ! out=$(python3 "$here/check_resume.py" "$work/t2.all" "$work/t2.all2" "$work/t2.again" "$work/t2.second.in" 2>&1); then
+          fail "consumer group $group rejoin: $out" "$work/t2.again" "$work/t2.again.err"
+        else
+          pass "consumer group $group rejoined at its committed offsets: $out"
+        fi
       fi
     fi
   fi

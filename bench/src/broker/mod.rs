@@ -153,7 +153,13 @@ fn figures(
                 r.latency.p50_us, r.latency.p999_us, r.latency.max_us
             ),
         );
-        if r.fraction == 0.5 {
+        // Under `ack` a record is visible only once synced, so its latency includes an
+        // fdatasync: it is shown beside the disk's own fdatasync p99. The 10 ms target is
+        // judged where the disk is not in the path (`interval`, Kafka's behaviour), and under
+        // `ack` only when the disk itself syncs in well under 10 ms.
+        figure = figure.against(baselines::FDATASYNC_4K_P99, base.fdatasync_4k.p99_us);
+        if r.fraction == 0.5 && (r.policy == Policy::Interval || base.fdatasync_4k.p99_us < 5_000.0)
+        {
             figure = figure.target(Target::at_most(10_000.0, "≤ 10 ms"));
         }
         report.push(figure.with_peer(peer_rate.map(|x| x.latency.p99_us)));

@@ -96,6 +96,8 @@ pub const THROUGHPUT_LINGER_MS: &str = "5";
 pub const THROUGHPUT_BATCH_BYTES: &str = "1000000";
 /// Producer `linger.ms` of the produce-to-consume and lagging-consumer runs.
 pub const LATENCY_LINGER_MS: &str = "1";
+/// Untimed seconds at the offered rate before each lagging-consumer measurement.
+const LAG_WARM_UP_SECS: f64 = 1.0;
 /// Offered rate of the produce-ack latency runs.
 pub const ACK_RATE: f64 = 2000.0;
 
@@ -505,6 +507,13 @@ impl Run<'_> {
         producer.send(&topic, &payload, now_ns())?;
         producer.flush()?;
         let mut timed = |name: &str| -> Result<hdrhistogram::Histogram<u64>> {
+            // One untimed second at the rate first: the broker may still be draining what
+            // the previous phase left (writeback, a client backlog), which is not this
+            // phase's latency.
+            client::paced(rate, LAG_WARM_UP_SECS, |_, intended| {
+                producer.send(&topic, &payload, intended)
+            })?;
+            producer.flush()?;
             let bar = progress::timed(name, self.plan.rate_secs);
             producer.tally.record_latency();
             let start = Instant::now();

@@ -2,8 +2,9 @@
 //!
 //! Group commit: a caller that needs its offsets durable either finds a sync already covering
 //! them, or becomes the one task that syncs everything written so far while the others wait for
-//! it. However many appends arrive during a sync, the next sync covers them all, so the number
-//! of `fdatasync` calls adapts to the load by itself.
+//! it. The leader first lets the appends already under way finish (it queues once on the fair
+//! append lock), and however many appends arrive during a sync, the next sync covers them all,
+//! so the size of each `fdatasync` adapts to the load by itself.
 //!
 //! A failed sync takes the log offline for good (fsyncgate): the kernel may have dropped the
 //! unsynced pages, and a retried sync that succeeds proves nothing.
@@ -36,6 +37,10 @@ impl Log {
                 !std::mem::replace(&mut state.syncing, true)
             };
             if lead {
+                // Appends already under way (holding or queued for the append lock, which is
+                // fair) finish first, so this one sync covers them too: the more producers are
+                // writing, the more each sync carries, with no timer and no cost when idle.
+                drop(self.append_lock.lock().await);
                 self.sync_once().await?;
             } else {
                 notified.await;

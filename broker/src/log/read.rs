@@ -227,7 +227,8 @@ async fn read_segment(
     let Window { start, max_bytes, upper, dense, epochs } = *window;
     let chunk = max_bytes.saturating_add(INDEX_SLACK_BYTES);
     let epochs = Epochs::Verify(epochs.clone());
-    let mut walker = Walker::new(log, position, end, expected, dense, epochs).with_chunk(chunk);
+    let mut walker =
+        Walker::new(log, position, end, expected, dense, epochs).with_chunk(chunk).frames_only();
     let mut pieces: Vec<Bytes> = Vec::new();
     let (mut first, mut taken, mut next) = (0u64, 0usize, start);
     loop {

@@ -51,6 +51,13 @@ macro_rules! apis {
                 }
             }
 
+            /// Bytes [`Response::encode`] will write at `version`.
+            pub(crate) fn compute_size(&self, version: i16) -> anyhow_free::Result<usize> {
+                match self {
+                    $(Response::$key(r) => r.compute_size(version).map_err(anyhow_free::Error::from),)*
+                }
+            }
+
             /// The API this response belongs to.
             pub fn key(&self) -> ApiKey {
                 match self {

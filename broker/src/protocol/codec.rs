@@ -4,7 +4,7 @@
 //! only when Weir advertises that API at that version. Everything read comes from a frame whose
 //! size was already bounded.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, RequestHeader, ResponseHeader, api_versions_response::ApiVersion,
 };
@@ -12,6 +12,9 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::api::{Request, Response, SUPPORTED_APIS, supported_range};
 use super::frame::frame;
+
+/// Bytes of a frame's size prefix.
+const FRAME_SIZE_BYTES: usize = 4;
 
 /// Kafka's UNSUPPORTED_VERSION error code.
 pub const UNSUPPORTED_VERSION: i16 = 35;
@@ -89,15 +92,28 @@ pub fn decode_request(frame: Bytes) -> Result<Decoded, DecodeError> {
 pub fn encode_response(header: &RequestHeader, response: &Response) -> Option<Bytes> {
     let key = response.key();
     let version = header.request_api_version;
-    let mut buf = BytesMut::with_capacity(256);
     let mut response_header = ResponseHeader::default();
     response_header.correlation_id = header.correlation_id;
+    let header_version = key.response_header_version(version);
+    // Sized up front and framed in place: a fetch response is mostly record bytes, copied once
+    // into this buffer rather than again on every growth and once more to prefix the size.
+    let body_bytes = response_header
+        .compute_size(header_version)
+        .ok()
+        .zip(response.compute_size(version).ok())
+        .map_or(256, |(h, b)| h + b);
+    let mut buf = BytesMut::with_capacity(FRAME_SIZE_BYTES + body_bytes);
+    buf.put_u32(0);
     let encoded = response_header
-        .encode(&mut buf, key.response_header_version(version))
+        .encode(&mut buf, header_version)
         .map_err(|e| e.to_string())
         .and_then(|()| response.encode(&mut buf, version).map_err(|e| e.0));
     match encoded {
-        Ok(()) => Some(frame(&buf)),
+        Ok(()) => {
+            let size = (buf.len() - FRAME_SIZE_BYTES) as u32;
+            buf[..FRAME_SIZE_BYTES].copy_from_slice(&size.to_be_bytes());
+            Some(buf.freeze())
+        }
         Err(error) => {
             tracing::error!(?key, version, "cannot encode response: {error}");
             None

@@ -40,8 +40,15 @@ pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
         .ok()
         .filter(|&len| len <= max_bytes)
         .ok_or(FrameError::BadSize { size, max: max_bytes })?;
-    let mut buf = BytesMut::zeroed(len);
-    reader.read_exact(&mut buf).await?;
+    // Read into spare capacity rather than a zeroed buffer: a produce frame is mostly record
+    // bytes, and zeroing them first would touch every byte once more for nothing.
+    let mut buf = BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let mut rest = (&mut *reader).take((len - buf.len()) as u64);
+        if rest.read_buf(&mut buf).await? == 0 {
+            return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
     Ok(buf.freeze())
 }
 

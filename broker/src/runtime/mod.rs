@@ -41,6 +41,7 @@ pub fn build_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// Logs to standard error; `WEIR_LOG` (or `RUST_LOG`) sets the filter, `info` by default.
+/// Colours only when standard error is a terminal, so that a log redirected to a file is plain.
 pub fn init_logging() {
     let filter = std::env::var("WEIR_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
@@ -48,6 +49,7 @@ pub fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 
