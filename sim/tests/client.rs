@@ -101,6 +101,9 @@ fn group_calls_work_against_a_healthy_broker() {
         let mut c = Client::new(env, addr, "member");
         c.create_topic("t", 2, &[]).await.unwrap();
         eprintln!("created");
+        // As every Kafka client does first: find the coordinator (which creates the offsets
+        // topic on first use).
+        c.find_coordinator("g").await.unwrap();
         let config = MemberConfig {
             group: "g".to_owned(),
             session_timeout: Duration::from_secs(6),

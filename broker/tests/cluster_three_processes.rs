@@ -1,0 +1,148 @@
+//! Three real `weir` processes started from `examples/cluster/node{1,2,3}.toml` (each in the
+//! same scratch working folder, so their relative data folders land there) form a cluster;
+//! librdkafka creates a 6-partition topic, sees its partitions led by all three brokers,
+//! produces to every partition and reads everything back in order.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+
+const WAIT: Duration = Duration::from_secs(60);
+const BOOTSTRAP: &str = "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094";
+const PARTITIONS: i32 = 6;
+const RECORDS: usize = 120;
+
+/// The three processes, killed (and their scratch folder removed) on drop.
+struct Cluster {
+    children: Vec<Child>,
+    dir: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            for i in 1..=3 {
+                let log = std::fs::read_to_string(self.dir.join(format!("node{i}.log")));
+                eprintln!("--- node{i} log ---\n{}", log.unwrap_or_default());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start() -> Cluster {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
+    let dir = std::env::temp_dir().join(format!("weir-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut children = Vec::new();
+    for i in 1..=3 {
+        let config = format!("node{i}.toml");
+        std::fs::copy(examples.join(&config), dir.join(&config)).unwrap();
+        let log = std::fs::File::create(dir.join(format!("node{i}.log"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["serve", "--config", &config])
+            .current_dir(&dir)
+            .env("WEIR_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        children.push(child);
+    }
+    Cluster { children, dir }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_spread_a_topic_and_serve_it() {
+    let cluster = start();
+    // Wait until every broker has joined and shows up in Metadata.
+    let probe: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(md) = probe.fetch_metadata(None, Duration::from_secs(2))
+            && md.brokers().len() == 3
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the three brokers never all joined");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
+    let topic = NewTopic::new("spread", PARTITIONS, TopicReplication::Fixed(1));
+    for result in admin.create_topics(&[topic], &AdminOptions::new()).await.unwrap() {
+        result.unwrap();
+    }
+    let deadline = Instant::now() + WAIT;
+    let leaders: BTreeSet<i32> = loop {
+        let md = probe.fetch_metadata(Some("spread"), Duration::from_secs(2)).unwrap();
+        let t = &md.topics()[0];
+        let leaders: BTreeSet<i32> = t.partitions().iter().map(|p| p.leader()).collect();
+        if t.partitions().len() == PARTITIONS as usize && !leaders.contains(&-1) {
+            break leaders;
+        }
+        assert!(Instant::now() < deadline, "the topic's partitions never all had leaders");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(leaders, BTreeSet::from([1, 2, 3]), "partitions are led by every broker");
+
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", BOOTSTRAP)
+        .set("acks", "all")
+        .set("message.timeout.ms", "60000")
+        .create()
+        .unwrap();
+    let mut sent: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for i in 0..RECORDS {
+        let partition = (i % PARTITIONS as usize) as i32;
+        let value = format!("value-{i}");
+        producer
+            .send(FutureRecord::to("spread").partition(partition).key("k").payload(&value), WAIT)
+            .await
+            .unwrap();
+        sent.entry(partition).or_default().push(value);
+    }
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", BOOTSTRAP)
+        .set("group.id", "cluster-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset("spread", p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let deadline = Instant::now() + WAIT;
+    while got.values().map(Vec::len).sum::<usize>() < RECORDS {
+        assert!(
+            Instant::now() < deadline,
+            "read {:?} of {RECORDS}",
+            got.values().map(Vec::len).sum::<usize>()
+        );
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+            got.entry(m.partition()).or_default().push(value);
+        }
+    }
+    assert_eq!(got, sent, "every partition reads back exactly what was written, in order");
+    drop(cluster);
+}
