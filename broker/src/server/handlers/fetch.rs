@@ -12,7 +12,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
-use super::code;
+use super::{code, leadership_error};
 use crate::catalog::Topic;
 use crate::io::timeout;
 use crate::log::ReadError;
@@ -75,7 +75,20 @@ async fn read_all(
         for part in &wanted.partitions {
             let limit = (part.partition_max_bytes.max(0) as usize).min(budget);
             let first = total == 0;
-            let data = read_partition(topic.as_ref(), version, part, limit, first).await;
+            let name = topic.as_ref().map_or(wanted.topic.0.as_str(), |t| t.name.as_str());
+            let data = match leadership_error(broker, name, part.partition) {
+                Some(error) if topic.is_some() || !name.is_empty() => {
+                    let mut data = PartitionData::default();
+                    data.partition_index = part.partition;
+                    data.records = Some(Bytes::new());
+                    data.high_watermark = -1;
+                    data.last_stable_offset = -1;
+                    data.log_start_offset = -1;
+                    data.error_code = code(error);
+                    data
+                }
+                _ => read_partition(topic.as_ref(), version, part, limit, first).await,
+            };
             failed |= data.error_code != 0;
             let len = data.records.as_ref().map_or(0, Bytes::len);
             total += len;

@@ -124,6 +124,24 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
 }
 
 /// Kafka's code for an error.
+/// Why this broker does not serve `topic`/`partition` as its leader now: the metadata does
+/// not know it, or another broker leads it, or this one is fenced. `None`: it does.
+pub(crate) fn leadership_error(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+) -> Option<ResponseError> {
+    let membership = broker.membership()?;
+    let image = membership.image();
+    match image.partition(topic, partition) {
+        None => Some(ResponseError::UnknownTopicOrPartition),
+        Some(p) if p.leader != membership.node() || membership.is_fenced() => {
+            Some(ResponseError::NotLeaderOrFollower)
+        }
+        Some(_) => None,
+    }
+}
+
 pub(crate) fn code(error: ResponseError) -> i16 {
     error.code()
 }

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::code;
+use super::{code, leadership_error};
 use crate::catalog::Topic;
 use crate::log::AppendError;
 use crate::model::TopicId;
@@ -39,7 +39,7 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16
             let pending = if !(-1..=1).contains(&acks) {
                 failed(part.index, ResponseError::InvalidRequiredAcks, None)
             } else {
-                append(topic.as_ref(), part.index, part.records).await
+                append(broker, &data.name.0, topic.as_ref(), part.index, part.records).await
             };
             partitions.push(pending);
         }
@@ -73,10 +73,22 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16
     Reply::Later(Box::pin(async move { Some(Response::Produce(done.await)) }))
 }
 
-async fn append(topic: Option<&Arc<Topic>>, index: i32, records: Option<bytes::Bytes>) -> Pending {
+async fn append(
+    broker: &Broker,
+    name: &str,
+    topic: Option<&Arc<Topic>>,
+    index: i32,
+    records: Option<bytes::Bytes>,
+) -> Pending {
     let Some(topic) = topic else {
-        return failed(index, ResponseError::UnknownTopicOrPartition, None);
+        // Not hosted here: led by another broker, or unknown.
+        let error =
+            leadership_error(broker, name, index).unwrap_or(ResponseError::UnknownTopicOrPartition);
+        return failed(index, error, None);
     };
+    if let Some(error) = leadership_error(broker, &topic.name, index) {
+        return failed(index, error, None);
+    }
     if topic.internal {
         return failed(
             index,
