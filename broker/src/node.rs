@@ -199,11 +199,6 @@ impl Broker {
         self.membership.get()
     }
 
-    /// Whether this broker may serve `topic`/`partition` as its leader now.
-    pub fn leads(&self, topic: &str, partition: i32) -> bool {
-        self.membership().is_some_and(|m| m.leads(topic, partition))
-    }
-
     /// The configuration of the topic called `name`, from the committed metadata.
     pub fn topic_config(&self, name: &str) -> Option<crate::config::TopicConfig> {
         let image = self.membership()?.image();

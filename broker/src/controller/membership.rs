@@ -29,6 +29,17 @@ pub struct Timing {
     pub session_timeout: Duration,
 }
 
+/// A broker's part in one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// The metadata does not know the partition.
+    Unknown,
+    /// This broker leads it and is not fenced.
+    Leader,
+    /// Another broker leads it, it has no leader, or this broker is fenced.
+    NotLeader,
+}
+
 /// This broker's view of the cluster.
 pub struct Membership {
     env: Env,
@@ -109,10 +120,13 @@ impl Membership {
         silent || !self.image().is_live(self.node())
     }
 
-    /// Whether this broker leads `topic`/`partition` now.
-    pub fn leads(&self, topic: &str, partition: i32) -> bool {
-        self.image().partition(topic, partition).is_some_and(|p| p.leader == self.node())
-            && !self.is_fenced()
+    /// This broker's part in `topic`/`partition` now.
+    pub fn leadership(&self, topic: &str, partition: i32) -> Leadership {
+        match self.image().partition(topic, partition) {
+            None => Leadership::Unknown,
+            Some(p) if p.leader == self.node() && !self.is_fenced() => Leadership::Leader,
+            Some(_) => Leadership::NotLeader,
+        }
     }
 
     /// Waits until the image has applied log index `offset`, or `limit` passes.

@@ -50,10 +50,10 @@ pub struct ControllerConfig {
 pub enum ControllerStartError {
     /// The quorum's store failed.
     #[error("quorum store: {0}")]
-    Store(String),
+    Store(#[from] super::quorum::StoreError),
     /// The quorum refused its state.
     #[error("quorum: {0}")]
-    Quorum(String),
+    Quorum(#[from] QuorumError),
     /// The stored snapshot does not decode.
     #[error("metadata snapshot: {0}")]
     Snapshot(#[from] DecodeError),
@@ -117,9 +117,8 @@ impl Controller {
         env: Env,
         config: ControllerConfig,
     ) -> Result<Arc<Controller>, ControllerStartError> {
-        let (store, recovered) = QuorumStore::open(Arc::clone(&env.disk), Path::new(QUORUM_DIR))
-            .await
-            .map_err(|e| ControllerStartError::Store(e.to_string()))?;
+        let (store, recovered) =
+            QuorumStore::open(Arc::clone(&env.disk), Path::new(QUORUM_DIR)).await?;
         let mut published = Published::default();
         if let Some((snapshot, _)) = &recovered.snapshot {
             published.image = Arc::new(MetadataImage::decode_snapshot(&snapshot.data)?);
@@ -132,8 +131,7 @@ impl Controller {
             election_ticks: 10,
             heartbeat_ticks: 2,
         };
-        let quorum = Quorum::new(quorum_config, recovered)
-            .map_err(|e| ControllerStartError::Quorum(e.to_string()))?;
+        let quorum = Quorum::new(quorum_config, recovered)?;
         let (events, queue) = mpsc::unbounded_channel();
         let controller = Arc::new(Controller {
             env: env.clone(),

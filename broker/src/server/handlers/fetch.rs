@@ -76,19 +76,8 @@ async fn read_all(
             let limit = (part.partition_max_bytes.max(0) as usize).min(budget);
             let first = total == 0;
             let name = topic.as_ref().map_or(wanted.topic.0.as_str(), |t| t.name.as_str());
-            let data = match leadership_error(broker, name, part.partition) {
-                Some(error) if topic.is_some() || !name.is_empty() => {
-                    let mut data = PartitionData::default();
-                    data.partition_index = part.partition;
-                    data.records = Some(Bytes::new());
-                    data.high_watermark = -1;
-                    data.last_stable_offset = -1;
-                    data.log_start_offset = -1;
-                    data.error_code = code(error);
-                    data
-                }
-                _ => read_partition(topic.as_ref(), version, part, limit, first).await,
-            };
+            let data =
+                read_partition(broker, name, topic.as_ref(), version, part, limit, first).await;
             failed |= data.error_code != 0;
             let len = data.records.as_ref().map_or(0, Bytes::len);
             total += len;
@@ -101,6 +90,8 @@ async fn read_all(
 }
 
 async fn read_partition(
+    broker: &Broker,
+    name: &str,
     topic: Option<&Arc<Topic>>,
     version: i16,
     part: &kafka_protocol::messages::fetch_request::FetchPartition,
@@ -118,6 +109,13 @@ async fn read_partition(
     } else {
         ResponseError::UnknownTopicOrPartition
     };
+    // Not led here (or not known to the metadata); a fetch by an unknown id has no name.
+    if (topic.is_some() || !name.is_empty())
+        && let Some(error) = leadership_error(broker, name, part.partition)
+    {
+        data.error_code = code(error);
+        return data;
+    }
     let Some(topic) = topic else {
         data.error_code = code(unknown);
         return data;

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 
 use super::Reply;
+use crate::controller::membership::Leadership;
 use crate::node::Broker;
 use crate::protocol::{Decoded, Request, Response};
 
@@ -131,14 +132,10 @@ pub(crate) fn leadership_error(
     topic: &str,
     partition: i32,
 ) -> Option<ResponseError> {
-    let membership = broker.membership()?;
-    let image = membership.image();
-    match image.partition(topic, partition) {
-        None => Some(ResponseError::UnknownTopicOrPartition),
-        Some(p) if p.leader != membership.node() || membership.is_fenced() => {
-            Some(ResponseError::NotLeaderOrFollower)
-        }
-        Some(_) => None,
+    match broker.membership()?.leadership(topic, partition) {
+        Leadership::Unknown => Some(ResponseError::UnknownTopicOrPartition),
+        Leadership::NotLeader => Some(ResponseError::NotLeaderOrFollower),
+        Leadership::Leader => None,
     }
 }
 
