@@ -44,6 +44,9 @@ enum Workload {
     /// One Weir broker with producers and a consumer group over the Kafka protocol, under
     /// crashes, power failures, pauses, clock jumps and faulty client links.
     Broker,
+    /// A 3–5-node cluster (metadata quorum, broker-only nodes) with topics created and
+    /// deleted, producers and a consumer, under faults on every node and link between them.
+    Cluster,
 }
 
 #[derive(Subcommand)]
@@ -187,6 +190,23 @@ fn run_workload(
                 violations: r.violations,
             }
         }
+        Workload::Cluster => cluster_outcome(seed, fault_phase),
+    }
+}
+
+fn cluster_outcome(seed: u64, fault_phase: Duration) -> Outcome {
+    let r = weir_sim::workload::cluster::swarm::run(seed, fault_phase);
+    Outcome {
+        seed,
+        trace_hash: r.trace_hash,
+        summary: format!(
+            "simulated {:.1}s; {}\n  {}",
+            r.simulated.as_secs_f64(),
+            r.shape,
+            r.counts
+        ),
+        faults: r.faults,
+        violations: r.violations,
     }
 }
 

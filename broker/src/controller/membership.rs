@@ -102,9 +102,22 @@ impl Membership {
         Arc::clone(&self.image.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Whether the image has caught up with the controller at least once.
+    /// Whether the image has caught up with the controller at least once and holds this
+    /// broker's own registration. The second half is what makes an image safe to act on after
+    /// a restart: the registration was committed by a real quorum, so an image holding it holds
+    /// every record committed before it, even when it came from a controller that has not yet
+    /// learned it was deposed (such a controller could otherwise hand out an older image, and
+    /// the broker would remove the folders of topics created since).
     pub fn caught_up(&self) -> bool {
-        self.caught_up.load(Ordering::Acquire)
+        self.caught_up.load(Ordering::Acquire) && self.knows_itself(&self.image())
+    }
+
+    /// Whether `image` holds this broker's current registration.
+    fn knows_itself(&self, image: &MetadataImage) -> bool {
+        image
+            .brokers
+            .get(&self.node())
+            .is_some_and(|b| b.registration.incarnation == self.registration.incarnation)
     }
 
     /// Whether this broker must not serve as a leader: unregistered, no answered heartbeat
@@ -117,7 +130,8 @@ impl Membership {
         let silent = last.is_none_or(|t| {
             self.env.clock.now().saturating_duration_since(t) > self.timing.session_timeout
         });
-        silent || !self.image().is_live(self.node())
+        let image = self.image();
+        silent || !self.knows_itself(&image) || !image.is_live(self.node())
     }
 
     /// This broker's part in `topic`/`partition` now.

@@ -1,14 +1,15 @@
-//! Cluster and topic calls: Metadata, CreateTopics, InitProducerId, ListOffsets and
-//! FindCoordinator.
+//! Cluster and topic calls: Metadata, CreateTopics, DeleteTopics, InitProducerId, ListOffsets
+//! and FindCoordinator.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
-    MetadataRequest, ProducerId, TopicName,
+    CreateTopicsRequest, DeleteTopicsRequest, FindCoordinatorRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -38,6 +39,37 @@ pub struct Coordinator {
     pub host: String,
     /// Its advertised port.
     pub port: i32,
+}
+
+/// One partition as Metadata describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionView {
+    /// Its leader's node id (-1: none).
+    pub leader: i32,
+    /// Its leader epoch.
+    pub leader_epoch: i32,
+    /// The partition's error code.
+    pub error_code: i16,
+}
+
+/// The cluster as one broker's Metadata answer describes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterView {
+    /// The controller id the broker names.
+    pub controller_id: i32,
+    /// Every broker listed, by node id, at its advertised address (hosts that are not IP
+    /// addresses are left out: the simulator has no names).
+    pub brokers: BTreeMap<i32, SocketAddr>,
+    /// Topics answered without error: each partition by index.
+    pub topics: BTreeMap<String, BTreeMap<i32, PartitionView>>,
+}
+
+impl ClusterView {
+    /// The address of the leader of `topic`/`partition`, if it has one that is listed.
+    pub fn leader_addr(&self, topic: &str, partition: i32) -> Option<(i32, SocketAddr)> {
+        let leader = self.topics.get(topic)?.get(&partition)?.leader;
+        self.brokers.get(&leader).map(|&addr| (leader, addr))
+    }
 }
 
 pub(super) fn name(topic: &str) -> TopicName {
@@ -70,6 +102,66 @@ impl Client {
             .filter(|t| t.error_code == codes::NONE)
             .filter_map(|t| Some((t.name.as_ref()?.0.to_string(), t.partitions.len() as i32)))
             .collect())
+    }
+
+    /// The cluster as this broker sees it: every topic, or only `topics`. Never asks for
+    /// auto-creation.
+    pub async fn cluster_view(
+        &mut self,
+        topics: Option<&[&str]>,
+    ) -> Result<ClusterView, ClientError> {
+        let mut request = MetadataRequest::default();
+        request.topics = topics.map(|names| {
+            names
+                .iter()
+                .map(|t| {
+                    let mut wanted = MetadataRequestTopic::default();
+                    wanted.name = Some(name(t));
+                    wanted
+                })
+                .collect()
+        });
+        request.allow_auto_topic_creation = false;
+        let response = self.call(&request, versions::METADATA, REQUEST_TIMEOUT).await?;
+        let mut view =
+            ClusterView { controller_id: response.controller_id.0, ..ClusterView::default() };
+        for b in &response.brokers {
+            if let Ok(ip) = b.host.parse::<IpAddr>() {
+                let port = u16::try_from(b.port).map_err(|_| ClientError::Malformed("bad port"))?;
+                view.brokers.insert(b.node_id.0, SocketAddr::new(ip, port));
+            }
+        }
+        for t in response.topics.iter().filter(|t| t.error_code == codes::NONE) {
+            let Some(topic) = t.name.as_ref() else { continue };
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let view = PartitionView {
+                        leader: p.leader_id.0,
+                        leader_epoch: p.leader_epoch,
+                        error_code: p.error_code,
+                    };
+                    (p.partition_index, view)
+                })
+                .collect();
+            view.topics.insert(topic.0.to_string(), partitions);
+        }
+        Ok(view)
+    }
+
+    /// Deletes the topic called `topic`. A topic that does not exist is the broker's
+    /// UNKNOWN_TOPIC_OR_PARTITION, returned as such.
+    pub async fn delete_topic(&mut self, topic: &str) -> Result<(), ClientError> {
+        let mut request = DeleteTopicsRequest::default();
+        request.topic_names = vec![name(topic)];
+        request.timeout_ms = REQUEST_TIMEOUT.as_millis() as i32;
+        let response = self.call(&request, versions::DELETE_TOPICS, REQUEST_TIMEOUT).await?;
+        let result = response.responses.first().ok_or(ClientError::Malformed("no topic result"))?;
+        match result.error_code {
+            codes::NONE => Ok(()),
+            code => Err(ClientError::Kafka(code)),
+        }
     }
 
     /// Creates a topic with replication factor 1 and the given configs. An existing topic is

@@ -78,6 +78,12 @@ pub mod codes {
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
     /// UNKNOWN_TOPIC_OR_PARTITION.
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    /// LEADER_NOT_AVAILABLE.
+    pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    /// NOT_LEADER_OR_FOLLOWER.
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    /// REQUEST_TIMED_OUT.
+    pub const REQUEST_TIMED_OUT: i16 = 7;
     /// COORDINATOR_LOAD_IN_PROGRESS.
     pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
     /// COORDINATOR_NOT_AVAILABLE.
@@ -92,6 +98,8 @@ pub mod codes {
     pub const REBALANCE_IN_PROGRESS: i16 = 27;
     /// TOPIC_ALREADY_EXISTS.
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    /// NOT_CONTROLLER.
+    pub const NOT_CONTROLLER: i16 = 41;
     /// OUT_OF_ORDER_SEQUENCE_NUMBER.
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     /// DUPLICATE_SEQUENCE_NUMBER.

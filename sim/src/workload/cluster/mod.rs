@@ -1,0 +1,412 @@
+//! A Weir cluster inside the simulator: 3–5 nodes, the first ones voting in the metadata quorum
+//! (combined broker and controller roles), the rest broker-only, and a client host. The driver
+//! can reach each node's [`Broker`] to look at what it believes, and every step of the run is
+//! watched by [`MetadataWatch`]: no two nodes may ever hold different metadata images at one
+//! log offset (the image at an offset is a function of the committed records up to it, so this
+//! is "no two controllers commit different records at one index, and every broker's image is a
+//! prefix of the committed log"), and no node's image may go back within one life.
+//!
+//! The named fault scenarios in `scenarios/` and the cluster swarm ([`swarm`]) are built on it.
+
+pub mod swarm;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use weir::config::{BrokerConfig, Role};
+use weir::controller::image::MetadataImage;
+use weir::controller::records::NO_LEADER;
+use weir::io::Env;
+use weir::node::Broker;
+
+use crate::client::Client;
+use crate::node::{Boot, NodeStatus, boot, node_ip};
+use crate::sim::{Host, Sim};
+use crate::world::lock;
+
+/// The client port of every node.
+pub const CLIENT_PORT: u16 = 9092;
+/// The controller port of every voter.
+pub const CONTROLLER_PORT: u16 = 9093;
+/// `offsets.topic.num.partitions` in the simulated cluster.
+pub const OFFSETS_TOPIC_PARTITIONS: i32 = 3;
+/// How often the driver looks at every node's metadata.
+pub const WATCH_STEP: Duration = Duration::from_millis(50);
+/// How long a booting node waits to be ready before saying so and waiting again.
+const READY_WAIT: Duration = Duration::from_secs(5);
+
+/// The cluster's size and timing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// Nodes (node ids 1..=nodes).
+    pub nodes: usize,
+    /// How many of them (the first ones) vote in the metadata quorum.
+    pub voters: usize,
+    /// `broker.heartbeat.interval.ms`.
+    pub heartbeat_ms: u64,
+    /// `broker.session.timeout.ms`.
+    pub session_timeout_ms: u64,
+}
+
+impl ClusterSpec {
+    /// `nodes` combined nodes with the default timing.
+    pub fn combined(nodes: usize) -> ClusterSpec {
+        ClusterSpec { nodes, voters: nodes, heartbeat_ms: 1_000, session_timeout_ms: 6_000 }
+    }
+
+    /// The configuration of node `ix` (0-based; its node id is `ix + 1`).
+    pub fn config(&self, ix: usize) -> BrokerConfig {
+        let voters = (0..self.voters)
+            .map(|v| format!("{}@{}:{CONTROLLER_PORT}", v + 1, node_ip(v)))
+            .collect();
+        let controller = ix < self.voters;
+        BrokerConfig {
+            node_id: node_id(ix),
+            listener: SocketAddr::new(node_ip(ix), CLIENT_PORT),
+            auto_create_topics_enable: false,
+            offsets_topic_num_partitions: OFFSETS_TOPIC_PARTITIONS,
+            group_initial_rebalance_delay_ms: 0,
+            process_roles: if controller {
+                vec![Role::Broker, Role::Controller]
+            } else {
+                vec![Role::Broker]
+            },
+            controller_listener: controller.then(|| SocketAddr::new(node_ip(ix), CONTROLLER_PORT)),
+            controller_quorum_voters: voters,
+            default_replication_factor: 1,
+            broker_heartbeat_interval_ms: self.heartbeat_ms,
+            broker_session_timeout_ms: self.session_timeout_ms,
+            ..BrokerConfig::default()
+        }
+    }
+}
+
+/// The node id of the `ix`-th node.
+pub fn node_id(ix: usize) -> i32 {
+    i32::try_from(ix + 1).unwrap_or(i32::MAX)
+}
+
+/// Where the running broker of one node is published (empty while it is down or booting).
+type Slot = Arc<Mutex<Weak<Broker>>>;
+
+/// A node's boot: start the broker, publish it, bind, wait until ready, serve.
+fn node_boot(config: BrokerConfig, slot: Slot) -> Boot {
+    boot(move |env: Env| {
+        let (config, slot) = (config.clone(), Arc::clone(&slot));
+        async move {
+            let broker = match Broker::start(env, config).await {
+                Ok(broker) => broker,
+                Err(e) => {
+                    tracing::debug!("node did not start: {e}");
+                    return;
+                }
+            };
+            *lock(&slot) = Arc::downgrade(&broker);
+            match broker.bind().await {
+                Ok(listener) => {
+                    while !broker.wait_ready(READY_WAIT).await {
+                        tracing::debug!("node not ready yet");
+                    }
+                    broker.serve(listener).await
+                }
+                Err(e) => tracing::debug!("node could not bind: {e}"),
+            }
+        }
+    })
+}
+
+/// A simulated cluster and its watch.
+pub struct Cluster {
+    /// The simulation.
+    pub sim: Sim,
+    /// The size and timing.
+    pub spec: ClusterSpec,
+    /// The nodes, in node-id order.
+    pub nodes: Vec<Host>,
+    /// A host for clients.
+    pub client: Host,
+    slots: Vec<Slot>,
+    watch: MetadataWatch,
+}
+
+impl Cluster {
+    /// Starts the cluster for `seed`.
+    pub fn new(seed: u64, spec: ClusterSpec) -> Cluster {
+        let sim = Sim::new(seed);
+        let mut nodes = Vec::new();
+        let mut slots = Vec::new();
+        for ix in 0..spec.nodes {
+            let slot: Slot = Arc::new(Mutex::new(Weak::new()));
+            let host = sim.add_host(
+                &format!("node{}", ix + 1),
+                node_boot(spec.config(ix), Arc::clone(&slot)),
+            );
+            nodes.push(host);
+            slots.push(slot);
+        }
+        let client = sim.add_client("client");
+        Cluster { sim, spec, nodes, client, slots, watch: MetadataWatch::default() }
+    }
+
+    /// The client address of node `ix`.
+    pub fn addr(&self, ix: usize) -> SocketAddr {
+        SocketAddr::new(self.sim.ip(self.nodes[ix]), CLIENT_PORT)
+    }
+
+    /// The broker node `ix` runs now (none while it is down or before it started).
+    pub fn broker(&self, ix: usize) -> Option<Arc<Broker>> {
+        if self.sim.status(self.nodes[ix]) == NodeStatus::Down {
+            return None;
+        }
+        lock(&self.slots[ix]).upgrade()
+    }
+
+    /// The node that is the active controller with a current image, if exactly one claims it.
+    pub fn active_controller(&self) -> Option<usize> {
+        let active: Vec<usize> = (0..self.spec.voters)
+            .filter(|&ix| self.sim.status(self.nodes[ix]) == NodeStatus::Up)
+            .filter(|&ix| {
+                self.broker(ix).and_then(|b| b.controller.clone()).is_some_and(|c| c.is_active())
+            })
+            .collect();
+        match active.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+
+    /// The committed image as the active controller holds it.
+    pub fn committed_image(&self) -> Option<Arc<MetadataImage>> {
+        let ix = self.active_controller()?;
+        Some(self.broker(ix)?.controller.as_ref()?.image())
+    }
+
+    /// Runs for `duration`, watching every node's metadata at each step.
+    pub fn run_for(&mut self, duration: Duration) {
+        let end = self.sim.now() + duration;
+        while self.sim.now() < end {
+            self.sim.run_for(WATCH_STEP.min(end - self.sim.now()));
+            self.observe();
+        }
+    }
+
+    /// Runs until `done` holds (checked at each watch step) or `limit` passes; whether it held.
+    pub fn run_until(&mut self, limit: Duration, done: impl Fn(&Cluster) -> bool) -> bool {
+        let end = self.sim.now() + limit;
+        loop {
+            if done(self) {
+                return true;
+            }
+            if self.sim.now() >= end {
+                return false;
+            }
+            self.sim.run_for(WATCH_STEP.min(end - self.sim.now()));
+            self.observe();
+        }
+    }
+
+    /// Runs `f` as a task on the client host until it finishes or `limit` passes, watching
+    /// the metadata at each step.
+    pub fn client_call<T, F, Fut>(&mut self, limit: Duration, f: F) -> Option<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Env) -> Fut,
+        Fut: std::future::Future<Output = T> + Send + 'static,
+    {
+        let slot: Arc<Mutex<Option<T>>> = Arc::new(Mutex::new(None));
+        let out = Arc::clone(&slot);
+        let _task = self.sim.spawn(self.client, "client-call", move |env| {
+            let fut = f(env);
+            async move {
+                let value = fut.await;
+                *lock(&out) = Some(value);
+            }
+        });
+        self.run_until(limit, |_| lock(&slot).is_some());
+        lock(&slot).take()
+    }
+
+    /// A client of node `ix`, for tasks on the client host.
+    pub fn client_of(&self, env: Env, ix: usize, name: &str) -> Client {
+        Client::new(env, self.addr(ix), name)
+    }
+
+    /// Looks at every running node's metadata now.
+    pub fn observe(&mut self) {
+        for ix in 0..self.nodes.len() {
+            let Some(broker) = self.broker(ix) else { continue };
+            let life = Arc::as_ptr(&broker) as usize;
+            if let Some(controller) = &broker.controller {
+                self.watch.see(ix, life, Source::Controller, &controller.image(), self.sim.now());
+            }
+            if let Some(membership) = broker.membership() {
+                self.watch.see(ix, life, Source::Broker, &membership.image(), self.sim.now());
+            }
+        }
+    }
+
+    /// What the watch found wrong so far.
+    pub fn violations(&self) -> Vec<String> {
+        self.watch.violations.clone()
+    }
+
+    /// How many distinct metadata offsets the watch compared.
+    pub fn offsets_watched(&self) -> usize {
+        self.watch.at.len()
+    }
+
+    /// Whether the cluster has settled: one active controller; every node up, registered,
+    /// unfenced and caught up with its image; every partition led by a live broker.
+    pub fn settled(&self) -> bool {
+        self.unsettled().is_none()
+    }
+
+    /// Why the cluster has not settled, if it has not.
+    pub fn unsettled(&self) -> Option<String> {
+        let Some(image) = self.committed_image() else {
+            return Some("no single active controller".to_owned());
+        };
+        for ix in 0..self.nodes.len() {
+            let Some(broker) = self.broker(ix) else {
+                return Some(format!("node{} is down", ix + 1));
+            };
+            let Some(membership) = broker.membership() else {
+                return Some(format!("node{} has not joined", ix + 1));
+            };
+            if membership.is_fenced() || !image.is_live(node_id(ix)) {
+                return Some(format!("node{} is fenced", ix + 1));
+            }
+            if membership.image().offset < image.offset {
+                return Some(format!(
+                    "node{} is at metadata offset {} of {}",
+                    ix + 1,
+                    membership.image().offset,
+                    image.offset
+                ));
+            }
+        }
+        for topic in image.topics.values() {
+            for p in topic.partitions.values() {
+                if p.leader == NO_LEADER || !image.is_live(p.leader) {
+                    return Some(format!("{}-{} has no live leader", topic.name, p.partition));
+                }
+            }
+        }
+        None
+    }
+
+    /// Every partition folder on node `ix`'s disk, read through the node (None if it is down
+    /// or the listing did not finish).
+    pub fn partition_folders(&mut self, ix: usize) -> Option<BTreeSet<String>> {
+        let host = self.nodes[ix];
+        if self.sim.status(host) != NodeStatus::Up {
+            return None;
+        }
+        let listed = self.sim.block_on(host, Duration::from_secs(5), |env: Env| async move {
+            env.disk.list(std::path::Path::new("")).await
+        })?;
+        let names = listed.ok()?;
+        Some(
+            names
+                .into_iter()
+                .filter(|n| n.rsplit_once('-').is_some_and(|(_, i)| i.parse::<i32>().is_ok()))
+                .collect(),
+        )
+    }
+
+    /// The partition folders node `ix` should hold by the committed image.
+    pub fn expected_folders(&self, ix: usize) -> Option<BTreeSet<String>> {
+        let image = self.committed_image()?;
+        let id = node_id(ix);
+        Some(
+            image
+                .topics
+                .values()
+                .flat_map(|t| {
+                    t.partitions
+                        .values()
+                        .filter(move |p| p.replicas.contains(&id))
+                        .map(move |p| format!("{}-{}", t.name, p.partition))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Which copy of the image a node holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Source {
+    /// The controller's (voters only).
+    Controller,
+    /// The broker's own, followed from the controller.
+    Broker,
+}
+
+/// The metadata agreement checker: the digest of every image seen at every offset, and each
+/// node's last offset per life.
+#[derive(Default)]
+struct MetadataWatch {
+    /// Offset → (digest, who first showed it).
+    at: BTreeMap<u64, (u64, String)>,
+    /// (node, source) → (life, last offset seen).
+    last: BTreeMap<(usize, Source), (usize, u64)>,
+    violations: Vec<String>,
+}
+
+/// Violations the watch keeps at most (the first ones tell the story).
+const WATCH_VIOLATIONS_MAX: usize = 20;
+
+impl MetadataWatch {
+    fn see(
+        &mut self,
+        ix: usize,
+        life: usize,
+        source: Source,
+        image: &MetadataImage,
+        now: Duration,
+    ) {
+        let who = format!("node{} {:?} at {:.3}s", ix + 1, source, now.as_secs_f64());
+        if let Some(&(seen_life, offset)) = self.last.get(&(ix, source))
+            && seen_life == life
+            && image.offset < offset
+        {
+            self.violate(format!(
+                "{who}: image went back from offset {offset} to {}",
+                image.offset
+            ));
+        }
+        let before = self.last.insert((ix, source), (life, image.offset));
+        if before.is_some_and(|(l, o)| l == life && o == image.offset) || image.offset == 0 {
+            return;
+        }
+        let digest = digest(&image.encode_snapshot());
+        match self.at.get(&image.offset) {
+            None => {
+                self.at.insert(image.offset, (digest, who));
+            }
+            Some((first, first_who)) if *first != digest => {
+                let line = format!(
+                    "split metadata at offset {}: {who} differs from {first_who}",
+                    image.offset
+                );
+                self.violate(line);
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn violate(&mut self, line: String) {
+        if self.violations.len() < WATCH_VIOLATIONS_MAX {
+            self.violations.push(line);
+        }
+    }
+}
+
+/// FNV-1a over `bytes`: collisions between the images of one run are not a concern.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}

@@ -1,0 +1,530 @@
+//! The cluster swarm: 3–5 nodes (3 or 5 voters, the rest broker-only), an admin task creating
+//! and deleting topics through random nodes, producers writing with acks=all to each
+//! partition's leader as Metadata names it, and a consumer reading from leaders — while the
+//! nemesis kills, power-fails, pauses and skews nodes and partitions, cuts, clogs and resets the
+//! links between them. Then everything heals and the checkers judge:
+//!
+//! - the [`MetadataWatch`](super::MetadataWatch) saw no split metadata and no image going back;
+//! - within [`SETTLE_BOUND`] of the heal there is one active controller, every node is
+//!   registered, unfenced and caught up, and every partition has a live leader;
+//! - every partition of every surviving topic takes a write again;
+//! - every acknowledged record is read back at its offset with its value, and no offset ever
+//!   showed two different records;
+//! - every node's disk holds exactly the partition folders the committed image gives it (a
+//!   deleted topic's data is gone everywhere).
+//!
+//! Topics are replication factor 1 with `flush.policy=ack`: a record is acknowledged once it is
+//! durable on its one broker, so kills and power failures may delay it but never lose it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+use weir::io::{Env, TaskHandle};
+
+use super::{Cluster, ClusterSpec};
+use crate::client::Client;
+use crate::client::admin::ClusterView;
+use crate::client::codes;
+use crate::client::fetch::FetchWant;
+use crate::client::produce::{Acks, PartitionBatch, ProduceOutcome};
+use crate::nemesis::{FaultMix, Nemesis};
+use crate::trace::mix;
+use crate::world::lock;
+
+/// Within how long of the heal the cluster must have settled.
+pub const SETTLE_BOUND: Duration = Duration::from_secs(30);
+/// Within how long of settling every partition must take a write and every node's folders
+/// must match the image.
+pub const FINAL_BOUND: Duration = Duration::from_secs(30);
+/// Topics the admin task keeps alive at most.
+const TOPICS_MAX: usize = 4;
+/// The producers.
+const PRODUCERS: u32 = 2;
+
+/// The outcome of one seed.
+#[derive(Debug)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The trace hash at the end.
+    pub trace_hash: u64,
+    /// Simulated time at the end.
+    pub simulated: Duration,
+    /// The cluster's shape.
+    pub shape: String,
+    /// Counts for the summary line.
+    pub counts: String,
+    /// Records acknowledged (and so checked in the final read).
+    pub acked: usize,
+    /// The faults injected, in order.
+    pub faults: Vec<String>,
+    /// Violations (empty: passed).
+    pub violations: Vec<String>,
+}
+
+/// One topic the admin task made.
+#[derive(Clone, Debug)]
+struct TopicState {
+    name: String,
+    partitions: i32,
+    /// A delete was sent (answered or not): its records are no longer expected.
+    deleting: bool,
+}
+
+/// What the client tasks share.
+#[derive(Default)]
+struct Ledger {
+    /// Topics whose creation was answered, in creation order.
+    topics: Vec<TopicState>,
+    /// Acknowledged records: (topic, partition, offset) → value.
+    acked: BTreeMap<(String, i32, i64), Bytes>,
+    /// Every record ever read: (topic, partition, offset) → value.
+    seen: BTreeMap<(String, i32, i64), Bytes>,
+    anomalies: Vec<String>,
+    creates: u64,
+    deletes: u64,
+    produce_errors: u64,
+    reads: u64,
+}
+
+impl Ledger {
+    fn live_topics(&self) -> Vec<TopicState> {
+        self.topics.iter().filter(|t| !t.deleting).cloned().collect()
+    }
+
+    /// Notes a record read at an offset; two different values at one offset is an anomaly.
+    fn read(&mut self, key: (String, i32, i64), value: Bytes) {
+        self.reads += 1;
+        if let Some(acked) = self.acked.get(&key)
+            && *acked != value
+        {
+            self.anomalies
+                .push(format!("{}-{}@{}: acked {acked:?}, read {value:?}", key.0, key.1, key.2));
+        }
+        match self.seen.get(&key) {
+            Some(before) if *before != value => {
+                self.anomalies.push(format!(
+                    "{}-{}@{}: read {before:?} and later {value:?}",
+                    key.0, key.1, key.2
+                ));
+            }
+            Some(_) => {}
+            None => {
+                self.seen.insert(key, value);
+            }
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Ledger>>;
+
+/// The cluster a seed draws.
+pub fn spec_for(seed: u64) -> ClusterSpec {
+    let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ 0xc1_u64 << 32));
+    let nodes = 3 + (rng.next_u64() % 3) as usize;
+    let voters = if nodes == 5 && rng.next_u64().is_multiple_of(2) { 5 } else { 3 };
+    ClusterSpec { voters, ..ClusterSpec::combined(nodes) }
+}
+
+/// Runs one seed: `fault_phase` of faults, then the heal and every checker.
+pub fn run(seed: u64, fault_phase: Duration) -> Report {
+    let spec = spec_for(seed);
+    let mut cluster = Cluster::new(seed, spec);
+    let shared: Shared = Arc::default();
+    let stop_admin = Arc::new(AtomicBool::new(false));
+    let mut violations = Vec::new();
+    if !cluster.run_until(SETTLE_BOUND, Cluster::settled) {
+        violations.push(format!("the new cluster did not settle: {:?}", cluster.unsettled()));
+    }
+    let mut tasks = Vec::new();
+    let addrs: Vec<_> = (0..spec.nodes).map(|ix| cluster.addr(ix)).collect();
+    let addrs = Arc::new(addrs);
+    {
+        let (shared, stop, addrs) =
+            (Arc::clone(&shared), Arc::clone(&stop_admin), Arc::clone(&addrs));
+        tasks.push(
+            cluster.sim.spawn(cluster.client, "admin", move |env| admin(env, addrs, shared, stop)),
+        );
+    }
+    let stop_producing = Arc::new(AtomicBool::new(false));
+    for number in 1..=PRODUCERS {
+        let (shared, stop, addrs) =
+            (Arc::clone(&shared), Arc::clone(&stop_producing), Arc::clone(&addrs));
+        tasks.push(cluster.sim.spawn(cluster.client, "producer", move |env| {
+            producer(env, addrs, shared, stop, number)
+        }));
+    }
+    {
+        let (shared, stop, addrs) =
+            (Arc::clone(&shared), Arc::clone(&stop_producing), Arc::clone(&addrs));
+        tasks.push(
+            cluster
+                .sim
+                .spawn(cluster.client, "consumer", move |env| consumer(env, addrs, shared, stop)),
+        );
+    }
+    let mix = FaultMix::from_seed(seed).without_disk_faults();
+    let mut nemesis = Nemesis::new(seed, mix, cluster.nodes.clone());
+    let end = cluster.sim.now() + fault_phase;
+    while cluster.sim.now() < end {
+        let step = nemesis.next_interval().min(end - cluster.sim.now());
+        cluster.run_for(step);
+        if cluster.sim.now() < end {
+            nemesis.step(&cluster.sim);
+        }
+    }
+    nemesis.heal(&cluster.sim);
+    stop_admin.store(true, Ordering::Relaxed);
+    let healed = cluster.sim.now();
+    if cluster.run_until(SETTLE_BOUND, Cluster::settled) {
+        tracing::debug!("settled {:?} after the heal", cluster.sim.now() - healed);
+    } else {
+        violations.push(format!(
+            "not settled within {SETTLE_BOUND:?} of the heal: {}",
+            cluster.unsettled().unwrap_or_default()
+        ));
+    }
+    // Let the producers write to the settled cluster, then stop every client task.
+    cluster.run_for(Duration::from_secs(3));
+    stop_producing.store(true, Ordering::Relaxed);
+    cluster.run_for(Duration::from_secs(6));
+    tasks.iter().for_each(TaskHandle::abort);
+    if violations.is_empty() {
+        violations.extend(final_writes_and_reads(&mut cluster, &shared));
+        violations.extend(final_folders(&mut cluster));
+    }
+    violations.extend(cluster.violations());
+    let ledger = lock(&shared);
+    violations.extend(ledger.anomalies.iter().take(20).cloned());
+    let counts = format!(
+        "{} topics created, {} deleted, {} records acked, {} reads, {} produce errors, {} metadata offsets compared",
+        ledger.creates,
+        ledger.deletes,
+        ledger.acked.len(),
+        ledger.reads,
+        ledger.produce_errors,
+        cluster.offsets_watched()
+    );
+    Report {
+        seed,
+        trace_hash: cluster.sim.trace_hash(),
+        simulated: cluster.sim.now(),
+        shape: format!("{} nodes, {} voters", spec.nodes, spec.voters),
+        counts,
+        acked: ledger.acked.len(),
+        faults: nemesis.log().to_vec(),
+        violations,
+    }
+}
+
+/// A number below `n` from the task's random stream.
+fn below(env: &Env, n: u64) -> u64 {
+    env.entropy.next_u64() % n.max(1)
+}
+
+/// A client of a random node.
+fn any_node(env: &Env, addrs: &[std::net::SocketAddr], name: &str) -> Client {
+    let at = below(env, addrs.len() as u64) as usize;
+    Client::new(env.clone(), addrs[at], name)
+}
+
+/// Creates and deletes topics through random nodes until told to stop.
+async fn admin(
+    env: Env,
+    addrs: Arc<Vec<std::net::SocketAddr>>,
+    shared: Shared,
+    stop: Arc<AtomicBool>,
+) {
+    let mut next = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        env.clock.sleep(Duration::from_millis(500 + below(&env, 2_500))).await;
+        let live = lock(&shared).live_topics();
+        if live.len() < TOPICS_MAX && (live.is_empty() || below(&env, 3) != 0) {
+            let name = format!("t{next}");
+            next += 1;
+            let partitions = 1 + below(&env, 4) as i32;
+            // Retry until answered: an unanswered create may or may not have happened, and
+            // an existing topic is the answer to a retry of one that did.
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let mut client = any_node(&env, &addrs, "admin");
+                match client.create_topic(&name, partitions, &[("flush.policy", "ack")]).await {
+                    Ok(()) => {
+                        let mut l = lock(&shared);
+                        l.creates += 1;
+                        l.topics.push(TopicState {
+                            name: name.clone(),
+                            partitions,
+                            deleting: false,
+                        });
+                        break;
+                    }
+                    Err(_) => env.clock.sleep(Duration::from_millis(200)).await,
+                }
+            }
+        } else if let Some(victim) = live.get(below(&env, live.len() as u64) as usize) {
+            {
+                let mut l = lock(&shared);
+                l.deletes += 1;
+                if let Some(t) = l.topics.iter_mut().find(|t| t.name == victim.name) {
+                    t.deleting = true;
+                }
+            }
+            let mut client = any_node(&env, &addrs, "admin");
+            let _ = client.delete_topic(&victim.name).await;
+        }
+    }
+}
+
+/// Writes small acks=all batches to random partitions of live topics, each to the partition's
+/// leader as a random node's Metadata names it.
+async fn producer(
+    env: Env,
+    addrs: Arc<Vec<std::net::SocketAddr>>,
+    shared: Shared,
+    stop: Arc<AtomicBool>,
+    number: u32,
+) {
+    let mut view = ClusterView::default();
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        env.clock.sleep(Duration::from_millis(20 + below(&env, 200))).await;
+        let live = lock(&shared).live_topics();
+        let Some(topic) = live.get(below(&env, live.len() as u64) as usize).cloned() else {
+            continue;
+        };
+        let partition = below(&env, topic.partitions as u64) as i32;
+        let Some((_, leader)) = view.leader_addr(&topic.name, partition) else {
+            if let Ok(v) = any_node(&env, &addrs, "producer").cluster_view(None).await {
+                view = v;
+            }
+            continue;
+        };
+        let records: Vec<(Option<Bytes>, Bytes)> = (0..1 + below(&env, 3))
+            .map(|_| {
+                seq += 1;
+                (None, Bytes::from(format!("p{number}-{seq}")))
+            })
+            .collect();
+        let batch = PartitionBatch { partition, base_sequence: 0, records: records.clone() };
+        let mut client = Client::new(env.clone(), leader, "producer");
+        match client.produce(&topic.name, Acks::All, None, &[batch]).await {
+            Ok(ProduceOutcome::Answered(acks)) if acks[0].error_code == codes::NONE => {
+                let mut l = lock(&shared);
+                for (i, (_, value)) in records.into_iter().enumerate() {
+                    let key = (topic.name.clone(), partition, acks[0].base_offset + i as i64);
+                    if let Some(before) = l.acked.insert(key.clone(), value.clone()) {
+                        l.anomalies.push(format!(
+                            "{}-{}@{}: acked twice, {before:?} then {value:?}",
+                            key.0, key.1, key.2
+                        ));
+                    }
+                    if let Some(seen) = l.seen.get(&key).cloned()
+                        && seen != value
+                    {
+                        l.anomalies.push(format!(
+                            "{}-{}@{}: read {seen:?} before {value:?} was acked there",
+                            key.0, key.1, key.2
+                        ));
+                    }
+                }
+            }
+            _ => {
+                lock(&shared).produce_errors += 1;
+                view = ClusterView::default();
+            }
+        }
+    }
+}
+
+/// Reads random partitions of live topics from their leaders, from where it last stopped.
+async fn consumer(
+    env: Env,
+    addrs: Arc<Vec<std::net::SocketAddr>>,
+    shared: Shared,
+    stop: Arc<AtomicBool>,
+) {
+    let mut view = ClusterView::default();
+    let mut positions: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        env.clock.sleep(Duration::from_millis(20 + below(&env, 200))).await;
+        let live = lock(&shared).live_topics();
+        let Some(topic) = live.get(below(&env, live.len() as u64) as usize).cloned() else {
+            continue;
+        };
+        let partition = below(&env, topic.partitions as u64) as i32;
+        let Some((_, leader)) = view.leader_addr(&topic.name, partition) else {
+            if let Ok(v) = any_node(&env, &addrs, "consumer").cluster_view(None).await {
+                view = v;
+            }
+            continue;
+        };
+        let at = positions.entry((topic.name.clone(), partition)).or_insert(0);
+        let want = FetchWant { topic: topic.name.clone(), partition, offset: *at };
+        let mut client = Client::new(env.clone(), leader, "consumer");
+        match client.fetch(&[want], Duration::from_millis(200)).await {
+            Ok(parts) => {
+                for p in parts {
+                    if p.error_code != codes::NONE {
+                        view = ClusterView::default();
+                        continue;
+                    }
+                    let mut l = lock(&shared);
+                    if let Some(c) = p.corrupt {
+                        l.anomalies
+                            .push(format!("{}-{}: corrupt batch read: {c}", p.topic, p.partition));
+                    }
+                    for r in p.records {
+                        *at = r.offset + 1;
+                        l.read(
+                            (p.topic.clone(), p.partition, r.offset),
+                            r.value.unwrap_or_default(),
+                        );
+                    }
+                }
+            }
+            Err(_) => view = ClusterView::default(),
+        }
+    }
+}
+
+/// One write to every partition of every surviving topic, then every partition read from the
+/// start: every acknowledged record must be at its offset.
+fn final_writes_and_reads(cluster: &mut Cluster, shared: &Shared) -> Vec<String> {
+    let topics = lock(shared).live_topics();
+    let addrs: Vec<_> = (0..cluster.nodes.len()).map(|ix| cluster.addr(ix)).collect();
+    let ledger = Arc::clone(shared);
+    let outcome = cluster.client_call(FINAL_BOUND, move |env: Env| async move {
+        let mut violations = Vec::new();
+        for t in &topics {
+            for partition in 0..t.partitions {
+                let value = Bytes::from(format!("final-{}-{partition}", t.name));
+                let mut written = false;
+                for _ in 0..50 {
+                    let mut meta = Client::new(env.clone(), addrs[0], "final");
+                    let leader = match meta.cluster_view(Some(&[t.name.as_str()])).await {
+                        Ok(view) => view.leader_addr(&t.name, partition),
+                        Err(_) => None,
+                    };
+                    if let Some((_, leader)) = leader {
+                        let batch = PartitionBatch {
+                            partition,
+                            base_sequence: 0,
+                            records: vec![(None, value.clone())],
+                        };
+                        let mut client = Client::new(env.clone(), leader, "final");
+                        if let Ok(ProduceOutcome::Answered(acks)) =
+                            client.produce(&t.name, Acks::All, None, &[batch]).await
+                            && acks[0].error_code == codes::NONE
+                        {
+                            let key = (t.name.clone(), partition, acks[0].base_offset);
+                            lock(&ledger).acked.insert(key, value.clone());
+                            written = true;
+                            break;
+                        }
+                    }
+                    env.clock.sleep(Duration::from_millis(200)).await;
+                }
+                if !written {
+                    violations.push(format!("{}-{partition} took no write after the heal", t.name));
+                    continue;
+                }
+                violations.extend(read_back(&env, &addrs, &ledger, &t.name, partition).await);
+            }
+        }
+        violations
+    });
+    outcome.unwrap_or_else(|| {
+        vec![format!("the final writes and reads did not finish within {FINAL_BOUND:?}")]
+    })
+}
+
+/// Reads `topic`/`partition` from its start and checks every acknowledged record.
+async fn read_back(
+    env: &Env,
+    addrs: &[std::net::SocketAddr],
+    shared: &Shared,
+    topic: &str,
+    partition: i32,
+) -> Vec<String> {
+    let mut meta = Client::new(env.clone(), addrs[0], "final-read");
+    let Some((_, leader)) =
+        meta.cluster_view(Some(&[topic])).await.ok().and_then(|v| v.leader_addr(topic, partition))
+    else {
+        return vec![format!("{topic}-{partition}: no leader for the final read")];
+    };
+    let mut client = Client::new(env.clone(), leader, "final-read");
+    let mut at = 0i64;
+    let mut read = BTreeMap::new();
+    loop {
+        let want = FetchWant { topic: topic.to_owned(), partition, offset: at };
+        let parts = match client.fetch(&[want], Duration::from_millis(100)).await {
+            Ok(parts) => parts,
+            Err(e) => return vec![format!("{topic}-{partition}: final read failed: {e}")],
+        };
+        let Some(p) = parts.into_iter().next() else { break };
+        if p.error_code != codes::NONE {
+            return vec![format!("{topic}-{partition}: final read error {}", p.error_code)];
+        }
+        if p.records.is_empty() {
+            if at >= p.high_watermark {
+                break;
+            }
+            return vec![format!(
+                "{topic}-{partition}: nothing readable at {at} below {}",
+                p.high_watermark
+            )];
+        }
+        for r in p.records {
+            at = r.offset + 1;
+            read.insert(r.offset, r.value.unwrap_or_default());
+        }
+    }
+    let mut l = lock(shared);
+    let mut out = Vec::new();
+    for (offset, value) in &read {
+        l.read((topic.to_owned(), partition, *offset), value.clone());
+    }
+    let acked: Vec<(i64, Bytes)> = l
+        .acked
+        .range((topic.to_owned(), partition, 0)..(topic.to_owned(), partition + 1, 0))
+        .map(|((_, _, o), v)| (*o, v.clone()))
+        .collect();
+    for (offset, value) in acked {
+        if read.get(&offset) != Some(&value) {
+            out.push(format!(
+                "{topic}-{partition}@{offset}: acked {value:?} but read {:?}",
+                read.get(&offset)
+            ));
+        }
+    }
+    out
+}
+
+/// Every node's disk must come to hold exactly the partition folders the image gives it.
+fn final_folders(cluster: &mut Cluster) -> Vec<String> {
+    let mut out = Vec::new();
+    for ix in 0..cluster.nodes.len() {
+        let mut last = None;
+        let matched = (0..(FINAL_BOUND.as_millis() / 500)).any(|_| {
+            let (have, want) = (cluster.partition_folders(ix), cluster.expected_folders(ix));
+            let same = have.is_some() && have == want;
+            last = Some((have, want));
+            if !same {
+                cluster.run_for(Duration::from_millis(500));
+            }
+            same
+        });
+        if !matched {
+            out.push(format!("node{}: partition folders {:?}", ix + 1, last));
+        }
+    }
+    out
+}
