@@ -1,1 +1,45 @@
 //! Shared helpers for the fault scenarios in `tests/`.
+
+/// Runs `scenario` for every seed in `seeds` (or only the seed in `WEIR_SEED`, decimal or
+/// 0x-hex, when it is set) and panics listing every failing seed with the command that
+/// replays it: `WEIR_SEED=<seed> cargo test -p weir-scenarios --test <test>`.
+pub fn for_each_seed(
+    test: &str,
+    seeds: std::ops::Range<u64>,
+    scenario: impl Fn(u64) -> Result<(), String>,
+) {
+    let seeds: Vec<u64> = match std::env::var("WEIR_SEED") {
+        Ok(text) => vec![parse_seed(&text)],
+        Err(_) => seeds.collect(),
+    };
+    let mut failures = Vec::new();
+    for &seed in &seeds {
+        if let Err(why) = scenario(seed) {
+            let failure = format!(
+                "seed {seed:#x} FAILED: {why}\n  replay: WEIR_SEED={seed:#x} cargo test -p weir-scenarios --test {test}"
+            );
+            println!("{failure}");
+            failures.push(failure);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} seeds failed:\n{}",
+        failures.len(),
+        seeds.len(),
+        failures.join("\n")
+    );
+}
+
+fn parse_seed(text: &str) -> u64 {
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.unwrap_or_else(|e| panic!("WEIR_SEED={text:?} is not a seed: {e}"))
+}
+
+/// Fails with `why` unless `condition` holds.
+pub fn ensure(condition: bool, why: impl FnOnce() -> String) -> Result<(), String> {
+    if condition { Ok(()) } else { Err(why()) }
+}

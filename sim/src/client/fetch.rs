@@ -151,3 +151,40 @@ impl Client {
         Ok(out)
     }
 }
+
+impl Client {
+    /// Every record of `topic`/`partition` from offset 0 up to the high watermark, by offset
+    /// (null values read as empty). An error code, a corrupt batch or a gap below the high
+    /// watermark is an error.
+    pub async fn read_to_end(
+        &mut self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<std::collections::BTreeMap<i64, Bytes>, String> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut at = 0;
+        loop {
+            let want = FetchWant { topic: topic.to_owned(), partition, offset: at };
+            let parts = self.fetch(&[want], Duration::from_millis(100)).await;
+            let part = parts.map_err(|e| e.to_string())?.into_iter().next();
+            let Some(p) = part else { return Err("no partition answer".to_owned()) };
+            if p.error_code != 0 {
+                return Err(format!("error code {}", p.error_code));
+            }
+            if let Some(corrupt) = p.corrupt {
+                return Err(format!("corrupt batch at {at}: {corrupt}"));
+            }
+            if p.records.is_empty() {
+                return if at >= p.high_watermark {
+                    Ok(out)
+                } else {
+                    Err(format!("nothing readable at {at} below {}", p.high_watermark))
+                };
+            }
+            for r in p.records {
+                at = r.offset + 1;
+                out.insert(r.offset, r.value.unwrap_or_default());
+            }
+        }
+    }
+}

@@ -21,7 +21,11 @@ use weir::controller::records::NO_LEADER;
 use weir::io::Env;
 use weir::node::Broker;
 
-use crate::client::Client;
+use bytes::Bytes;
+
+use crate::client::admin::ClusterView;
+use crate::client::produce::{Acks, PartitionBatch, ProduceOutcome};
+use crate::client::{CallError, Client, ClientError};
 use crate::node::{Boot, NodeStatus, boot, node_ip};
 use crate::sim::{Host, Sim};
 use crate::world::lock;
@@ -233,6 +237,105 @@ impl Cluster {
         Client::new(env, self.addr(ix), name)
     }
 
+    /// Creates `topic` with `partitions` partitions (replication factor 1,
+    /// `flush.policy=ack`) through node `ix`, once: Ok if created or already there, else the
+    /// client's error (no answer within 30 s is a timeout: the outcome is open).
+    pub fn create_topic(
+        &mut self,
+        ix: usize,
+        topic: &str,
+        partitions: i32,
+    ) -> Result<(), ClientError> {
+        let (addr, topic) = (self.addr(ix), topic.to_owned());
+        self.client_call(Duration::from_secs(30), move |env| async move {
+            let mut client = Client::new(env, addr, "driver");
+            client.create_topic(&topic, partitions, &[("flush.policy", "ack")]).await
+        })
+        .unwrap_or(Err(ClientError::Call(CallError::TimedOut)))
+    }
+
+    /// The cluster as node `ix` describes it in a Metadata answer.
+    pub fn view_from(&mut self, ix: usize) -> Result<ClusterView, String> {
+        let addr = self.addr(ix);
+        self.client_call(Duration::from_secs(30), move |env| async move {
+            Client::new(env, addr, "driver").cluster_view(None).await.map_err(|e| e.to_string())
+        })
+        .unwrap_or_else(|| Err("no answer".to_owned()))
+    }
+
+    /// Produces one record with acks=all to `topic`/`partition` at node `ix` (whether or not
+    /// it leads): the offset, or the error code or client error as text.
+    pub fn produce_at(
+        &mut self,
+        ix: usize,
+        topic: &str,
+        partition: i32,
+        value: &str,
+    ) -> Result<i64, ProduceFailure> {
+        let (addr, topic, value) = (self.addr(ix), topic.to_owned(), Bytes::from(value.to_owned()));
+        let outcome = self.client_call(Duration::from_secs(30), move |env| async move {
+            let batch =
+                PartitionBatch { partition, base_sequence: 0, records: vec![(None, value)] };
+            Client::new(env, addr, "driver").produce(&topic, Acks::All, None, &[batch]).await
+        });
+        match outcome {
+            Some(Ok(ProduceOutcome::Answered(acks))) => match acks.first() {
+                Some(a) if a.error_code == 0 => Ok(a.base_offset),
+                Some(a) => Err(ProduceFailure::Code(a.error_code)),
+                None => Err(ProduceFailure::Other("no partition answer".to_owned())),
+            },
+            Some(Ok(ProduceOutcome::Unacknowledged)) => {
+                Err(ProduceFailure::Other("unacknowledged".to_owned()))
+            }
+            Some(Err(e)) => Err(ProduceFailure::Other(e.to_string())),
+            None => Err(ProduceFailure::Other("no answer".to_owned())),
+        }
+    }
+
+    /// Produces one record with acks=all to the leader node `via` names, retrying (with fresh
+    /// metadata) until acknowledged or `limit` passes: the offset.
+    pub fn produce(
+        &mut self,
+        via: usize,
+        topic: &str,
+        partition: i32,
+        value: &str,
+        limit: Duration,
+    ) -> Option<i64> {
+        let end = self.sim.now() + limit;
+        while self.sim.now() < end {
+            if let Ok(view) = self.view_from(via)
+                && let Some((leader, _)) = view.leader_addr(topic, partition)
+                && let Some(ix) = (0..self.nodes.len()).find(|&ix| node_id(ix) == leader)
+                && let Ok(offset) = self.produce_at(ix, topic, partition, value)
+            {
+                return Some(offset);
+            }
+            self.run_for(Duration::from_millis(200));
+        }
+        None
+    }
+
+    /// Every record of `topic`/`partition`, read from node `ix` from offset 0 up to its high
+    /// watermark: offset → value.
+    pub fn read_all(
+        &mut self,
+        ix: usize,
+        topic: &str,
+        partition: i32,
+    ) -> Result<BTreeMap<i64, Bytes>, String> {
+        let (addr, topic) = (self.addr(ix), topic.to_owned());
+        self.client_call(Duration::from_secs(60), move |env| async move {
+            Client::new(env, addr, "driver").read_to_end(&topic, partition).await
+        })
+        .unwrap_or_else(|| Err("no answer".to_owned()))
+    }
+
+    /// The node index of node id `id`.
+    pub fn ix_of(&self, id: i32) -> Option<usize> {
+        (0..self.nodes.len()).find(|&ix| node_id(ix) == id)
+    }
+
     /// Looks at every running node's metadata now.
     pub fn observe(&mut self) {
         for ix in 0..self.nodes.len() {
@@ -333,6 +436,15 @@ impl Cluster {
                 .collect(),
         )
     }
+}
+
+/// Why a produce was not acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProduceFailure {
+    /// The broker answered with this error code.
+    Code(i16),
+    /// No usable answer.
+    Other(String),
 }
 
 /// Which copy of the image a node holds.

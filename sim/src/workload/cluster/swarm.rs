@@ -461,32 +461,10 @@ async fn read_back(
         return vec![format!("{topic}-{partition}: no leader for the final read")];
     };
     let mut client = Client::new(env.clone(), leader, "final-read");
-    let mut at = 0i64;
-    let mut read = BTreeMap::new();
-    loop {
-        let want = FetchWant { topic: topic.to_owned(), partition, offset: at };
-        let parts = match client.fetch(&[want], Duration::from_millis(100)).await {
-            Ok(parts) => parts,
-            Err(e) => return vec![format!("{topic}-{partition}: final read failed: {e}")],
-        };
-        let Some(p) = parts.into_iter().next() else { break };
-        if p.error_code != codes::NONE {
-            return vec![format!("{topic}-{partition}: final read error {}", p.error_code)];
-        }
-        if p.records.is_empty() {
-            if at >= p.high_watermark {
-                break;
-            }
-            return vec![format!(
-                "{topic}-{partition}: nothing readable at {at} below {}",
-                p.high_watermark
-            )];
-        }
-        for r in p.records {
-            at = r.offset + 1;
-            read.insert(r.offset, r.value.unwrap_or_default());
-        }
-    }
+    let read = match client.read_to_end(topic, partition).await {
+        Ok(read) => read,
+        Err(e) => return vec![format!("{topic}-{partition}: final read: {e}")],
+    };
     let mut l = lock(shared);
     let mut out = Vec::new();
     for (offset, value) in &read {
