@@ -3,7 +3,7 @@
 //! `__consumer_offsets` partitions, appended in order and reported back once durable), and runs
 //! its timers. All group logic is in [`crate::coordinator`]; nothing here decides anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -42,6 +42,8 @@ pub struct Groups {
     changed: Notify,
     /// The offsets topic, once a partition of it is hosted here.
     offsets: Mutex<Option<Arc<Topic>>>,
+    /// The offsets-topic partitions whose groups are loaded.
+    loaded: Mutex<BTreeSet<i32>>,
 }
 
 impl Groups {
@@ -58,6 +60,7 @@ impl Groups {
             persist,
             changed: Notify::new(),
             offsets: Mutex::new(None),
+            loaded: Mutex::new(BTreeSet::new()),
         });
         env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), queue));
         env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
@@ -71,7 +74,13 @@ impl Groups {
         let records = load_records(partition).await;
         let loaded = self.lock().load(records, self.now());
         self.dispatch(loaded);
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(partition.tp.partition.0);
         self.changed.notify_one();
+    }
+
+    /// Whether the groups kept in partition `index` of the offsets topic are loaded here.
+    pub fn is_loaded(&self, index: i32) -> bool {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).contains(&index)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {

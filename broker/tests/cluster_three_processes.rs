@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
@@ -144,5 +144,46 @@ async fn three_processes_spread_a_topic_and_serve_it() {
         }
     }
     assert_eq!(got, sent, "every partition reads back exactly what was written, in order");
+
+    // The group's offsets, for partitions led by all three brokers, go to its one coordinator.
+    let mut positions = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        let count = sent.get(&p).map_or(0, Vec::len) as i64;
+        positions.add_partition_offset("spread", p, Offset::Offset(count)).unwrap();
+    }
+    consumer.commit(&positions, CommitMode::Sync).unwrap();
+    drop(consumer);
+
+    // A member that joins the group through the group protocol resumes at those offsets: it
+    // reads exactly the records written after the commit, one per partition.
+    let member: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", BOOTSTRAP)
+        .set("group.id", "cluster-reader")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    let committed = member.committed_offsets(positions.clone(), WAIT).unwrap();
+    assert_eq!(committed.to_topic_map(), positions.to_topic_map(), "committed offsets read back");
+    member.subscribe(&["spread"]).unwrap();
+    let mut later: BTreeMap<i32, String> = BTreeMap::new();
+    for p in 0..PARTITIONS {
+        let value = format!("after-commit-{p}");
+        producer
+            .send(FutureRecord::to("spread").partition(p).key("k").payload(&value), WAIT)
+            .await
+            .unwrap();
+        later.insert(p, value);
+    }
+    let mut resumed: BTreeMap<i32, String> = BTreeMap::new();
+    let deadline = Instant::now() + WAIT;
+    while resumed.len() < PARTITIONS as usize {
+        assert!(Instant::now() < deadline, "the group member read only {resumed:?}");
+        if let Some(Ok(m)) = member.poll(Duration::from_millis(200)) {
+            let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+            assert!(resumed.insert(m.partition(), value).is_none(), "a partition read twice");
+        }
+    }
+    assert_eq!(resumed, later, "the member resumed exactly at the committed offsets");
     drop(cluster);
 }

@@ -15,7 +15,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::code;
+use super::{code, led_partition};
 use crate::controller::logic::ControllerError;
 use crate::controller::rpc::Request;
 use crate::model::{Offset, TopicId};
@@ -178,16 +178,15 @@ pub async fn delete_records(
 ) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
     for wanted in request.topics {
-        let topic = broker.catalog.get(wanted.name.0.as_str());
         let mut out = DeleteRecordsTopicResult::default();
         out.name = wanted.name;
         for part in wanted.partitions {
             let mut p = DeleteRecordsPartitionResult::default();
             p.partition_index = part.partition_index;
             p.low_watermark = -1;
-            match topic.as_ref().and_then(|t| t.partition(part.partition_index)) {
-                None => p.error_code = code(ResponseError::UnknownTopicOrPartition),
-                Some(partition) => {
+            match led_partition(broker, out.name.0.as_str(), part.partition_index) {
+                Err(error) => p.error_code = code(error),
+                Ok(partition) => {
                     let hw = partition.high_watermark();
                     let target = if part.offset == -1 { hw } else { Offset(part.offset) };
                     if target.0 < 0 || target > hw {

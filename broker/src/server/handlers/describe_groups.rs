@@ -7,6 +7,7 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::coordinator_error;
 use super::group_common::group_id;
 use crate::node::Broker;
 
@@ -17,9 +18,19 @@ pub fn handle(
     version: i16,
 ) -> DescribeGroupsResponse {
     let ids: Vec<_> = request.groups.iter().map(group_id).collect();
-    let described = broker.groups.read(|c| c.describe_groups(&ids));
     let mut out = DescribeGroupsResponse::default();
-    for group in described {
+    for id in ids {
+        if let Some(error) = coordinator_error(broker, &id.0) {
+            let mut g = DescribedGroup::default();
+            g.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(id.0));
+            g.error_code = error.code();
+            out.groups.push(g);
+            continue;
+        }
+        let Some(group) = broker.groups.read(|c| c.describe_groups(&[id])).into_iter().next()
+        else {
+            continue;
+        };
         let mut g = DescribedGroup::default();
         g.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group.group_id.0));
         g.group_state = StrBytes::from_static_str(group.state.as_str());

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{HeartbeatRequest as WireHeartbeat, HeartbeatResponse};
 
+use super::coordinator_error;
 use super::group_common::{from_opt, group_id, string, unavailable};
 use crate::coordinator::{self, Generation, HeartbeatRequest, InstanceId, MemberId, Response};
 use crate::node::Broker;
@@ -17,6 +18,10 @@ pub async fn handle(broker: &Arc<Broker>, request: WireHeartbeat) -> HeartbeatRe
         instance_id: from_opt(&request.group_instance_id).map(InstanceId),
     };
     let mut out = HeartbeatResponse::default();
+    if let Some(error) = coordinator_error(broker, &req.group_id.0) {
+        out.error_code = error.code();
+        return out;
+    }
     out.error_code = match broker.groups.call(|c, id, now| c.heartbeat(id, req, now)).await {
         Ok(Response::Heartbeat(beat)) => coordinator::error_code(beat.error),
         _ => unavailable(),

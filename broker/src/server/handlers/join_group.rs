@@ -6,6 +6,7 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::coordinator_error;
 use super::group_common::{from_opt, group_id, string, unavailable};
 use crate::coordinator::{self, JoinRequest, MemberId, Protocol, Response};
 use crate::node::Broker;
@@ -41,6 +42,10 @@ pub async fn handle(
     let mut out = JoinGroupResponse::default();
     if version < 7 {
         out.protocol_name = Some(StrBytes::default());
+    }
+    if let Some(error) = coordinator_error(broker, &req.group_id.0) {
+        out.error_code = error.code();
+        return out;
     }
     match broker.groups.call(|c, id, now| c.join(id, req, now)).await {
         Ok(Response::Join(joined)) => {

@@ -9,7 +9,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
-use super::code;
+use super::{code, led_partition};
 use crate::node::Broker;
 
 /// The special timestamps of ListOffsets.
@@ -27,7 +27,6 @@ pub async fn handle(
 ) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
     for wanted in request.topics {
-        let topic = broker.catalog.get(wanted.name.0.as_str());
         let mut out = ListOffsetsTopicResponse::default();
         out.name = wanted.name;
         for part in wanted.partitions {
@@ -36,11 +35,14 @@ pub async fn handle(
             p.timestamp = -1;
             p.offset = -1;
             p.leader_epoch = -1;
-            let partition = topic.as_ref().and_then(|t| t.partition(part.partition_index));
-            let Some(partition) = partition else {
-                p.error_code = code(ResponseError::UnknownTopicOrPartition);
-                out.partitions.push(p);
-                continue;
+            let partition = led_partition(broker, out.name.0.as_str(), part.partition_index);
+            let partition = match partition {
+                Ok(partition) => partition,
+                Err(error) => {
+                    p.error_code = code(error);
+                    out.partitions.push(p);
+                    continue;
+                }
             };
             let epoch = partition.leader_epoch().0;
             if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {

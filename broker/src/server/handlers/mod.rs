@@ -29,8 +29,11 @@ use kafka_protocol::ResponseError;
 
 use super::Reply;
 use crate::controller::membership::Leadership;
+use crate::groups::partition_for;
 use crate::node::Broker;
+use crate::partition::Partition;
 use crate::protocol::{Decoded, Request, Response};
+use crate::topics::OFFSETS_TOPIC;
 
 /// Dispatches one request.
 pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::SocketAddr) -> Reply {
@@ -136,6 +139,44 @@ pub(crate) fn leadership_error(
         Leadership::Unknown => Some(ResponseError::UnknownTopicOrPartition),
         Leadership::NotLeader => Some(ResponseError::NotLeaderOrFollower),
         Leadership::Leader => None,
+    }
+}
+
+/// Why this broker cannot coordinate `group` now: the offsets topic does not exist yet
+/// (COORDINATOR_NOT_AVAILABLE), another broker leads the group's offsets partition or this one
+/// is fenced (NOT_COORDINATOR: the client finds the coordinator again), or the partition's
+/// groups are still loading (COORDINATOR_LOAD_IN_PROGRESS). `None`: it can.
+pub(crate) fn coordinator_error(broker: &Broker, group: &str) -> Option<ResponseError> {
+    let membership = broker.membership()?;
+    let image = membership.image();
+    let Some(offsets) = image.topic(OFFSETS_TOPIC) else {
+        return Some(ResponseError::CoordinatorNotAvailable);
+    };
+    let index = partition_for(group, offsets.partitions.len() as i32);
+    match membership.leadership(OFFSETS_TOPIC, index) {
+        Leadership::Leader if broker.groups.is_loaded(index) => None,
+        Leadership::Leader => Some(ResponseError::CoordinatorLoadInProgress),
+        Leadership::NotLeader | Leadership::Unknown => Some(ResponseError::NotCoordinator),
+    }
+}
+
+/// The partition this broker leads, or why it cannot serve `topic`/`partition` as its leader.
+pub(crate) fn led_partition(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+) -> Result<Arc<Partition>, ResponseError> {
+    if let Some(error) = leadership_error(broker, topic, partition) {
+        return Err(error);
+    }
+    broker.catalog.partition(topic, partition).ok_or(ResponseError::UnknownTopicOrPartition)
+}
+
+/// Whether `topic`/`partition` exists in the cluster (on any broker).
+pub(crate) fn partition_exists(broker: &Broker, topic: &str, partition: i32) -> bool {
+    match broker.membership() {
+        Some(membership) => membership.image().partition(topic, partition).is_some(),
+        None => broker.catalog.partition(topic, partition).is_some(),
     }
 }
 

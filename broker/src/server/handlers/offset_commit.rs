@@ -12,6 +12,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 
 use super::group_common::{from_opt, group_id, string, unavailable};
+use super::{coordinator_error, partition_exists};
 use crate::coordinator::{
     self, CommitRequest, Generation, InstanceId, MemberId, OffsetCommit, Response,
 };
@@ -26,11 +27,17 @@ pub async fn handle(
 ) -> OffsetCommitResponse {
     let mut errors: BTreeMap<TopicPartition, i16> = BTreeMap::new();
     let mut offsets = Vec::new();
+    let not_coordinator = coordinator_error(broker, request.group_id.0.as_str());
     for topic in &request.topics {
-        let known = broker.catalog.get(topic.name.0.as_str());
         for p in &topic.partitions {
             let tp = TopicPartition::new(string(&topic.name.0), p.partition_index);
-            if known.as_ref().and_then(|t| t.partition(p.partition_index)).is_none() {
+            if let Some(error) = not_coordinator {
+                errors.insert(tp, error.code());
+                continue;
+            }
+            // Any partition of the cluster, wherever it lives: the coordinator keeps offsets
+            // for partitions other brokers lead.
+            if !partition_exists(broker, topic.name.0.as_str(), p.partition_index) {
                 errors.insert(tp, ResponseError::UnknownTopicOrPartition.code());
                 continue;
             }

@@ -8,6 +8,7 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::coordinator_error;
 use super::group_common::{group_id, unavailable};
 use crate::coordinator::{self, DeleteOffsetsRequest, Response};
 use crate::model::TopicPartition;
@@ -26,6 +27,10 @@ pub async fn handle(broker: &Arc<Broker>, request: OffsetDeleteRequest) -> Offse
         .collect();
     let req = DeleteOffsetsRequest { group_id: group_id(&request.group_id), partitions };
     let mut out = OffsetDeleteResponse::default();
+    if let Some(error) = coordinator_error(broker, &req.group_id.0) {
+        out.error_code = error.code();
+        return out;
+    }
     match broker.groups.call(|c, id, now| c.delete_offsets(id, req, now)).await {
         Ok(Response::DeleteOffsets(deleted)) => {
             out.error_code = coordinator::error_code(deleted.error);

@@ -7,6 +7,7 @@ use kafka_protocol::messages::offset_fetch_response::*;
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::coordinator_error;
 use super::group_common::group_id;
 use crate::coordinator::{CommittedOffset, GroupId};
 use crate::model::TopicPartition;
@@ -50,6 +51,23 @@ pub async fn handle(
 ) -> OffsetFetchResponse {
     let mut out = OffsetFetchResponse::default();
     if version < 8 {
+        if let Some(error) = coordinator_error(broker, request.group_id.0.as_str()) {
+            // Before v2 the error travels per partition: on each partition asked for.
+            out.error_code = error.code();
+            for t in request.topics.iter().flatten() {
+                let mut topic = OffsetFetchResponseTopic::default();
+                topic.name = t.name.clone();
+                for &index in &t.partition_indexes {
+                    let mut p = OffsetFetchResponsePartition::default();
+                    p.partition_index = index;
+                    p.committed_offset = -1;
+                    p.error_code = error.code();
+                    topic.partitions.push(p);
+                }
+                out.topics.push(topic);
+            }
+            return out;
+        }
         let asked = request
             .topics
             .as_ref()
@@ -79,6 +97,11 @@ pub async fn handle(
             .map(|ts| wanted(ts.iter().map(|t| (&t.name, &t.partition_indexes))));
         let mut result = OffsetFetchResponseGroup::default();
         result.group_id = group.group_id.clone();
+        if let Some(error) = coordinator_error(broker, group.group_id.0.as_str()) {
+            result.error_code = error.code();
+            out.groups.push(result);
+            continue;
+        }
         for (name, parts) in by_topic(fetch(broker, &group_id(&group.group_id), asked)) {
             let mut topic = OffsetFetchResponseTopics::default();
             topic.name = TopicName(StrBytes::from_string(name));

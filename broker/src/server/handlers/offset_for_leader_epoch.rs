@@ -10,7 +10,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use super::code;
+use super::{code, led_partition};
 use crate::log::epochs::EpochCache;
 use crate::model::{LeaderEpoch, Offset};
 use crate::node::Broker;
@@ -22,7 +22,6 @@ pub fn handle(
 ) -> OffsetForLeaderEpochResponse {
     let mut response = OffsetForLeaderEpochResponse::default();
     for wanted in request.topics {
-        let topic = broker.catalog.get(wanted.topic.0.as_str());
         let mut out = OffsetForLeaderTopicResult::default();
         out.topic = wanted.topic;
         for part in wanted.partitions {
@@ -30,9 +29,9 @@ pub fn handle(
             p.partition = part.partition;
             p.leader_epoch = -1;
             p.end_offset = -1;
-            match topic.as_ref().and_then(|t| t.partition(part.partition)) {
-                None => p.error_code = code(ResponseError::UnknownTopicOrPartition),
-                Some(partition) => {
+            match led_partition(broker, out.topic.0.as_str(), part.partition) {
+                Err(error) => p.error_code = code(error),
+                Ok(partition) => {
                     let current = partition.leader_epoch().0;
                     if part.current_leader_epoch >= 0 && part.current_leader_epoch != current {
                         let fenced = part.current_leader_epoch < current;

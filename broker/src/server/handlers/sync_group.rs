@@ -5,6 +5,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::coordinator_error;
 use super::group_common::{from_opt, group_id, string, unavailable};
 use crate::coordinator::{self, Generation, InstanceId, MemberId, Response, SyncRequest};
 use crate::node::Broker;
@@ -29,6 +30,10 @@ pub async fn handle(
             .collect(),
     };
     let mut out = SyncGroupResponse::default();
+    if let Some(error) = coordinator_error(broker, &req.group_id.0) {
+        out.error_code = error.code();
+        return out;
+    }
     match broker.groups.call(|c, id, now| c.sync(id, req, now)).await {
         Ok(Response::Sync(synced)) => {
             out.error_code = coordinator::error_code(synced.error);
