@@ -30,6 +30,13 @@ impl FsDisk {
     }
 }
 
+/// Writes up to this size go straight to the page cache from the calling task: a copy of a
+/// few microseconds, far cheaper than handing the work to a blocking thread and back, which on
+/// a two-core machine dominated the cost of appending a 16 KiB batch. Larger writes, and every
+/// read, sync and metadata operation (which may wait on the device), still run on the blocking
+/// pool.
+const INLINE_WRITE_BYTES_MAX: usize = 128 << 10;
+
 /// Runs blocking file-system work off the async worker threads.
 async fn blocking<T, F>(work: F) -> io::Result<T>
 where
@@ -137,7 +144,11 @@ impl File for FsFile {
         let file = Arc::clone(&self.file);
         let end = pos + data.len() as u64;
         Box::pin(async move {
-            blocking(move || file.write_all_at(&data, pos)).await?;
+            if data.len() <= INLINE_WRITE_BYTES_MAX {
+                file.write_all_at(&data, pos)?;
+            } else {
+                blocking(move || file.write_all_at(&data, pos)).await?;
+            }
             self.len.fetch_max(end, Ordering::SeqCst);
             Ok(())
         })
@@ -148,7 +159,11 @@ impl File for FsFile {
         // Reserving the range up front keeps appends in call order without a lock.
         let pos = self.len.fetch_add(data.len() as u64, Ordering::SeqCst);
         Box::pin(async move {
-            blocking(move || file.write_all_at(&data, pos)).await?;
+            if data.len() <= INLINE_WRITE_BYTES_MAX {
+                file.write_all_at(&data, pos)?;
+            } else {
+                blocking(move || file.write_all_at(&data, pos)).await?;
+            }
             Ok(pos)
         })
     }
