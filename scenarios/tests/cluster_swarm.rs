@@ -60,3 +60,26 @@ fn the_same_seed_gives_the_same_cluster_trace() {
         assert_eq!(first.counts, second.counts);
     }
 }
+
+/// Seeds of the swarm with disk faults in the default test run.
+const DISK_FAULT_SEEDS: std::ops::Range<u64> = 10_000..10_200;
+
+#[test]
+fn cluster_survives_disk_faults_too() {
+    let options = swarm::Options { disk_faults: true };
+    let mut failures = Vec::new();
+    for seed in DISK_FAULT_SEEDS {
+        let report = swarm::run_with(seed, FAULT_PHASE, options);
+        if !report.violations.is_empty() {
+            let failure = format!(
+                "seed {seed:#x} FAILED ({})\n    {}\n  replay: {} --disk-faults",
+                report.shape,
+                report.violations.join("\n    "),
+                replay(seed)
+            );
+            println!("{failure}");
+            failures.push(failure);
+        }
+    }
+    assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
+}

@@ -30,7 +30,7 @@ struct Cli {
     /// Which workload to run.
     #[arg(long, value_enum, default_value_t = Workload::Echo)]
     workload: Workload,
-    /// Let the nemesis break the broker's disk too (broker workload only).
+    /// Let the nemesis break the nodes' disks too (broker and cluster workloads).
     #[arg(long)]
     disk_faults: bool,
 }
@@ -190,12 +190,13 @@ fn run_workload(
                 violations: r.violations,
             }
         }
-        Workload::Cluster => cluster_outcome(seed, fault_phase),
+        Workload::Cluster => cluster_outcome(seed, fault_phase, options.disk_faults),
     }
 }
 
-fn cluster_outcome(seed: u64, fault_phase: Duration) -> Outcome {
-    let r = weir_sim::workload::cluster::swarm::run(seed, fault_phase);
+fn cluster_outcome(seed: u64, fault_phase: Duration, disk_faults: bool) -> Outcome {
+    let options = weir_sim::workload::cluster::swarm::Options { disk_faults };
+    let r = weir_sim::workload::cluster::swarm::run_with(seed, fault_phase, options);
     Outcome {
         seed,
         trace_hash: r.trace_hash,

@@ -233,6 +233,13 @@ impl QuorumStore {
             log.truncate(valid as u64).await?;
         }
         // What a killed process left in the page cache is made durable before it is trusted.
+        // A sync alone is not enough: after a failed sync (fsyncgate) the kernel keeps the
+        // pages readable but will never write them back, so they would vanish in a later power
+        // failure, after this store had built on them. Writing the bytes again makes them dirty,
+        // and the sync then reaches the device.
+        if valid > 0 {
+            log.write_at(0, bytes.slice(..valid)).await?;
+        }
         log.sync_data().await?;
         disk.sync_dir(dir).await?;
         let snapshot_index = recovered.snapshot.as_ref().map_or(0, |(s, _)| s.index);

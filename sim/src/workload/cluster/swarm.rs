@@ -15,6 +15,13 @@
 //!
 //! Topics are replication factor 1 with `flush.policy=ack`: a record is acknowledged once it is
 //! durable on its one broker, so kills and power failures may delay it but never lose it.
+//!
+//! With [`Options::disk_faults`] the nemesis also fails reads, writes and syncs and flips bits in
+//! what reads return. A partition whose log a failed write or sync took offline stays offline
+//! until its broker restarts (a failed sync may have dropped pages, so nothing is trusted
+//! before recovery), so after the heal every node is restarted once before the checks; a
+//! corrupt batch a reader catches by its CRC is then the system working, counted, not a
+//! violation.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +74,13 @@ pub struct Report {
     pub violations: Vec<String>,
 }
 
+/// Choices beyond the seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Let the nemesis turn on disk faults on the nodes.
+    pub disk_faults: bool,
+}
+
 /// One topic the admin task made.
 #[derive(Clone, Debug)]
 struct TopicState {
@@ -86,6 +100,9 @@ struct Ledger {
     /// Every record ever read: (topic, partition, offset) → value.
     seen: BTreeMap<(String, i32, i64), Bytes>,
     anomalies: Vec<String>,
+    /// Corrupt batches readers caught (expected only under disk faults).
+    corruption_caught: u64,
+    disk_faults: bool,
     creates: u64,
     deletes: u64,
     produce_errors: u64,
@@ -131,11 +148,17 @@ pub fn spec_for(seed: u64) -> ClusterSpec {
     ClusterSpec { voters, ..ClusterSpec::combined(nodes) }
 }
 
-/// Runs one seed: `fault_phase` of faults, then the heal and every checker.
+/// Runs one seed without disk faults: `fault_phase` of faults, then the heal and every checker.
 pub fn run(seed: u64, fault_phase: Duration) -> Report {
+    run_with(seed, fault_phase, Options::default())
+}
+
+/// Runs one seed: `fault_phase` of faults, then the heal and every checker.
+pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     let spec = spec_for(seed);
     let mut cluster = Cluster::new(seed, spec);
     let shared: Shared = Arc::default();
+    lock(&shared).disk_faults = options.disk_faults;
     let stop_admin = Arc::new(AtomicBool::new(false));
     let mut violations = Vec::new();
     if !cluster.run_until(SETTLE_BOUND, Cluster::settled) {
@@ -168,7 +191,8 @@ pub fn run(seed: u64, fault_phase: Duration) -> Report {
                 .spawn(cluster.client, "consumer", move |env| consumer(env, addrs, shared, stop)),
         );
     }
-    let mix = FaultMix::from_seed(seed).without_disk_faults();
+    let mix = FaultMix::from_seed(seed);
+    let mix = if options.disk_faults { mix } else { mix.without_disk_faults() };
     let mut nemesis = Nemesis::new(seed, mix, cluster.nodes.clone());
     let end = cluster.sim.now() + fault_phase;
     while cluster.sim.now() < end {
@@ -179,6 +203,13 @@ pub fn run(seed: u64, fault_phase: Duration) -> Report {
         }
     }
     nemesis.heal(&cluster.sim);
+    if options.disk_faults {
+        // Logs (and controllers) a failed write or sync took offline recover on restart.
+        for &node in &cluster.nodes {
+            cluster.sim.kill(node);
+            cluster.sim.start(node);
+        }
+    }
     stop_admin.store(true, Ordering::Relaxed);
     let healed = cluster.sim.now();
     if cluster.run_until(SETTLE_BOUND, Cluster::settled) {
@@ -202,12 +233,13 @@ pub fn run(seed: u64, fault_phase: Duration) -> Report {
     let ledger = lock(&shared);
     violations.extend(ledger.anomalies.iter().take(20).cloned());
     let counts = format!(
-        "{} topics created, {} deleted, {} records acked, {} reads, {} produce errors, {} metadata offsets compared",
+        "{} topics created, {} deleted, {} records acked, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared",
         ledger.creates,
         ledger.deletes,
         ledger.acked.len(),
         ledger.reads,
         ledger.produce_errors,
+        ledger.corruption_caught,
         cluster.offsets_watched()
     );
     Report {
@@ -378,8 +410,14 @@ async fn consumer(
                     }
                     let mut l = lock(&shared);
                     if let Some(c) = p.corrupt {
-                        l.anomalies
-                            .push(format!("{}-{}: corrupt batch read: {c}", p.topic, p.partition));
+                        if l.disk_faults {
+                            l.corruption_caught += 1;
+                        } else {
+                            l.anomalies.push(format!(
+                                "{}-{}: corrupt batch read: {c}",
+                                p.topic, p.partition
+                            ));
+                        }
                     }
                     for r in p.records {
                         *at = r.offset + 1;
