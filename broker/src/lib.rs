@@ -15,6 +15,7 @@ pub mod node;
 pub mod partition;
 pub mod producer_ids;
 pub mod protocol;
+pub mod replication;
 pub mod runtime;
 pub mod server;
 pub mod topics;

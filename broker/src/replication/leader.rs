@@ -1,0 +1,313 @@
+//! The leader's side of one partition's replication, sans-IO: what each follower has fetched,
+//! the in-sync replica set (ISR), the high watermark, when an `acks=all` produce may be
+//! answered, and which ISR change to ask the controller for.
+//!
+//! Inputs are the leader's own log end and durable end, each follower fetch (a fetch from offset
+//! `o` means the follower holds every record below `o`; under `flush.policy=ack` a follower
+//! fetches past a batch only once it has synced it, so `o` is also its durable end), the clock,
+//! and ISR changes the controller committed. Outputs are the high watermark, answers to
+//! `acks=all`, and ISR proposals. The shell does the I/O.
+//!
+//! The rules, after Kafka's (KIP-497 for the ISR in flight):
+//! - The high watermark is the least end among the leader and every member of the *maximal*
+//!   ISR: the committed ISR plus a member being added, and still including a member being
+//!   removed until its removal commits. It never goes back, and it moves only while the
+//!   committed ISR has at least `min.insync.replicas` members.
+//! - `acks=all` is refused before the append when the ISR is below the minimum
+//!   (NOT_ENOUGH_REPLICAS); it is answered once the high watermark passes the batch, or with
+//!   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
+//! - A follower leaves the ISR when it has not caught up to the leader's log end for
+//!   `replica.lag.time.max.ms`; it joins when it has caught up to the high watermark and to the
+//!   start of the current leader epoch. One change is in flight at a time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::controller::records::BrokerId;
+use crate::io::Instant;
+use crate::model::Offset;
+
+/// The partition's replication settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaderConfig {
+    /// `min.insync.replicas`.
+    pub min_insync_replicas: usize,
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag_time_max: Duration,
+    /// `flush.policy=ack`: the leader's own part of the high watermark is its durable end.
+    pub durable_acks: bool,
+}
+
+/// What the leader knows of one follower.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowerState {
+    /// The follower holds every record below this offset (its last fetch offset).
+    pub fetched: Offset,
+    /// The last time a fetch of it reached the leader's log end.
+    pub caught_up_at: Instant,
+}
+
+/// Where an `acks=all` produce stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckStatus {
+    /// Every in-sync replica has the batch: answer success.
+    Done,
+    /// Not yet.
+    Waiting,
+    /// The ISR fell below `min.insync.replicas` while waiting: NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+    NotEnoughReplicasAfterAppend,
+}
+
+/// Why the leader refuses something.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplicationError {
+    /// NOT_ENOUGH_REPLICAS: the ISR is smaller than `min.insync.replicas`.
+    #[error("the ISR has {isr} members, fewer than min.insync.replicas {min}")]
+    NotEnoughReplicas {
+        /// ISR members now.
+        isr: usize,
+        /// The minimum.
+        min: usize,
+    },
+    /// The fetching broker holds no replica of the partition.
+    #[error("broker {0} is not a replica of this partition")]
+    NotAReplica(BrokerId),
+}
+
+/// An ISR change for the controller to commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsrProposal {
+    /// The ISR asked for.
+    pub isr: BTreeSet<BrokerId>,
+    /// The partition epoch it is based on (the controller refuses a stale one).
+    pub partition_epoch: i32,
+}
+
+/// The partition as the controller committed it when this broker became its leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Assignment<'a> {
+    /// Every replica, the leader included.
+    pub replicas: &'a [BrokerId],
+    /// The in-sync replicas.
+    pub isr: &'a [BrokerId],
+    /// The partition epoch (bumped by every change the controller commits).
+    pub partition_epoch: i32,
+    /// First offset of this leader epoch.
+    pub epoch_start: Offset,
+}
+
+/// Where the leader's own log stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogEnds {
+    /// The offset after the last record.
+    pub log_end: Offset,
+    /// Everything below it is durable.
+    pub durable_end: Offset,
+    /// The high watermark the log recorded.
+    pub high_watermark: Offset,
+}
+
+/// The leader's replication state for one partition in one leader epoch.
+#[derive(Clone, Debug)]
+pub struct LeaderReplica {
+    config: LeaderConfig,
+    leader: BrokerId,
+    /// First offset of the current leader epoch.
+    epoch_start: Offset,
+    partition_epoch: i32,
+    isr: BTreeSet<BrokerId>,
+    /// An ISR change sent to the controller and not yet committed.
+    pending: Option<IsrProposal>,
+    followers: BTreeMap<BrokerId, FollowerState>,
+    log_end: Offset,
+    durable_end: Offset,
+    high_watermark: Offset,
+}
+
+impl LeaderReplica {
+    /// The state of broker `leader` that just became leader of a partition assigned as
+    /// `assignment`, with its log at `ends`. Every follower gets a full lag allowance from
+    /// `now`.
+    pub fn new(
+        config: LeaderConfig,
+        leader: BrokerId,
+        assignment: Assignment<'_>,
+        ends: LogEnds,
+        now: Instant,
+    ) -> LeaderReplica {
+        let LogEnds { log_end, durable_end, high_watermark } = ends;
+        let followers = assignment
+            .replicas
+            .iter()
+            .filter(|&&r| r != leader)
+            .map(|&r| (r, FollowerState { fetched: Offset(0), caught_up_at: now }))
+            .collect();
+        let mut isr: BTreeSet<BrokerId> = assignment.isr.iter().copied().collect();
+        isr.insert(leader);
+        LeaderReplica {
+            config,
+            leader,
+            epoch_start: assignment.epoch_start,
+            partition_epoch: assignment.partition_epoch,
+            isr,
+            pending: None,
+            followers,
+            log_end,
+            durable_end: durable_end.min(log_end),
+            high_watermark: high_watermark.min(log_end),
+        }
+    }
+
+    /// The high watermark: consumers read below it, and `acks=all` waits for it.
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+
+    /// The committed ISR.
+    pub fn isr(&self) -> &BTreeSet<BrokerId> {
+        &self.isr
+    }
+
+    /// What the leader knows of `follower`.
+    pub fn follower(&self, follower: BrokerId) -> Option<FollowerState> {
+        self.followers.get(&follower).copied()
+    }
+
+    /// The ISR change in flight, if any.
+    pub fn pending(&self) -> Option<&IsrProposal> {
+        self.pending.as_ref()
+    }
+
+    /// The leader appended: its log now ends at `log_end`. Returns the new high watermark if
+    /// it moved.
+    pub fn on_append(&mut self, log_end: Offset) -> Option<Offset> {
+        self.log_end = self.log_end.max(log_end);
+        self.advance()
+    }
+
+    /// The leader's log is durable up to `durable_end`.
+    pub fn on_durable(&mut self, durable_end: Offset) -> Option<Offset> {
+        self.durable_end = self.durable_end.max(durable_end.min(self.log_end));
+        self.advance()
+    }
+
+    /// `follower` fetched from `offset` at `now`. Returns the new high watermark if it moved.
+    pub fn on_fetch(
+        &mut self,
+        follower: BrokerId,
+        offset: Offset,
+        now: Instant,
+    ) -> Result<Option<Offset>, ReplicationError> {
+        let log_end = self.log_end;
+        let state =
+            self.followers.get_mut(&follower).ok_or(ReplicationError::NotAReplica(follower))?;
+        // A follower that truncated (a new leader epoch) may fetch from lower than before.
+        state.fetched = offset.min(log_end);
+        if offset >= log_end {
+            state.caught_up_at = now;
+        }
+        Ok(self.advance())
+    }
+
+    /// Refuses an `acks=all` produce up front when the ISR is below the minimum.
+    pub fn check_acks_all(&self) -> Result<(), ReplicationError> {
+        if self.isr.len() < self.config.min_insync_replicas {
+            return Err(ReplicationError::NotEnoughReplicas {
+                isr: self.isr.len(),
+                min: self.config.min_insync_replicas,
+            });
+        }
+        Ok(())
+    }
+
+    /// Where an `acks=all` produce whose batch ends before `end` stands.
+    pub fn ack_status(&self, end: Offset) -> AckStatus {
+        if self.high_watermark >= end {
+            AckStatus::Done
+        } else if self.isr.len() < self.config.min_insync_replicas {
+            AckStatus::NotEnoughReplicasAfterAppend
+        } else {
+            AckStatus::Waiting
+        }
+    }
+
+    /// The ISR change to ask the controller for now, if any: drop followers that lagged too
+    /// long, or add one that caught up. Nothing while a change is in flight.
+    pub fn propose(&mut self, now: Instant) -> Option<IsrProposal> {
+        if self.pending.is_some() {
+            return None;
+        }
+        let lagging: BTreeSet<BrokerId> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|&r| r != self.leader)
+            .filter(|r| {
+                self.followers.get(r).is_some_and(|f| {
+                    now.saturating_duration_since(f.caught_up_at) > self.config.replica_lag_time_max
+                })
+            })
+            .collect();
+        let isr: BTreeSet<BrokerId> = if !lagging.is_empty() {
+            self.isr.difference(&lagging).copied().collect()
+        } else {
+            let ready = self.high_watermark.max(self.epoch_start);
+            let joining = self
+                .followers
+                .iter()
+                .find(|(r, f)| !self.isr.contains(r) && f.fetched >= ready)
+                .map(|(&r, _)| r)?;
+            let mut isr = self.isr.clone();
+            isr.insert(joining);
+            isr
+        };
+        let proposal = IsrProposal { isr, partition_epoch: self.partition_epoch };
+        self.pending = Some(proposal.clone());
+        Some(proposal)
+    }
+
+    /// The controller committed `isr` at `partition_epoch` (or refused the proposal: then the
+    /// committed state it answers with). Returns the new high watermark if it moved.
+    pub fn on_isr_committed(&mut self, isr: &[BrokerId], partition_epoch: i32) -> Option<Offset> {
+        if partition_epoch >= self.partition_epoch {
+            self.isr = isr.iter().copied().collect();
+            self.isr.insert(self.leader);
+            self.partition_epoch = partition_epoch;
+        }
+        self.pending = None;
+        self.advance()
+    }
+
+    /// Members whose ends bound the high watermark: the committed ISR plus any member being
+    /// added (one being removed still counts until its removal commits).
+    fn maximal_isr(&self) -> BTreeSet<BrokerId> {
+        let mut out = self.isr.clone();
+        if let Some(p) = &self.pending {
+            out.extend(p.isr.iter().copied());
+        }
+        out
+    }
+
+    fn advance(&mut self) -> Option<Offset> {
+        if self.isr.len() < self.config.min_insync_replicas {
+            return None;
+        }
+        let own = if self.config.durable_acks { self.durable_end } else { self.log_end };
+        let candidate = self
+            .maximal_isr()
+            .iter()
+            .filter(|&&r| r != self.leader)
+            .map(|r| self.followers.get(r).map_or(Offset(0), |f| f.fetched))
+            .fold(own, Offset::min);
+        if candidate > self.high_watermark {
+            self.high_watermark = candidate;
+            Some(candidate)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "leader_tests.rs"]
+mod tests;

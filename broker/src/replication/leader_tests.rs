@@ -1,0 +1,187 @@
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const LAG: Duration = Duration::from_secs(30);
+
+fn at(secs: u64) -> Instant {
+    Instant::from_nanos(secs * 1_000_000_000)
+}
+
+fn config(min_isr: usize, durable_acks: bool) -> LeaderConfig {
+    LeaderConfig { min_insync_replicas: min_isr, replica_lag_time_max: LAG, durable_acks }
+}
+
+/// Leader 1 of `replicas` with `isr`, at partition epoch `epoch` and leader-epoch start
+/// `start`, its log at `ends` (log end, durable end, high watermark).
+fn leader(
+    config: LeaderConfig,
+    replicas: &[BrokerId],
+    isr: &[BrokerId],
+    (epoch, start): (i32, i64),
+    (end, durable, hw): (i64, i64, i64),
+) -> LeaderReplica {
+    let assignment =
+        Assignment { replicas, isr, partition_epoch: epoch, epoch_start: Offset(start) };
+    let ends =
+        LogEnds { log_end: Offset(end), durable_end: Offset(durable), high_watermark: Offset(hw) };
+    LeaderReplica::new(config, 1, assignment, ends, at(0))
+}
+
+/// Leader 1 of replicas 1, 2, 3, all in sync, an empty log.
+fn three(min_isr: usize) -> LeaderReplica {
+    leader(config(min_isr, false), &[1, 2, 3], &[1, 2, 3], (0, 0), (0, 0, 0))
+}
+
+#[test]
+fn high_watermark_is_the_least_end_in_the_isr() {
+    let mut r = three(2);
+    assert_eq!(r.on_append(Offset(10)), None, "followers have nothing yet");
+    assert_eq!(r.on_fetch(2, Offset(10), at(1)), Ok(None), "follower 3 still has nothing");
+    assert_eq!(r.on_fetch(3, Offset(7), at(1)), Ok(Some(Offset(7))));
+    assert_eq!(r.on_fetch(3, Offset(10), at(2)), Ok(Some(Offset(10))));
+    assert_eq!(r.high_watermark(), Offset(10));
+    assert_eq!(r.on_fetch(4, Offset(10), at(2)), Err(ReplicationError::NotAReplica(4)));
+}
+
+#[test]
+fn the_leaders_durable_end_bounds_the_high_watermark_under_the_ack_policy() {
+    let mut r = leader(config(1, true), &[1, 2], &[1, 2], (0, 0), (0, 0, 0));
+    r.on_append(Offset(5));
+    assert_eq!(r.on_fetch(2, Offset(5), at(1)), Ok(None), "the leader has not synced");
+    assert_eq!(r.on_durable(Offset(5)), Some(Offset(5)));
+}
+
+#[test]
+fn a_follower_out_of_the_isr_does_not_hold_the_high_watermark_back() {
+    let mut r = leader(config(2, false), &[1, 2, 3], &[1, 2], (0, 0), (0, 0, 0));
+    r.on_append(Offset(4));
+    assert_eq!(r.on_fetch(2, Offset(4), at(1)), Ok(Some(Offset(4))));
+    assert_eq!(r.follower(3).map(|f| f.fetched), Some(Offset(0)));
+}
+
+#[test]
+fn below_min_insync_replicas_acks_all_is_refused_and_the_high_watermark_stays() {
+    let mut r = leader(config(2, false), &[1, 2, 3], &[1], (0, 0), (0, 0, 0));
+    assert_eq!(r.check_acks_all(), Err(ReplicationError::NotEnoughReplicas { isr: 1, min: 2 }));
+    assert_eq!(r.on_append(Offset(3)), None, "an ISR of one below a minimum of two");
+    assert_eq!(r.ack_status(Offset(3)), AckStatus::NotEnoughReplicasAfterAppend);
+}
+
+#[test]
+fn acks_all_waits_for_every_isr_member_then_is_done() {
+    let mut r = three(2);
+    assert_eq!(r.check_acks_all(), Ok(()));
+    r.on_append(Offset(2));
+    assert_eq!(r.ack_status(Offset(2)), AckStatus::Waiting);
+    r.on_fetch(2, Offset(2), at(1)).expect("a replica");
+    assert_eq!(r.ack_status(Offset(2)), AckStatus::Waiting, "follower 3 is in sync too");
+    r.on_fetch(3, Offset(2), at(1)).expect("a replica");
+    assert_eq!(r.ack_status(Offset(2)), AckStatus::Done);
+}
+
+#[test]
+fn a_lagging_follower_is_dropped_and_a_caught_up_one_rejoins() {
+    let mut r = three(2);
+    r.on_append(Offset(5));
+    r.on_fetch(2, Offset(5), at(10)).expect("a replica");
+    r.on_fetch(3, Offset(1), at(10)).expect("a replica");
+    assert_eq!(r.propose(at(20)), None, "nobody has lagged for 30 s yet");
+    let shrink = r.propose(at(31)).expect("follower 3 has lagged for 31 s");
+    assert_eq!(shrink.isr, BTreeSet::from([1, 2]));
+    assert_eq!(r.propose(at(32)), None, "one change in flight at a time");
+    // Until the shrink commits, follower 3 still bounds the high watermark.
+    assert_eq!(r.high_watermark(), Offset(1));
+    assert_eq!(r.on_isr_committed(&[1, 2], 1), Some(Offset(5)));
+    assert_eq!(r.ack_status(Offset(5)), AckStatus::Done);
+    // Follower 3 catches up with the high watermark and is proposed back.
+    r.on_fetch(3, Offset(5), at(40)).expect("a replica");
+    let expand = r.propose(at(40)).expect("follower 3 caught up");
+    assert_eq!(expand, IsrProposal { isr: BTreeSet::from([1, 2, 3]), partition_epoch: 1 });
+    r.on_append(Offset(6));
+    r.on_fetch(2, Offset(6), at(41)).expect("a replica");
+    assert_eq!(r.high_watermark(), Offset(5), "a member being added counts at once");
+    assert_eq!(r.on_isr_committed(&[1, 2, 3], 2), None);
+    assert_eq!(r.on_fetch(3, Offset(6), at(42)), Ok(Some(Offset(6))));
+}
+
+#[test]
+fn a_follower_behind_the_start_of_the_leader_epoch_does_not_rejoin() {
+    let mut r = leader(config(1, false), &[1, 2], &[1], (3, 10), (10, 10, 8));
+    r.on_fetch(2, Offset(9), at(1)).expect("a replica");
+    assert_eq!(r.propose(at(1)), None, "offset 9 is before the epoch's start at 10");
+    r.on_fetch(2, Offset(10), at(2)).expect("a replica");
+    assert!(r.propose(at(2)).is_some());
+}
+
+#[test]
+fn a_stale_isr_answer_clears_the_proposal_but_changes_nothing() {
+    let mut r = three(1);
+    r.on_fetch(2, Offset(0), at(0)).expect("a replica");
+    let _ = r.propose(at(31)).expect("both followers lagged");
+    r.on_isr_committed(&[1], 5);
+    assert_eq!(r.isr(), &BTreeSet::from([1]));
+    r.on_isr_committed(&[1, 2, 3], 4);
+    assert_eq!(r.isr(), &BTreeSet::from([1]), "epoch 4 is older than 5");
+    assert!(r.pending().is_none());
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append(u8),
+    Durable(u8),
+    Fetch(BrokerId, u8),
+    Tick(u8),
+    Commit(bool),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1u8..5).prop_map(Op::Append),
+        (0u8..5).prop_map(Op::Durable),
+        (2i32..5, 0u8..40).prop_map(|(r, o)| Op::Fetch(r, o)),
+        (0u8..20).prop_map(Op::Tick),
+        any::<bool>().prop_map(Op::Commit),
+    ]
+}
+
+proptest! {
+    /// Whatever happens, the high watermark never goes back, never passes the leader's end
+    /// (its durable end under the ack policy) or any maximal-ISR member's, and moves only
+    /// while the ISR meets the minimum.
+    #[test]
+    fn high_watermark_is_safe(ops in proptest::collection::vec(op(), 1..200), min_isr in 1usize..4, durable in any::<bool>()) {
+        let mut r = leader(config(min_isr, durable), &[1, 2, 3, 4], &[1, 2, 3], (0, 0), (0, 0, 0));
+        let (mut end, mut synced, mut now) = (0i64, 0i64, 0u64);
+        for op in ops {
+            let before = r.high_watermark();
+            let isr_before = r.isr().len();
+            match op {
+                Op::Append(n) => { end += i64::from(n); r.on_append(Offset(end)); }
+                Op::Durable(n) => { synced = (synced + i64::from(n)).min(end); r.on_durable(Offset(synced)); }
+                Op::Fetch(f, o) => { r.on_fetch(f, Offset(i64::from(o).min(end)), at(now)).expect("a replica"); }
+                Op::Tick(s) => { now += u64::from(s); let _ = r.propose(at(now)); }
+                Op::Commit(apply) => {
+                    if let Some(p) = r.pending().cloned() {
+                        let isr: Vec<BrokerId> = if apply { p.isr.into_iter().collect() } else { r.isr().iter().copied().collect() };
+                        r.on_isr_committed(&isr, p.partition_epoch + 1);
+                    }
+                }
+            }
+            let hw = r.high_watermark();
+            prop_assert!(hw >= before, "the high watermark went back");
+            prop_assert!(hw <= Offset(end));
+            if durable { prop_assert!(hw <= Offset(synced)); }
+            if hw > before { prop_assert!(isr_before.max(r.isr().len()) >= min_isr); }
+            for m in r.maximal_isr() {
+                if let Some(f) = r.follower(m) {
+                    // Members that joined after the high watermark passed them are fine: they
+                    // are only admitted once they have caught up with it.
+                    prop_assert!(hw <= f.fetched || hw == before, "hw {hw} passed member {m} at {}", f.fetched);
+                }
+            }
+        }
+    }
+}

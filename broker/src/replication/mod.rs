@@ -1,0 +1,11 @@
+//! Partition replication, sans-IO (DESIGN.md §3): state machines that take the clock, fetches
+//! and committed metadata as inputs and return what to answer and what to ask the controller
+//! for. The shells that fetch, append and call the controller live with the broker.
+//!
+//! [`leader`]: the leader's view — followers' positions, the ISR, the high watermark, `acks=all`.
+
+pub mod leader;
+
+pub use leader::{
+    AckStatus, Assignment, IsrProposal, LeaderConfig, LeaderReplica, LogEnds, ReplicationError,
+};
