@@ -52,6 +52,30 @@ impl EpochCache {
         }
     }
 
+    /// Kafka's `LeaderEpochFileCache.endOffsetFor`: the largest epoch at or below `requested`
+    /// and the offset where it ends (the start of the next epoch, or `log_end` for the newest);
+    /// `requested` itself with the first epoch's start when it is older than every epoch; and
+    /// (−1, −1) when `requested` is undefined or newer than every epoch.
+    pub fn end_offset_for(&self, requested: LeaderEpoch, log_end: Offset) -> (LeaderEpoch, Offset) {
+        let undefined = (LeaderEpoch(-1), Offset(-1));
+        if requested.0 < 0 {
+            return undefined;
+        }
+        if let Some((latest, _)) = self.latest()
+            && latest == requested
+        {
+            return (latest, log_end);
+        }
+        let Some(&(_, higher_start)) = self.entries.iter().find(|(epoch, _)| *epoch > requested)
+        else {
+            return undefined;
+        };
+        match self.entries.iter().rev().find(|(epoch, _)| *epoch <= requested) {
+            Some(&(floor, _)) => (floor, higher_start),
+            None => (requested, higher_start),
+        }
+    }
+
     /// Forgets epochs that start at or after `offset` (the log was truncated there).
     pub fn truncate_from(&mut self, offset: Offset) -> bool {
         let keep = self.entries.partition_point(|(_, start)| *start < offset);
@@ -110,5 +134,19 @@ mod tests {
         assert_eq!(EpochCache::decode(&body), Some(cache.clone()));
         assert!(cache.truncate_from(Offset(10)));
         assert_eq!(cache.latest(), Some((LeaderEpoch(0), Offset(0))));
+    }
+
+    #[test]
+    fn end_offset_for_matches_kafkas_rules() {
+        let mut cache = EpochCache::default();
+        cache.assign(LeaderEpoch(1), Offset(0));
+        cache.assign(LeaderEpoch(3), Offset(10));
+        let end = Offset(25);
+        assert_eq!(cache.end_offset_for(LeaderEpoch(3), end), (LeaderEpoch(3), end));
+        assert_eq!(cache.end_offset_for(LeaderEpoch(2), end), (LeaderEpoch(1), Offset(10)));
+        assert_eq!(cache.end_offset_for(LeaderEpoch(1), end), (LeaderEpoch(1), Offset(10)));
+        assert_eq!(cache.end_offset_for(LeaderEpoch(0), end), (LeaderEpoch(0), Offset(0)));
+        assert_eq!(cache.end_offset_for(LeaderEpoch(9), end), (LeaderEpoch(-1), Offset(-1)));
+        assert_eq!(cache.end_offset_for(LeaderEpoch(-1), end), (LeaderEpoch(-1), Offset(-1)));
     }
 }

@@ -3,7 +3,9 @@
 //! for. The shells that fetch, append and call the controller live with the broker.
 //!
 //! [`leader`]: the leader's view — followers' positions, the ISR, the high watermark, `acks=all`.
+//! [`follower`]: where a follower's log diverges from a new leader's (KIP-101, KIP-279).
 
+pub mod follower;
 pub mod leader;
 
 pub use leader::{

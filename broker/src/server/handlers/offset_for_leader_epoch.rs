@@ -11,8 +11,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::{code, led_partition};
-use crate::log::epochs::EpochCache;
-use crate::model::{LeaderEpoch, Offset};
+use crate::model::LeaderEpoch;
 use crate::node::Broker;
 
 /// Answers OffsetForLeaderEpoch.
@@ -41,8 +40,7 @@ pub fn handle(
                             ResponseError::UnknownLeaderEpoch
                         });
                     } else {
-                        let (epoch, end) = end_offset_for(
-                            &partition.log.epochs(),
+                        let (epoch, end) = partition.log.epochs().end_offset_for(
                             LeaderEpoch(part.leader_epoch),
                             partition.log.log_end_offset(),
                         );
@@ -56,48 +54,4 @@ pub fn handle(
         response.topics.push(out);
     }
     response
-}
-
-/// Kafka's `LeaderEpochFileCache.endOffsetFor`: the largest epoch at or below `requested` and
-/// where it ends; (−1, −1) when `requested` is newer than every epoch or undefined.
-pub fn end_offset_for(
-    cache: &EpochCache,
-    requested: LeaderEpoch,
-    log_end: Offset,
-) -> (LeaderEpoch, Offset) {
-    let undefined = (LeaderEpoch(-1), Offset(-1));
-    let entries = cache.entries();
-    if requested.0 < 0 {
-        return undefined;
-    }
-    if let Some((latest, _)) = cache.latest()
-        && latest == requested
-    {
-        return (latest, log_end);
-    }
-    let Some(&(_, higher_start)) = entries.iter().find(|(epoch, _)| *epoch > requested) else {
-        return undefined;
-    };
-    match entries.iter().rev().find(|(epoch, _)| *epoch <= requested) {
-        Some(&(floor, _)) => (floor, higher_start),
-        None => (requested, higher_start),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn matches_kafkas_end_offset_rules() {
-        let mut cache = EpochCache::default();
-        cache.assign(LeaderEpoch(1), Offset(0));
-        cache.assign(LeaderEpoch(3), Offset(10));
-        let end = Offset(25);
-        assert_eq!(end_offset_for(&cache, LeaderEpoch(3), end), (LeaderEpoch(3), end));
-        assert_eq!(end_offset_for(&cache, LeaderEpoch(2), end), (LeaderEpoch(1), Offset(10)));
-        assert_eq!(end_offset_for(&cache, LeaderEpoch(1), end), (LeaderEpoch(1), Offset(10)));
-        assert_eq!(end_offset_for(&cache, LeaderEpoch(0), end), (LeaderEpoch(0), Offset(0)));
-        assert_eq!(end_offset_for(&cache, LeaderEpoch(9), end), (LeaderEpoch(-1), Offset(-1)));
-    }
 }
