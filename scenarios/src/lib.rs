@@ -31,6 +31,37 @@ pub fn for_each_seed(
     );
 }
 
+/// Runs `run` for every seed in `seeds`; it returns a one-line description of what the seed
+/// drew and the violations found. Panics listing every failing seed with its violations and
+/// `replay(seed)`, the command that replays it.
+pub fn assert_seeds_pass(
+    seeds: impl IntoIterator<Item = u64>,
+    mut run: impl FnMut(u64) -> (String, Vec<String>),
+    replay: impl Fn(u64) -> String,
+) {
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for seed in seeds {
+        count += 1;
+        let (shape, violations) = run(seed);
+        if !violations.is_empty() {
+            let failure = format!(
+                "seed {seed:#x} FAILED ({shape})\n    {}\n  replay: {}",
+                violations.join("\n    "),
+                replay(seed)
+            );
+            println!("{failure}");
+            failures.push(failure);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 fn parse_seed(text: &str) -> u64 {
     let parsed = match text.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16),

@@ -12,15 +12,10 @@ use weir_sim::workload::cluster::{Cluster, ClusterSpec, node_id};
 
 /// Partitions of the test topic (two per broker).
 const PARTITIONS: i32 = 6;
-/// Within how long a fresh or restarted cluster must settle.
-const SETTLE_BOUND: Duration = Duration::from_secs(30);
 
 fn scenario(seed: u64) -> Result<(), String> {
     let spec = ClusterSpec::combined(3);
-    let mut c = Cluster::new(seed, spec);
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("never settled: {:?}", c.unsettled())
-    })?;
+    let mut c = Cluster::new_settled(seed, spec)?;
     c.create_topic(0, "kept", PARTITIONS).map_err(|e| e.to_string())?;
     let mut acked: BTreeMap<(i32, i64), String> = BTreeMap::new();
     for round in 0..3 {
@@ -49,9 +44,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         format!("node{} not fenced after {down_for:?} down", victim + 1)
     })?;
     c.sim.start(c.nodes[victim]);
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("not settled after the restart: {:?}", c.unsettled())
-    })?;
+    c.settle("the restart")?;
     let image = c.committed_image().ok_or("no committed image")?;
     let rejoined = image.brokers.get(&node_id(victim)).ok_or("victim unknown")?;
     ensure(rejoined.registration.incarnation != incarnation && !rejoined.fenced, || {
@@ -84,8 +77,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         }
         c.produce(0, "kept", p, "after", Duration::from_secs(10)).ok_or("no write after")?;
     }
-    let violations = c.violations();
-    ensure(violations.is_empty(), || violations.join("; "))
+    c.watch_verdict()
 }
 
 #[test]

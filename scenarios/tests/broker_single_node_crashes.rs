@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use weir_scenarios::assert_seeds_pass;
 use weir_sim::workload::broker;
 
 /// Seeds in the default test run (`weir-sim --workload broker --seeds A..B` runs more).
@@ -26,26 +27,11 @@ fn replay(seed: u64) -> String {
 
 #[test]
 fn single_broker_keeps_its_promises_across_crashes_power_failures_and_bad_links() {
-    let mut failures = Vec::new();
-    for seed in 0..SEEDS {
+    let run = |seed| {
         let report = broker::run(seed, FAULT_PHASE);
-        if !report.violations.is_empty() {
-            let failure = format!(
-                "seed {seed:#x} FAILED ({})\n    {}\n  replay: {}",
-                report.shape,
-                report.violations.join("\n    "),
-                replay(seed)
-            );
-            println!("{failure}");
-            failures.push(failure);
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {SEEDS} seeds failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+        (report.shape, report.violations)
+    };
+    assert_seeds_pass(0..SEEDS, run, replay);
 }
 
 #[test]

@@ -17,15 +17,10 @@ use weir_sim::workload::cluster::{Cluster, ClusterSpec, ProduceFailure, node_id}
 const SILENT: usize = 3;
 /// Beyond the session timeout, how long the controller may take to fence.
 const FENCE_SLACK: Duration = Duration::from_secs(3);
-/// Within how long a fresh or healed cluster must settle.
-const SETTLE_BOUND: Duration = Duration::from_secs(30);
 
 fn scenario(seed: u64) -> Result<(), String> {
     let spec = ClusterSpec { voters: 3, ..ClusterSpec::combined(4) };
-    let mut c = Cluster::new(seed, spec);
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("never settled: {:?}", c.unsettled())
-    })?;
+    let mut c = Cluster::new_settled(seed, spec)?;
     c.create_topic(0, "fenced", 4).map_err(|e| e.to_string())?;
     let image = c.committed_image().ok_or("no committed image")?;
     let topic = image.topic("fenced").ok_or("no topic")?;
@@ -74,9 +69,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     } else {
         c.sim.resume(c.nodes[SILENT]);
     }
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("not settled after node4 came back: {:?}", c.unsettled())
-    })?;
+    c.settle("node4 came back")?;
     let image = c.committed_image().ok_or("no committed image")?;
     let back = image.partition("fenced", mine.partition).ok_or("partition gone")?;
     ensure(back.leader == node_id(SILENT) && back.leader_epoch > now.leader_epoch, || {
@@ -91,8 +84,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(!read.values().any(|v| v.as_ref() == b"while-fenced"), || {
         "a write refused while fenced is in the log".to_owned()
     })?;
-    let violations = c.violations();
-    ensure(violations.is_empty(), || violations.join("; "))
+    c.watch_verdict()
 }
 
 #[test]

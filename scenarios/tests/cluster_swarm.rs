@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use weir_scenarios::assert_seeds_pass;
 use weir_sim::workload::cluster::swarm;
 
 /// Seeds in the default test run.
@@ -24,31 +25,16 @@ fn replay(seed: u64) -> String {
 
 #[test]
 fn cluster_metadata_never_splits_and_every_partition_gets_a_live_leader() {
-    let mut failures = Vec::new();
-    let (mut compared, mut acked) = (0, 0);
-    for seed in 0..SEEDS {
+    let (mut faulted, mut acked) = (0, 0);
+    let run = |seed| {
         let report = swarm::run(seed, FAULT_PHASE);
-        compared += usize::from(!report.faults.is_empty());
+        faulted += usize::from(!report.faults.is_empty());
         acked += report.acked;
-        if !report.violations.is_empty() {
-            let failure = format!(
-                "seed {seed:#x} FAILED ({})\n    {}\n  replay: {}",
-                report.shape,
-                report.violations.join("\n    "),
-                replay(seed)
-            );
-            println!("{failure}");
-            failures.push(failure);
-        }
-    }
-    assert!(compared > SEEDS as usize / 2, "the nemesis injected faults in only {compared} seeds");
+        (report.shape, report.violations)
+    };
+    assert_seeds_pass(0..SEEDS, run, replay);
+    assert!(faulted > SEEDS as usize / 2, "the nemesis injected faults in only {faulted} seeds");
     assert!(acked > SEEDS as usize * 100, "only {acked} records acknowledged in {SEEDS} seeds");
-    assert!(
-        failures.is_empty(),
-        "{} of {SEEDS} seeds failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
 }
 
 #[test]
@@ -67,19 +53,9 @@ const DISK_FAULT_SEEDS: std::ops::Range<u64> = 10_000..10_200;
 #[test]
 fn cluster_survives_disk_faults_too() {
     let options = swarm::Options { disk_faults: true };
-    let mut failures = Vec::new();
-    for seed in DISK_FAULT_SEEDS {
+    let run = |seed| {
         let report = swarm::run_with(seed, FAULT_PHASE, options);
-        if !report.violations.is_empty() {
-            let failure = format!(
-                "seed {seed:#x} FAILED ({})\n    {}\n  replay: {} --disk-faults",
-                report.shape,
-                report.violations.join("\n    "),
-                replay(seed)
-            );
-            println!("{failure}");
-            failures.push(failure);
-        }
-    }
-    assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
+        (report.shape, report.violations)
+    };
+    assert_seeds_pass(DISK_FAULT_SEEDS, run, |seed| format!("{} --disk-faults", replay(seed)));
 }

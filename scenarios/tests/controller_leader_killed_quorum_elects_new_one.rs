@@ -7,19 +7,14 @@
 use std::time::Duration;
 
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec, SETTLE_BOUND};
 
 /// Within how long of the kill a survivor must be the active controller (election timeouts
 /// are 1–2 s; the bound leaves room for a split vote or two).
 const ELECTION_BOUND: Duration = Duration::from_secs(10);
-/// Within how long a fresh or healed cluster must settle.
-const SETTLE_BOUND: Duration = Duration::from_secs(30);
 
 fn scenario(seed: u64) -> Result<(), String> {
-    let mut c = Cluster::new(seed, ClusterSpec::combined(3));
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("never settled: {:?}", c.unsettled())
-    })?;
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
     c.create_topic(0, "before", 3).map_err(|e| e.to_string())?;
     let before = c.committed_image().ok_or("no committed image")?;
     let old = c.active_controller().ok_or("no active controller")?;
@@ -62,9 +57,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         }
     }
     c.sim.start(c.nodes[old]);
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("not settled after the restart: {:?}", c.unsettled())
-    })?;
+    c.settle("the restart")?;
     let committed = c.committed_image().ok_or("no committed image")?;
     let rejoined =
         c.broker(old).and_then(|b| b.controller.clone()).ok_or("old node has no controller")?;
@@ -74,8 +67,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(rejoined.image().topic("after").is_some(), || {
         "the restarted controller lacks 'after'".to_owned()
     })?;
-    let violations = c.violations();
-    ensure(violations.is_empty(), || violations.join("; "))?;
+    c.watch_verdict()?;
     ensure(elected_after <= ELECTION_BOUND, || format!("elected after {elected_after:?}"))
 }
 

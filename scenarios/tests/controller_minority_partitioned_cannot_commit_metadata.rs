@@ -11,18 +11,13 @@ use std::time::Duration;
 
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::codes;
-use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec, SETTLE_BOUND};
 
 /// Within how long the majority must elect a new active controller.
 const ELECTION_BOUND: Duration = Duration::from_secs(10);
-/// Within how long a fresh or healed cluster must settle.
-const SETTLE_BOUND: Duration = Duration::from_secs(30);
 
 fn scenario(seed: u64) -> Result<(), String> {
-    let mut c = Cluster::new(seed, ClusterSpec::combined(3));
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("never settled: {:?}", c.unsettled())
-    })?;
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
     let old = c.active_controller().ok_or("no active controller")?;
     let majority: Vec<usize> = (0..3).filter(|&ix| ix != old).collect();
     let majority_hosts: Vec<_> = majority.iter().map(|&ix| c.nodes[ix]).collect();
@@ -59,9 +54,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         "the isolated controller still claims to be active".to_owned()
     })?;
     c.sim.heal_all();
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("not settled after the heal: {:?}", c.unsettled())
-    })?;
+    c.settle("the heal")?;
     let committed = c.committed_image().ok_or("no committed image")?;
     ensure(committed.topic("majority").is_some(), || "the majority's topic was lost".to_owned())?;
     ensure(!refused_outright || committed.topic("minority").is_none(), || {
@@ -75,8 +68,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(isolated.image().topic("majority").is_some(), || {
         "the old controller lacks 'majority'".to_owned()
     })?;
-    let violations = c.violations();
-    ensure(violations.is_empty(), || violations.join("; "))
+    c.watch_verdict()
 }
 
 #[test]

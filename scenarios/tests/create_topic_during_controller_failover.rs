@@ -10,20 +10,15 @@ use std::time::Duration;
 
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::Client;
-use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec, SETTLE_BOUND};
 
 /// Partitions of the topic.
 const PARTITIONS: i32 = 5;
 /// How long the client keeps retrying.
 const CREATE_LIMIT: Duration = Duration::from_secs(60);
-/// Within how long a fresh or restarted cluster must settle.
-const SETTLE_BOUND: Duration = Duration::from_secs(30);
 
 fn scenario(seed: u64) -> Result<(), String> {
-    let mut c = Cluster::new(seed, ClusterSpec::combined(3));
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("never settled: {:?}", c.unsettled())
-    })?;
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
     let controller = c.active_controller().ok_or("no active controller")?;
     let via = (controller + 1 + (seed as usize % 2)) % 3;
     let addr = c.addr(via);
@@ -57,9 +52,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let attempts =
         outcome.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or("no outcome")??;
     println!("seed {seed:#x}: created after {attempts} attempts");
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("not settled after the failover: {:?}", c.unsettled())
-    })?;
+    c.settle("the failover")?;
     let image = c.committed_image().ok_or("no committed image")?;
     let topic = image.topic("during").ok_or("the acknowledged topic is not committed")?.clone();
     ensure(topic.partitions.len() == PARTITIONS as usize, || {
@@ -88,8 +81,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         let have = c.partition_folders(ix).ok_or("cannot list the disk")?;
         ensure(have == want, || format!("node{}: folders {have:?}, expected {want:?}", ix + 1))?;
     }
-    let violations = c.violations();
-    ensure(violations.is_empty(), || violations.join("; "))
+    c.watch_verdict()
 }
 
 #[test]

@@ -13,14 +13,8 @@ use weir_sim::client::group::MemberConfig;
 use weir_sim::client::{Client, ClientError, codes};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
-/// Within how long a fresh cluster must settle.
-const SETTLE_BOUND: Duration = Duration::from_secs(30);
-
 fn scenario(seed: u64) -> Result<(), String> {
-    let mut c = Cluster::new(seed, ClusterSpec::combined(3));
-    ensure(c.run_until(SETTLE_BOUND, Cluster::settled), || {
-        format!("never settled: {:?}", c.unsettled())
-    })?;
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
     c.create_topic(0, "data", 6).map_err(|e| e.to_string())?;
     let group = format!("group-{seed}");
     let addrs: Vec<_> = (0..3).map(|ix| c.addr(ix)).collect();
@@ -91,8 +85,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(leaders.iter().any(|&l| l != coordinator), || {
         format!("every partition is led by the coordinator {coordinator}: {leaders:?}")
     })?;
-    let violations = c.violations();
-    ensure(violations.is_empty(), || violations.join("; "))
+    c.watch_verdict()
 }
 
 #[test]

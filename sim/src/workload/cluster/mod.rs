@@ -38,6 +38,8 @@ pub const CONTROLLER_PORT: u16 = 9093;
 pub const OFFSETS_TOPIC_PARTITIONS: i32 = 3;
 /// How often the driver looks at every node's metadata.
 pub const WATCH_STEP: Duration = Duration::from_millis(50);
+/// How long a new or healed cluster may take to settle.
+pub const SETTLE_BOUND: Duration = Duration::from_secs(30);
 /// How long a booting node waits to be ready before saying so and waiting again.
 const READY_WAIT: Duration = Duration::from_secs(5);
 
@@ -152,6 +154,31 @@ impl Cluster {
         }
         let client = sim.add_client("client");
         Cluster { sim, spec, nodes, client, slots, watch: MetadataWatch::default() }
+    }
+
+    /// A new cluster for `seed`, run until it has settled (within [`SETTLE_BOUND`]).
+    pub fn new_settled(seed: u64, spec: ClusterSpec) -> Result<Cluster, String> {
+        let mut cluster = Cluster::new(seed, spec);
+        cluster.settle("starting")?;
+        Ok(cluster)
+    }
+
+    /// Runs until the cluster has settled, or says why it did not within [`SETTLE_BOUND`]
+    /// (`when` names the moment, for the message).
+    pub fn settle(&mut self, when: &str) -> Result<(), String> {
+        if self.run_until(SETTLE_BOUND, Cluster::settled) {
+            Ok(())
+        } else {
+            Err(format!("not settled within {SETTLE_BOUND:?} of {when}: {:?}", self.unsettled()))
+        }
+    }
+
+    /// The metadata watch's verdict so far.
+    pub fn watch_verdict(&self) -> Result<(), String> {
+        match self.watch.violations.as_slice() {
+            [] => Ok(()),
+            lines => Err(lines.join("; ")),
+        }
     }
 
     /// The client address of node `ix`.

@@ -315,6 +315,28 @@ async fn admin(
     }
 }
 
+/// A random partition of a live topic and its leader's address as `view` names it; with no
+/// leader known, `view` is refreshed from a random node and there is no target this time.
+async fn target(
+    env: &Env,
+    addrs: &[std::net::SocketAddr],
+    shared: &Shared,
+    view: &mut ClusterView,
+) -> Option<(TopicState, i32, std::net::SocketAddr)> {
+    let live = lock(shared).live_topics();
+    let topic = live.get(below(env, live.len() as u64) as usize).cloned()?;
+    let partition = below(env, topic.partitions as u64) as i32;
+    match view.leader_addr(&topic.name, partition) {
+        Some((_, leader)) => Some((topic, partition, leader)),
+        None => {
+            if let Ok(v) = any_node(env, addrs, "client").cluster_view(None).await {
+                *view = v;
+            }
+            None
+        }
+    }
+}
+
 /// Writes small acks=all batches to random partitions of live topics, each to the partition's
 /// leader as a random node's Metadata names it.
 async fn producer(
@@ -328,15 +350,8 @@ async fn producer(
     let mut seq = 0u64;
     while !stop.load(Ordering::Relaxed) {
         env.clock.sleep(Duration::from_millis(20 + below(&env, 200))).await;
-        let live = lock(&shared).live_topics();
-        let Some(topic) = live.get(below(&env, live.len() as u64) as usize).cloned() else {
-            continue;
-        };
-        let partition = below(&env, topic.partitions as u64) as i32;
-        let Some((_, leader)) = view.leader_addr(&topic.name, partition) else {
-            if let Ok(v) = any_node(&env, &addrs, "producer").cluster_view(None).await {
-                view = v;
-            }
+        let Some((topic, partition, leader)) = target(&env, &addrs, &shared, &mut view).await
+        else {
             continue;
         };
         let records: Vec<(Option<Bytes>, Bytes)> = (0..1 + below(&env, 3))
@@ -387,15 +402,8 @@ async fn consumer(
     let mut positions: BTreeMap<(String, i32), i64> = BTreeMap::new();
     while !stop.load(Ordering::Relaxed) {
         env.clock.sleep(Duration::from_millis(20 + below(&env, 200))).await;
-        let live = lock(&shared).live_topics();
-        let Some(topic) = live.get(below(&env, live.len() as u64) as usize).cloned() else {
-            continue;
-        };
-        let partition = below(&env, topic.partitions as u64) as i32;
-        let Some((_, leader)) = view.leader_addr(&topic.name, partition) else {
-            if let Ok(v) = any_node(&env, &addrs, "consumer").cluster_view(None).await {
-                view = v;
-            }
+        let Some((topic, partition, leader)) = target(&env, &addrs, &shared, &mut view).await
+        else {
             continue;
         };
         let at = positions.entry((topic.name.clone(), partition)).or_insert(0);
