@@ -69,18 +69,63 @@ impl Log {
         };
         let _append = self.append_lock.lock().await;
         self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
-        let (base, position, file) = {
-            let state = self.state();
-            state.check_online()?;
-            let active = state.active().ok_or(Offline::Closed)?;
-            (state.log_end, active.size, std::sync::Arc::clone(&active.log))
-        };
+        let (base, position, file) = self.tail()?;
         self.record_epoch(leader_epoch, base).await?;
         batch::stamp(&mut owned, base.0, leader_epoch.0)?;
         let stamped = owned.freeze();
         let header = batch::parse_header(&stamped)?;
         self.write(&*file, position, stamped).await?;
-        let interval = config.index_interval_bytes;
+        Ok(self.appended(header, position, log_append_time))
+    }
+
+    /// Appends one batch a leader already stamped, as a follower copying the leader's log
+    /// does: it must pass the frame, CRC and record checks and start exactly at this log's
+    /// end; its base offset and leader epoch are kept as the leader wrote them (an epoch older
+    /// than the log's newest is refused). Nothing is written unless every check passes. It is
+    /// not synced: a follower syncs (`flush`) before it reports the batch as held.
+    pub async fn append_replicated(&self, batch: Bytes) -> Result<AppendInfo, AppendError> {
+        // The leader already applied the topic's size limit; the follower only needs the
+        // batch to be whole and intact.
+        let header = batch::validate(&batch, batch.len())?;
+        let _append = self.append_lock.lock().await;
+        self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
+        let (end, position, file) = self.tail()?;
+        let base = Offset(header.base_offset());
+        if base != end {
+            return Err(AppendError::OutOfOrder { expected: end, got: base });
+        }
+        self.record_epoch(LeaderEpoch(header.partition_leader_epoch()), base).await?;
+        self.write(&*file, position, batch).await?;
+        Ok(self.appended(header, position, None))
+    }
+
+    /// Records the leader epoch `epoch` as starting at the log end, before anything is written
+    /// under it: a broker that becomes leader does this at once, so that followers asking where
+    /// their epochs end always get an answer from it (see `replication::follower`).
+    pub async fn begin_epoch(&self, epoch: LeaderEpoch) -> Result<(), AppendError> {
+        let _append = self.append_lock.lock().await;
+        let end = self.log_end_offset();
+        self.record_epoch(epoch, end).await
+    }
+
+    /// Where the next batch goes: the log end offset, the active segment's size and file.
+    /// The caller holds the append lock.
+    fn tail(&self) -> Result<(Offset, u64, std::sync::Arc<dyn crate::io::File>), Offline> {
+        let state = self.state();
+        state.check_online()?;
+        let active = state.active().ok_or(Offline::Closed)?;
+        Ok((state.log_end, active.size, std::sync::Arc::clone(&active.log)))
+    }
+
+    /// The bookkeeping after a batch `header` was written at `position` of the active segment:
+    /// its index entries, the log end, the unflushed count; what the append reports.
+    fn appended(
+        &self,
+        header: BatchHeader,
+        position: u64,
+        log_append_time: Option<i64>,
+    ) -> AppendInfo {
+        let interval = self.config().index_interval_bytes;
         let mut state = self.state();
         let first_write = state.active().is_some_and(|a| a.size == 0);
         let now = self.env.clock.wall_ms();
@@ -92,13 +137,13 @@ impl Log {
         }
         state.log_end = Offset(header.last_offset() + 1);
         state.unflushed_records += i64::from(header.record_count());
-        Ok(AppendInfo {
-            base_offset: base,
+        AppendInfo {
+            base_offset: Offset(header.base_offset()),
             last_offset: Offset(header.last_offset()),
             log_append_time,
             log_start: state.log_start,
             header,
-        })
+        }
     }
 
     /// Refuses an epoch older than the log's newest; records a newer one durably before any

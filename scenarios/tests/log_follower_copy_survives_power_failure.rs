@@ -1,0 +1,134 @@
+//! A follower's copy of a leader's log, through `Log::append_replicated`: batches keep the
+//! leader's offsets and epochs, the copy is byte-identical across segment rolls and survives a
+//! power failure once flushed, and a batch that does not continue the log, is corrupt, or
+//! comes from an older epoch is refused with nothing written.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use weir::io::Env;
+use weir::log::batch;
+use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
+use weir::log::split::split_batches;
+use weir::log::{AppendError, Log, LogConfig};
+use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::Sim;
+
+/// Small segments, so the copy crosses several.
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4_000,
+        index_interval_bytes: 256,
+        retention_ms: -1,
+        ..LogConfig::default()
+    }
+}
+
+fn batch(seed: u64, n: usize) -> Bytes {
+    let records: Vec<RecordSpec> = (0..1 + (seed as usize + n) % 5)
+        .map(|i| RecordSpec {
+            offset_delta: i as i32,
+            timestamp: 1_000 + n as i64,
+            key: Some(Bytes::from(format!("k{n}-{i}"))),
+            value: Some(Bytes::from(vec![(n + i) as u8; 50 + (seed as usize * 7 + n * 13) % 400])),
+            headers: Vec::new(),
+        })
+        .collect();
+    encode_batch(&records, &BatchOptions::default()).expect("a valid batch")
+}
+
+/// Every batch of `log` from its start, as stored.
+async fn all_batches(log: &Log) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut at = log.log_start_offset();
+    let end = log.log_end_offset();
+    while at < end {
+        let read = log.read(at, 1 << 20, end).await.expect("a readable log");
+        out.extend(split_batches(&read.records).map(|b| b.expect("whole batches")));
+        at = read.next_offset;
+    }
+    out
+}
+
+async fn run(env: Env, seed: u64) -> Result<Vec<Bytes>, String> {
+    let leader = Log::open(env.clone(), PathBuf::from("leader-0"), config())
+        .await
+        .map_err(|e| e.to_string())?;
+    let follower = Log::open(env.clone(), PathBuf::from("follower-0"), config())
+        .await
+        .map_err(|e| e.to_string())?;
+    for n in 0..20 {
+        leader.append(batch(seed, n), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
+    }
+    leader.begin_epoch(LeaderEpoch(3)).await.map_err(|e| e.to_string())?;
+    for n in 20..40 {
+        leader.append(batch(seed, n), LeaderEpoch(3)).await.map_err(|e| e.to_string())?;
+    }
+    let batches = all_batches(&leader).await;
+    ensure(batches.len() == 40, || format!("{} batches in the leader", batches.len()))?;
+    // A batch that skips ahead is refused.
+    let refused = follower.append_replicated(batches[1].clone()).await;
+    ensure(matches!(refused, Err(AppendError::OutOfOrder { expected: Offset(0), .. })), || {
+        format!("a gap: {refused:?}")
+    })?;
+    for b in &batches[..30] {
+        follower.append_replicated(b.clone()).await.map_err(|e| e.to_string())?;
+    }
+    // A flipped byte fails the CRC; nothing is written.
+    let mut corrupt = BytesMut::from(&batches[30][..]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x40;
+    let refused = follower.append_replicated(corrupt.freeze()).await;
+    ensure(matches!(refused, Err(AppendError::Invalid(_))), || format!("corrupt: {refused:?}"))?;
+    for b in &batches[30..] {
+        follower.append_replicated(b.clone()).await.map_err(|e| e.to_string())?;
+    }
+    follower.flush().await.map_err(|e| e.to_string())?;
+    let epochs: Vec<_> = follower.epochs().entries().to_vec();
+    let leader_epochs: Vec<_> = leader.epochs().entries().to_vec();
+    ensure(epochs == leader_epochs, || {
+        format!("follower epochs {epochs:?}, leader {leader_epochs:?}")
+    })?;
+    Ok(batches)
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let limit = Duration::from_secs(600);
+    let batches =
+        sim.block_on(host, limit, move |env| run(env, seed)).ok_or("the copy did not finish")??;
+    sim.power_fail(host);
+    sim.start(host);
+    let after = sim.block_on(host, limit, |env: Env| async move {
+        let follower = Log::open(env, PathBuf::from("follower-0"), config())
+            .await
+            .map_err(|e| e.to_string())?;
+        let copy = all_batches(&follower).await;
+        let end = follower.log_end_offset();
+        // A batch from an epoch older than the newest the copy holds is refused.
+        let mut stale = BytesMut::from(&batch(0, 99)[..]);
+        batch::stamp(&mut stale, end.0, 1).map_err(|e| e.to_string())?;
+        let refused = follower.append_replicated(stale.freeze()).await;
+        let stale_refused = matches!(refused, Err(AppendError::StaleEpoch { .. }));
+        let unchanged = follower.log_end_offset() == end;
+        Ok::<_, String>((copy, end, stale_refused && unchanged))
+    });
+    let (copy, end, stale_refused) = after.ok_or("the reopen did not finish")??;
+    ensure(stale_refused, || "a batch of an older epoch was taken".to_owned())?;
+    ensure(copy == batches, || {
+        format!(
+            "the copy differs after a power failure: {} of {} batches",
+            copy.len(),
+            batches.len()
+        )
+    })?;
+    ensure(end.0 > 0, || "an empty copy".to_owned())
+}
+
+#[test]
+fn log_follower_copy_survives_power_failure() {
+    for_each_seed("log_follower_copy_survives_power_failure", 0..16, scenario);
+}
