@@ -13,22 +13,22 @@ use crate::node::Broker;
 
 /// Answers DeleteGroups.
 pub async fn handle(broker: &Arc<Broker>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
-    let (ids, refused): (Vec<_>, Vec<_>) = request
-        .groups_names
-        .iter()
-        .map(group_id)
-        .partition(|g| coordinator_error(broker, &g.0).is_none());
-    let asked = ids.clone();
-    let mut out = DeleteGroupsResponse::default();
-    let mut results = match broker.groups.call(|c, id, now| c.delete_groups(id, ids, now)).await {
-        Ok(Response::DeleteGroups(deleted)) => {
-            deleted.groups.into_iter().map(|(g, e)| (g, coordinator::error_code(e))).collect()
+    let mut ids = Vec::new();
+    let mut results = Vec::new();
+    for group in request.groups_names.iter().map(group_id) {
+        match coordinator_error(broker, &group.0) {
+            Some(error) => results.push((group, error.code())),
+            None => ids.push(group),
         }
-        _ => asked.into_iter().map(|g| (g, unavailable())).collect::<Vec<_>>(),
-    };
-    for group in refused {
-        let error = coordinator_error(broker, &group.0).map_or(unavailable(), |e| e.code());
-        results.push((group, error));
+    }
+    let mut out = DeleteGroupsResponse::default();
+    if !ids.is_empty() {
+        let asked = ids.clone();
+        match broker.groups.call(|c, id, now| c.delete_groups(id, ids, now)).await {
+            Ok(Response::DeleteGroups(deleted)) => results
+                .extend(deleted.groups.into_iter().map(|(g, e)| (g, coordinator::error_code(e)))),
+            _ => results.extend(asked.into_iter().map(|g| (g, unavailable()))),
+        }
     }
     for (group, error_code) in results {
         let mut r = DeletableGroupResult::default();
