@@ -28,6 +28,8 @@ enum Op {
     Retention(Option<u32>, Option<u8>),
     /// DeleteRecords up to a point (fraction of the log).
     DeleteRecords(u16),
+    /// A follower's truncation to a point (fraction of the log).
+    Truncate(u16),
     Reopen,
     Crash {
         power: bool,
@@ -41,6 +43,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Roll),
         1 => (prop::option::of(1_000u32..30_000), prop::option::of(1u8..150)).prop_map(|(b, h)| Op::Retention(b, h)),
         1 => any::<u16>().prop_map(Op::DeleteRecords),
+        1 => any::<u16>().prop_map(Op::Truncate),
         1 => Just(Op::Reopen),
         1 => any::<bool>().prop_map(|power| Op::Crash { power }),
     ]
@@ -58,6 +61,19 @@ impl Model {
     fn point(&self, fraction: u16) -> Offset {
         let span = self.next.distance_from(self.log_start);
         Offset(self.log_start.0 + (span * u64::from(fraction) / u64::from(u16::MAX)) as i64)
+    }
+
+    /// Drops the batch holding `target` (or the log start, if higher) and all after it.
+    fn truncate(&mut self, target: Offset) {
+        let target = target.max(self.log_start);
+        let at = self
+            .batches
+            .iter()
+            .position(|(_, b)| batch::parse_header(b).unwrap().last_offset() >= target.0);
+        if let Some(i) = at.filter(|_| target < self.next) {
+            self.next = self.batches[i].0.max(self.log_start);
+            self.batches.truncate(i);
+        }
     }
 
     fn drop_below(&mut self, start: Offset) {
@@ -158,6 +174,17 @@ async fn run_ops(
                     ));
                 }
                 model.drop_below(start);
+            }
+            Op::Truncate(at) => {
+                let target = model.point(*at);
+                let end = log.truncate_to(target).await.map_err(|e| format!("truncate: {e}"))?;
+                model.truncate(target);
+                if end != model.next {
+                    return Err(format!(
+                        "op {i}: truncating to {target} ended the log at {end}, the model at {}",
+                        model.next
+                    ));
+                }
             }
             Op::Reopen | Op::Crash { .. } => return Ok(Some(op)),
         }

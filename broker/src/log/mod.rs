@@ -25,6 +25,7 @@ pub mod producers;
 mod read;
 mod retention;
 mod segment;
+mod truncate;
 mod walk;
 
 pub use append::AppendInfo;

@@ -1,0 +1,141 @@
+//! Truncation: a follower cutting the tail of its log that diverges from its leader's (see
+//! `replication::follower`).
+//!
+//! The cut falls on a batch boundary: the batch holding the target offset goes with everything
+//! after it. For a crash at any moment to recover to the old log or to the cut one, never to a
+//! mix, the order is: the partition checkpoint's recovery point is lowered to the cut (recovery
+//! then rescans from there), the epoch checkpoint forgets the epochs that start past the cut
+//! (recovery does not vouch for batches of unknown epochs, so a half-done cut is finished by
+//! recovery), later segments' files are removed, and the holding segment's file is cut and
+//! synced. The holding segment becomes the active one, its index rebuilt by walking it.
+
+use std::io;
+use std::sync::Arc;
+
+use super::checkpoint;
+use super::epochs::EPOCH_CHECKPOINT;
+use super::error::{AppendError, MaintenanceError};
+use super::open::remove_segment_files;
+use super::partition_log::{Log, RecoveryPoint};
+use super::segment::{self, INDEX_EXT, LOG_EXT, Segment, TIME_INDEX_EXT};
+use super::walk::{Epochs, WalkStop, Walker};
+use crate::model::{LeaderEpoch, Offset};
+
+impl Log {
+    /// Removes the batch holding `offset` and every batch after it, durably; returns the new
+    /// log end (`offset` or lower, never below the log start). A target at or past the end
+    /// changes nothing. Producer state kept above the log is the caller's to cut.
+    pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, MaintenanceError> {
+        let _append = self.append_lock.lock().await;
+        let (base, log, dense, log_start, interval) = {
+            let state = self.state();
+            state.check_online()?;
+            if offset >= state.log_end {
+                return Ok(state.log_end);
+            }
+            let target = offset.max(state.log_start);
+            let Some((&base, seg)) = state.segments.range(..=target).next_back() else {
+                return Ok(state.log_end);
+            };
+            let interval = self.config().index_interval_bytes;
+            (base, Arc::clone(&seg.log), !state.gapped, state.log_start, interval)
+        };
+        let target = offset.max(log_start);
+        // The holding segment anew: every batch wholly below the target.
+        let mut kept = Segment::new_active(base, Arc::clone(&log));
+        let mut walker =
+            Walker::new(&*log, 0, log.len(), base, dense, Epochs::Learn(LeaderEpoch(i32::MIN)));
+        loop {
+            match walker.next().await {
+                Ok(Some(walked)) if walked.header.last_offset() < target.0 => {
+                    kept.record_batch(&walked.header, walked.position, interval);
+                }
+                Ok(_) | Err(WalkStop::Invalid { .. }) => break,
+                Err(WalkStop::Io(e)) => return Err(self.failed(e)),
+            }
+        }
+        // The cut may remove a batch that straddles the log start: the log then continues at
+        // the log start, in a segment of its own (offsets within a segment are dense).
+        let natural = kept.next_offset;
+        let end = natural.max(log_start);
+        let point = RecoveryPoint { offset: end, segment: base, position: kept.size };
+        // 1. Recovery starts at or below the cut.
+        let lower = |p: RecoveryPoint| if p.offset > end { point } else { p };
+        let (checkpointed, epochs) = {
+            let mut state = self.state();
+            state.high_watermark = state.high_watermark.min(end);
+            state.checkpointed = lower(state.checkpointed);
+            state.epochs.truncate_from(natural);
+            (state.checkpointed, state.epochs.encode())
+        };
+        self.write_checkpoint_point(checkpointed).await.map_err(|e| self.failed(e))?;
+        // 2. Epochs past the cut are no longer vouched for.
+        checkpoint::write_atomic(&*self.env.disk, &self.dir, EPOCH_CHECKPOINT, epochs)
+            .await
+            .map_err(|e| self.failed(e))?;
+        // 3. Later segments go.
+        let later: Vec<Offset> = {
+            let mut state = self.state();
+            let later: Vec<Offset> =
+                state.segments.range(base..).skip(1).map(|(b, _)| *b).collect();
+            for b in &later {
+                state.segments.remove(b);
+            }
+            later
+        };
+        let disk = &*self.env.disk;
+        for b in &later {
+            remove_segment_files(disk, &self.dir, *b).await.map_err(|e| self.failed(e))?;
+        }
+        // 4. The holding segment is cut; its index files, if it was sealed, are stale.
+        for ext in [INDEX_EXT, TIME_INDEX_EXT] {
+            match disk.remove(&segment::path(&self.dir, base, ext)).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(self.failed(e)),
+            }
+        }
+        log.truncate(kept.size).await.map_err(|e| self.failed(e))?;
+        log.sync_data().await.map_err(|e| self.failed(e))?;
+        disk.sync_dir(&self.dir).await.map_err(|e| self.failed(e))?;
+        let emptied = kept.size == 0;
+        {
+            let mut state = self.state();
+            state.segments.insert(base, kept);
+            state.log_end = end;
+            state.durable = lower(state.durable);
+            state.unsynced.retain(|f| !Arc::ptr_eq(f, &log));
+        }
+        if natural < end {
+            if emptied {
+                // Nothing is left in the holding segment: a fresh one at the log start
+                // replaces it.
+                let file = disk
+                    .create(&segment::path(&self.dir, end, LOG_EXT))
+                    .await
+                    .map_err(|e| self.failed(e))?;
+                remove_segment_files(disk, &self.dir, base).await.map_err(|e| self.failed(e))?;
+                disk.sync_dir(&self.dir).await.map_err(|e| self.failed(e))?;
+                let mut state = self.state();
+                state.segments.remove(&base);
+                state.segments.insert(end, Segment::new_active(end, file));
+            } else {
+                self.roll_locked().await.map_err(|e| match e {
+                    AppendError::Offline(o) => MaintenanceError::Offline(o),
+                    other => MaintenanceError::Io(io::Error::other(other.to_string())),
+                })?;
+                // The new segment's name must outlive a power failure: without it the log
+                // would reopen ending below its start.
+                disk.sync_dir(&self.dir).await.map_err(|e| self.failed(e))?;
+            }
+        }
+        tracing::info!(log = %self.dir.display(), end = %end, "truncated");
+        Ok(end)
+    }
+
+    /// A failure mid-cut leaves the tail unknown: the log goes offline until it is reopened
+    /// (recovery then finishes or undoes the cut).
+    fn failed(&self, e: io::Error) -> MaintenanceError {
+        self.go_offline(super::error::Offline::WriteFailed(e.kind())).into()
+    }
+}
