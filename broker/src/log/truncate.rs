@@ -2,12 +2,13 @@
 //! `replication::follower`).
 //!
 //! The cut falls on a batch boundary: the batch holding the target offset goes with everything
-//! after it. For a crash at any moment to recover to the old log or to the cut one, never to a
-//! mix, the order is: the partition checkpoint's recovery point is lowered to the cut (recovery
-//! then rescans from there), the epoch checkpoint forgets the epochs that start past the cut
-//! (recovery does not vouch for batches of unknown epochs, so a half-done cut is finished by
-//! recovery), later segments' files are removed, and the holding segment's file is cut and
-//! synced. The holding segment becomes the active one, its index rebuilt by walking it.
+//! after it. The order makes a crash at any moment recover to a prefix of the old log no
+//! shorter than the cut, never to anything else: the partition checkpoint's recovery point is
+//! lowered to the cut first (so recovery rescans from there rather than trusting what follows),
+//! then the epoch checkpoint forgets the epochs past the cut, later segments' files are
+//! removed, and the holding segment's file is cut and synced. A follower that restarts asks
+//! its leader again where the logs diverge, so a cut a crash interrupted is cut again. The
+//! holding segment becomes the active one, its index rebuilt by walking it.
 
 use std::io;
 use std::sync::Arc;
