@@ -104,7 +104,7 @@ fn main() -> ExitCode {
             "cargo run -p weir-sim --release -- --seed {seed:#x} --workload {replay_workload} --fault-secs {fault_secs}{disk_faults} --verbose"
         )
     };
-    let options = weir_sim::workload::broker::Options { disk_faults: cli.disk_faults };
+    let options = weir_sim::workload::Options { disk_faults: cli.disk_faults };
     let mut failed = Vec::new();
     for seed in first..end {
         if single || cli.verbose {
@@ -146,7 +146,7 @@ fn run_workload(
     workload: Workload,
     seed: u64,
     fault_phase: Duration,
-    options: weir_sim::workload::broker::Options,
+    options: weir_sim::workload::Options,
 ) -> Outcome {
     match workload {
         Workload::Echo => {
@@ -176,29 +176,18 @@ fn run_workload(
             }
         }
         Workload::Broker => {
-            let r = weir_sim::workload::broker::run_with(seed, fault_phase, options);
-            Outcome {
-                seed,
-                trace_hash: r.trace_hash,
-                summary: format!(
-                    "simulated {:.1}s; {}\n  {}",
-                    r.simulated.as_secs_f64(),
-                    r.shape,
-                    r.counts
-                ),
-                faults: r.faults,
-                violations: r.violations,
-            }
+            weir_outcome(weir_sim::workload::broker::run_with(seed, fault_phase, options))
         }
-        Workload::Cluster => cluster_outcome(seed, fault_phase, options.disk_faults),
+        Workload::Cluster => {
+            weir_outcome(weir_sim::workload::cluster::swarm::run_with(seed, fault_phase, options))
+        }
     }
 }
 
-fn cluster_outcome(seed: u64, fault_phase: Duration, disk_faults: bool) -> Outcome {
-    let options = weir_sim::workload::cluster::swarm::Options { disk_faults };
-    let r = weir_sim::workload::cluster::swarm::run_with(seed, fault_phase, options);
+/// The outcome of a workload that runs Weir itself.
+fn weir_outcome(r: weir_sim::workload::Report) -> Outcome {
     Outcome {
-        seed,
+        seed: r.seed,
         trace_hash: r.trace_hash,
         summary: format!(
             "simulated {:.1}s; {}\n  {}",

@@ -46,6 +46,15 @@ async fn coordinator_of(broker: &Arc<Broker>, group: &str) -> Result<(i32, Strin
     }
 }
 
+/// The coordinator of one key: groups have one; transactions are not supported.
+async fn lookup(broker: &Arc<Broker>, key_type: i8, key: &str) -> Result<(i32, String, i32), i16> {
+    if key_type == KEY_TYPE_GROUP {
+        coordinator_of(broker, key).await
+    } else {
+        Err(code(ResponseError::CoordinatorNotAvailable))
+    }
+}
+
 /// Answers FindCoordinator (single key before v4, batched keys from v4).
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -54,12 +63,7 @@ pub async fn handle(
 ) -> FindCoordinatorResponse {
     let mut response = FindCoordinatorResponse::default();
     if version < 4 {
-        let found = if request.key_type == KEY_TYPE_GROUP {
-            coordinator_of(broker, request.key.as_str()).await
-        } else {
-            Err(code(ResponseError::CoordinatorNotAvailable))
-        };
-        match found {
+        match lookup(broker, request.key_type, request.key.as_str()).await {
             Ok((node, host, port)) => {
                 response.node_id = BrokerId(node);
                 response.host = StrBytes::from_string(host);
@@ -78,11 +82,7 @@ pub async fn handle(
     }
     for key in request.coordinator_keys {
         let mut c = Coordinator::default();
-        let found = if request.key_type == KEY_TYPE_GROUP {
-            coordinator_of(broker, key.as_str()).await
-        } else {
-            Err(code(ResponseError::CoordinatorNotAvailable))
-        };
+        let found = lookup(broker, request.key_type, key.as_str()).await;
         c.key = key;
         match found {
             Ok((node, host, port)) => {

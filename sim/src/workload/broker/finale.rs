@@ -175,6 +175,15 @@ async fn read_partition(
 }
 
 /// The summary line's counts.
+/// Records whose produce was acknowledged.
+pub(crate) fn acked_records(h: &History) -> usize {
+    h.produces
+        .iter()
+        .filter(|p| matches!(p.outcome, Outcome::Ok(..)))
+        .map(|p| p.numbers.len())
+        .sum()
+}
+
 pub(crate) fn counts(h: &History) -> String {
     let acked = h.produces.iter().filter(|p| matches!(p.outcome, Outcome::Ok(..))).count();
     let unknown = h

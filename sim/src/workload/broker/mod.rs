@@ -27,6 +27,8 @@ use crate::nemesis::{FaultMix, Nemesis};
 use crate::sim::{Host, Sim};
 use crate::world::lock;
 
+pub use super::{Options, Report};
+
 pub use setup::{Shape, TopicSpec};
 
 /// The broker's client port.
@@ -106,33 +108,6 @@ impl Drop for LiveGuard {
     }
 }
 
-/// The outcome of one seed.
-#[derive(Debug)]
-pub struct Report {
-    /// The seed.
-    pub seed: u64,
-    /// The trace hash at the end.
-    pub trace_hash: u64,
-    /// Simulated time at the end.
-    pub simulated: Duration,
-    /// The shape the seed chose.
-    pub shape: String,
-    /// Counts for the summary line.
-    pub counts: String,
-    /// The faults injected, in order.
-    pub faults: Vec<String>,
-    /// Violations (empty: passed).
-    pub violations: Vec<String>,
-}
-
-/// Choices beyond the seed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Options {
-    /// Let the nemesis turn on disk faults on the broker: I/O errors, failed syncs, bit flips
-    /// in reads, latency.
-    pub disk_faults: bool,
-}
-
 /// Runs one seed with the default options (no disk faults).
 pub fn run(seed: u64, fault_phase: Duration) -> Report {
     run_with(seed, fault_phase, Options::default())
@@ -187,6 +162,7 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
         simulated: sim.now(),
         shape: shape.describe(),
         counts: finale::counts(&history),
+        acked: finale::acked_records(&history),
         faults: nemesis.log().to_vec(),
         violations,
     }

@@ -8,14 +8,13 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use weir::config::BrokerConfig;
 use weir::io::{Env, TaskHandle};
-use weir::node::Broker;
 
 use super::{BROKER_PORT, Shared, consumer, producer};
 use crate::checker::history::Flush;
 use crate::client::Client;
 use crate::client::produce::Acks;
 use crate::disk::DiskFaults;
-use crate::node::{Boot, boot, node_ip};
+use crate::node::{Boot, node_ip};
 use crate::sim::{Host, Sim};
 use crate::trace::mix;
 
@@ -169,30 +168,9 @@ pub fn broker_config() -> BrokerConfig {
     }
 }
 
-/// How long a booting broker waits to be ready before saying so and waiting again.
-const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The broker host's boot: open the broker's state, bind, serve until killed.
+/// The broker host's boot: open the broker's state, bind, serve once ready, until killed.
 pub fn broker_boot(_shape: &Shape) -> Boot {
-    boot(|env: Env| async move {
-        let broker = match Broker::start(env, broker_config()).await {
-            Ok(broker) => broker,
-            Err(e) => {
-                tracing::debug!("broker did not start: {e}");
-                return;
-            }
-        };
-        match broker.bind().await {
-            Ok(listener) => {
-                // As `weir serve` does: serve once registered, caught up and loaded.
-                while !broker.wait_ready(READY_WAIT).await {
-                    tracing::debug!("broker not ready yet");
-                }
-                broker.serve(listener).await
-            }
-            Err(e) => tracing::debug!("broker could not bind: {e}"),
-        }
-    })
+    crate::workload::cluster::node_boot(broker_config(), Default::default())
 }
 
 /// Writes the topics and producers into the history before anything runs.

@@ -95,10 +95,11 @@ pub fn node_id(ix: usize) -> i32 {
 }
 
 /// Where the running broker of one node is published (empty while it is down or booting).
-type Slot = Arc<Mutex<Weak<Broker>>>;
+pub(crate) type Slot = Arc<Mutex<Weak<Broker>>>;
 
-/// A node's boot: start the broker, publish it, bind, wait until ready, serve.
-fn node_boot(config: BrokerConfig, slot: Slot) -> Boot {
+/// A node's boot: start the broker, publish it in `slot`, bind, and serve once ready (as
+/// `weir serve` does: registered, caught up and loaded).
+pub(crate) fn node_boot(config: BrokerConfig, slot: Slot) -> Boot {
     boot(move |env: Env| {
         let (config, slot) = (config.clone(), Arc::clone(&slot));
         async move {

@@ -41,6 +41,7 @@ use crate::client::fetch::FetchWant;
 use crate::client::produce::{Acks, PartitionBatch, ProduceOutcome};
 use crate::nemesis::{FaultMix, Nemesis};
 use crate::trace::mix;
+pub use crate::workload::{Options, Report};
 use crate::world::lock;
 
 /// Within how long of the heal the cluster must have settled.
@@ -52,34 +53,6 @@ pub const FINAL_BOUND: Duration = Duration::from_secs(30);
 const TOPICS_MAX: usize = 4;
 /// The producers.
 const PRODUCERS: u32 = 2;
-
-/// The outcome of one seed.
-#[derive(Debug)]
-pub struct Report {
-    /// The seed.
-    pub seed: u64,
-    /// The trace hash at the end.
-    pub trace_hash: u64,
-    /// Simulated time at the end.
-    pub simulated: Duration,
-    /// The cluster's shape.
-    pub shape: String,
-    /// Counts for the summary line.
-    pub counts: String,
-    /// Records acknowledged (and so checked in the final read).
-    pub acked: usize,
-    /// The faults injected, in order.
-    pub faults: Vec<String>,
-    /// Violations (empty: passed).
-    pub violations: Vec<String>,
-}
-
-/// Choices beyond the seed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Options {
-    /// Let the nemesis turn on disk faults on the nodes.
-    pub disk_faults: bool,
-}
 
 /// One topic the admin task made.
 #[derive(Clone, Debug)]
