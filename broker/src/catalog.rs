@@ -196,17 +196,7 @@ impl Catalog {
                     }
                 };
                 if let Some(record) = t.partitions.get(index) {
-                    let epoch = LeaderEpoch(record.leader_epoch);
-                    partition.set_leader_epoch(epoch);
-                    // A new leader records its epoch before writing, so that a follower asking
-                    // where its own epochs end always gets an answer (replication::follower).
-                    let newer = partition.log.epochs().latest().is_none_or(|(e, _)| e < epoch);
-                    if record.leader == node
-                        && newer
-                        && let Err(e) = partition.log.begin_epoch(epoch).await
-                    {
-                        tracing::warn!(partition = %partition.tp, %epoch, "recording the leader epoch failed: {e}");
-                    }
+                    partition.set_leader_epoch(LeaderEpoch(record.leader_epoch));
                 }
             }
         }
