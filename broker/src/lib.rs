@@ -4,6 +4,7 @@
 //! implementation and the `weir-sim` crate the simulated one. See DESIGN.md for the map.
 
 pub mod catalog;
+pub mod client;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
