@@ -16,7 +16,9 @@ use crate::controller::image::{MetadataImage, TopicImage};
 use crate::io::Env;
 use crate::log::checkpoint;
 use crate::model::{LeaderEpoch, TopicId, TopicPartition};
+use crate::partition::replica::{Committed, Transition};
 use crate::partition::{Partition, PartitionOpenError};
+use crate::replication::Assignment;
 
 /// Most partitions one topic may have (a guard against absurd requests).
 pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
@@ -78,6 +80,18 @@ pub enum CatalogError {
     Io(#[from] std::io::Error),
 }
 
+/// What one reconciliation did.
+#[derive(Default)]
+pub struct Reconciled {
+    /// Partitions opened.
+    pub opened: Vec<Arc<Partition>>,
+    /// Partitions this broker now follows in a new leader epoch: each needs a fetcher.
+    pub to_follow: Vec<(Arc<Partition>, i32, LeaderEpoch)>,
+    /// Whether this broker's part in any `__consumer_offsets` partition changed (opened,
+    /// removed, or its role moved), so the group coordinator must take over anew.
+    pub offsets_changed: bool,
+}
+
 /// The partitions of this broker.
 pub struct Catalog {
     env: Env,
@@ -135,15 +149,15 @@ impl Catalog {
 
     /// Brings the hosted partitions in line with `image` for node `node`: opens assigned
     /// partitions, adopts leader epochs and configurations, and removes the data of topics and
-    /// partitions no longer assigned here. With `remove_strays` (the image is known complete),
-    /// also removes partition folders that nothing in the image owns. Returns the partitions
-    /// opened by this call.
+    /// partitions no longer assigned here, and gives each hosted partition its replication
+    /// role. With `remove_strays` (the image is known complete), also removes partition folders
+    /// that nothing in the image owns.
     pub async fn reconcile(
         &self,
         image: &MetadataImage,
         node: i32,
         remove_strays: bool,
-    ) -> Result<Vec<Arc<Partition>>, CatalogError> {
+    ) -> Result<Reconciled, CatalogError> {
         let _changes = self.changes.lock().await;
         // Topics gone from the image, or recreated under a new id.
         for topic in self.all() {
@@ -151,7 +165,9 @@ impl Catalog {
                 self.remove_topic(&topic).await?;
             }
         }
-        let mut opened = Vec::new();
+        let mut done = Reconciled::default();
+        let lag = std::time::Duration::from_millis(self.config.replica_lag_time_max_ms);
+        let now = self.env.clock.now();
         for t in image.topics.values() {
             let mine: BTreeSet<i32> = t
                 .partitions
@@ -175,6 +191,7 @@ impl Catalog {
             for partition in topic.local_partitions() {
                 let index = partition.tp.partition.0;
                 if !mine.contains(&index) {
+                    done.offsets_changed |= topic.internal;
                     topic.partitions.write().unwrap_or_else(|p| p.into_inner()).remove(&index);
                     self.remove_partition(&partition).await?;
                 } else if config_changed {
@@ -191,22 +208,48 @@ impl Catalog {
                             .write()
                             .unwrap_or_else(|p| p.into_inner())
                             .insert(*index, Arc::clone(&p));
-                        opened.push(Arc::clone(&p));
+                        done.opened.push(Arc::clone(&p));
                         p
                     }
                 };
-                if let Some(record) = t.partitions.get(index) {
-                    partition.set_leader_epoch(LeaderEpoch(record.leader_epoch));
+                let Some(record) = t.partitions.get(index) else { continue };
+                let committed = Committed {
+                    leader: record.leader,
+                    leader_epoch: LeaderEpoch(record.leader_epoch),
+                    assignment: Assignment {
+                        replicas: &record.replicas,
+                        isr: &record.isr,
+                        partition_epoch: record.partition_epoch,
+                        epoch_start: partition.log.log_end_offset(),
+                    },
+                };
+                let min_isr = usize::try_from(config.min_insync_replicas()).unwrap_or(1);
+                let transition = partition.apply_committed(node, committed, min_isr, lag, now);
+                done.offsets_changed |= topic.internal && transition != Transition::Unchanged;
+                match transition {
+                    Transition::Unchanged => {}
+                    Transition::BecameLeader(epoch) => {
+                        // Followers asking where their epochs end need the new epoch in the
+                        // cache before anything is written under it. A failure leaves the log
+                        // offline (produce answers KAFKA_STORAGE_ERROR), not the broker.
+                        if let Err(e) = partition.log.begin_epoch(epoch).await {
+                            tracing::warn!(partition = %partition.tp, "recording leader epoch {epoch:?} failed: {e}");
+                        }
+                        partition.local_progress();
+                    }
+                    Transition::BecameFollower { leader, epoch } => {
+                        done.to_follow.push((Arc::clone(&partition), leader, epoch));
+                    }
                 }
             }
         }
         if remove_strays {
             self.remove_strays().await?;
         }
-        if !opened.is_empty() {
+        if !done.opened.is_empty() {
             self.env.disk.sync_dir(Path::new("")).await?;
         }
-        Ok(opened)
+        Ok(done)
     }
 
     fn topic_config(&self, t: &TopicImage) -> TopicConfig {

@@ -19,7 +19,7 @@ use crate::io::Env;
 use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use crate::log::{records, split};
 use crate::model::Offset;
-use crate::partition::Partition;
+use crate::partition::{Acks, CompletionError, Partition, ProduceError};
 
 /// Bytes read at a time when loading `__consumer_offsets`.
 pub const LOAD_CHUNK_BYTES: usize = 1 << 20;
@@ -67,14 +67,21 @@ impl Groups {
         groups
     }
 
-    /// Loads the committed offsets and groups kept in `partition` of the offsets topic
-    /// `offsets`, which this broker now hosts.
-    pub async fn load_partition(&self, offsets: Arc<Topic>, partition: &Partition) {
+    /// Takes over exactly the groups kept in `led`, the partitions of the offsets topic
+    /// `offsets` this broker now leads: gives up every group (parked and held requests are
+    /// answered NOT_COORDINATOR), then loads each led partition's offsets and groups from its
+    /// log. Called whenever leadership of an offsets partition moves to or from this broker.
+    pub async fn lead_partitions(&self, offsets: Arc<Topic>, led: &[Arc<Partition>]) {
         *self.offsets.lock().unwrap_or_else(|p| p.into_inner()) = Some(offsets);
-        let records = load_records(partition).await;
-        let loaded = self.lock().load(records, self.now());
-        self.dispatch(loaded);
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(partition.tp.partition.0);
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let unloaded = self.lock().unload();
+        self.dispatch(unloaded);
+        for partition in led {
+            let records = load_records(partition).await;
+            let loaded = self.lock().load(records, self.now());
+            self.dispatch(loaded);
+            self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(partition.tp.partition.0);
+        }
         self.changed.notify_one();
     }
 
@@ -222,22 +229,32 @@ async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), Pe
         let partition = offsets.partition(index).ok_or(PersistError::NotLeader)?;
         let batch =
             encode_batch(&specs, &BatchOptions::default()).map_err(|_| PersistError::Storage)?;
-        let (_, completion) = partition.produce(batch).await.map_err(|e| {
-            tracing::warn!("appending group records failed: {e}");
-            PersistError::Storage
+        let (_, completion) = partition.produce(batch, Acks::All).await.map_err(|e| match e {
+            ProduceError::NotLeader => PersistError::NotLeader,
+            ProduceError::NotEnoughReplicas(_) => PersistError::NotEnoughReplicas,
+            other => {
+                tracing::warn!("appending group records failed: {other}");
+                PersistError::Storage
+            }
         })?;
-        completion.await.map_err(|_| PersistError::Storage)?;
+        completion.await.map_err(|e| match e {
+            CompletionError::NotLeader => PersistError::NotLeader,
+            CompletionError::NotEnoughReplicasAfterAppend => PersistError::NotEnoughReplicas,
+            CompletionError::Offline(_) => PersistError::Storage,
+        })?;
     }
     Ok(())
 }
 
-/// Every record in one partition of the offsets topic, oldest first.
+/// Every record in one partition of the offsets topic, oldest first, to the log end: a new
+/// leader's log is what its followers will copy, so its tail past the high watermark becomes
+/// committed too.
 async fn load_records(partition: &Partition) -> Vec<Record> {
     let mut out = Vec::new();
-    let end = partition.high_watermark();
+    let end = partition.log.log_end_offset();
     let mut from = partition.log.log_start_offset();
     while from < end {
-        let Ok(result) = partition.read(from, LOAD_CHUNK_BYTES).await else { break };
+        let Ok(result) = partition.log.read(from, LOAD_CHUNK_BYTES, end).await else { break };
         if result.records.is_empty() {
             break;
         }

@@ -8,6 +8,7 @@ pub mod client;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
+pub mod fetcher;
 pub mod groups;
 pub mod io;
 pub mod log;

@@ -17,16 +17,23 @@ use crate::controller::membership::{Membership, Timing};
 use crate::controller::rpc::{Request, Response};
 use crate::controller::service::{Controller, ControllerConfig, ControllerStartError};
 use crate::coordinator::CoordinatorConfig;
+use crate::fetcher;
 use crate::groups::Groups;
 use crate::io::{Env, Listener, timeout};
 use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::partition::Partition;
+use crate::partition::replica::Role as ReplicaRole;
 use crate::producer_ids::ProducerIds;
 use crate::server;
 use crate::topics::OFFSETS_TOPIC;
 
 /// How long an admin request waits for the controller and for its change to be visible here.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often a leader looks for ISR changes to ask for.
+pub const ISR_CHECK_INTERVAL: Duration = Duration::from_millis(200);
+/// How long an ISR change may take to commit and come back.
+pub const ISR_CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +167,7 @@ impl Broker {
                 timing,
             );
             let _ = self.membership.set(Arc::clone(&membership));
+            self.env.spawn("isr-changes", isr_loop(Arc::downgrade(self), Arc::clone(&membership)));
             self.env.spawn("broker-reconcile", reconcile_loop(Arc::downgrade(self), membership));
         }
         Ok(listener)
@@ -361,6 +369,51 @@ impl Broker {
     }
 }
 
+/// Asks the controller, for every partition this broker leads, for the ISR changes its
+/// followers' progress calls for (a lagging follower out, a caught-up one in), one change per
+/// partition in flight; the committed change comes back through the image.
+async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
+    loop {
+        let Some(b) = broker.upgrade() else { return };
+        let clock = Arc::clone(&b.env.clock);
+        let now = clock.now();
+        let mut asks = Vec::new();
+        for partition in b.partitions() {
+            if let Some((epoch, proposal)) = partition.isr_proposal(now) {
+                asks.push((partition, epoch, proposal));
+            }
+        }
+        drop(b);
+        for (partition, epoch, proposal) in asks {
+            let request = Request::AlterPartition {
+                broker_id: membership.node(),
+                incarnation: membership.incarnation(),
+                topic_id: partition.topic_id,
+                partition: partition.tp.partition.0,
+                leader_epoch: epoch.0,
+                partition_epoch: proposal.partition_epoch,
+                isr: proposal.isr.iter().copied().collect(),
+            };
+            tracing::info!(partition = %partition.tp, isr = ?proposal.isr, "asking for an ISR change");
+            match membership.call(&request, ISR_CHANGE_TIMEOUT).await {
+                Ok(Response::Done { offset, .. }) => {
+                    // The change reaches the partition through the image.
+                    if let Some(b) = broker.upgrade() {
+                        b.wait_reconciled(offset, ISR_CHANGE_TIMEOUT).await;
+                    }
+                }
+                Ok(other) => {
+                    tracing::info!(partition = %partition.tp, "ISR change refused: {other:?}")
+                }
+                Err(e) => tracing::info!(partition = %partition.tp, "ISR change failed: {e}"),
+            }
+            // Whatever happened, the next check may ask again (a stale ask is refused).
+            partition.isr_proposal_answered();
+        }
+        clock.sleep(ISR_CHECK_INTERVAL).await;
+    }
+}
+
 /// Follows the membership's image: opens and removes partitions, loads the group state of
 /// offsets partitions as they open, and records how far it got.
 async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
@@ -374,14 +427,22 @@ async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         if image.offset > b.reconciled.load(Ordering::Acquire) || !strays_removed {
             let remove_strays = !strays_removed && membership.caught_up();
             match b.catalog.reconcile(&image, b.config.node_id, remove_strays).await {
-                Ok(opened) => {
+                Ok(done) => {
                     strays_removed |= remove_strays;
-                    for partition in opened {
-                        if partition.tp.topic == OFFSETS_TOPIC
-                            && let Some(topic) = b.catalog.get(OFFSETS_TOPIC)
-                        {
-                            b.groups.load_partition(topic, &partition).await;
-                        }
+                    for (partition, leader, epoch) in done.to_follow {
+                        let fetcher =
+                            fetcher::follow(Weak::clone(&broker), partition, leader, epoch);
+                        b.env.spawn("replica-fetcher", fetcher);
+                    }
+                    if done.offsets_changed
+                        && let Some(topic) = b.catalog.get(OFFSETS_TOPIC)
+                    {
+                        let led: Vec<Arc<Partition>> = topic
+                            .local_partitions()
+                            .into_iter()
+                            .filter(|p| matches!(p.role(), ReplicaRole::Leader { .. }))
+                            .collect();
+                        b.groups.lead_partitions(topic, &led).await;
                     }
                     b.reconciled.fetch_max(image.offset, Ordering::AcqRel);
                     b.reconciled_changed.notify_waiters();

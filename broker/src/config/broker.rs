@@ -85,6 +85,9 @@ pub struct BrokerConfig {
     pub broker_heartbeat_interval_ms: u64,
     /// `broker.session.timeout.ms`: a broker silent this long is fenced.
     pub broker_session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`: a follower that has not caught up with its leader's log end
+    /// for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
 }
 
 /// A node's role (`process.roles`).
@@ -123,6 +126,7 @@ impl Default for BrokerConfig {
             default_replication_factor: 1,
             broker_heartbeat_interval_ms: 1_000,
             broker_session_timeout_ms: 6_000,
+            replica_lag_time_max_ms: 30_000,
         }
     }
 }
@@ -142,7 +146,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 10] = [
+        let checks: [(&'static str, bool, &'static str); 11] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -167,6 +171,7 @@ impl BrokerConfig {
                     && self.broker_heartbeat_interval_ms >= 1,
                 "must exceed broker_heartbeat_interval_ms (at least 1)",
             ),
+            ("replica_lag_time_max_ms", self.replica_lag_time_max_ms >= 1, "must be at least 1"),
             ("num_partitions", self.num_partitions >= 1, "must be at least 1"),
             (
                 "offsets_topic_num_partitions",

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::image::MetadataImage;
+use super::image::{MetadataImage, TopicImage};
 use super::records::{
     BrokerId, BrokerRegistration, Incarnation, MetadataRecord, NO_LEADER, PartitionRecord,
 };
@@ -58,6 +58,13 @@ pub enum ControllerError {
     /// The request could not be completed in time (the quorum may be changing leader).
     #[error("the controller timed out")]
     Timeout,
+    /// An ISR change from a leader that is not the current one, or based on an older
+    /// partition epoch (Kafka's FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION).
+    #[error("stale partition change: {0}")]
+    StalePartition(String),
+    /// An ISR change naming a replica that may not join it (INELIGIBLE_REPLICA).
+    #[error("ineligible replica: {0}")]
+    IneligibleReplica(String),
 }
 
 impl From<TopicNameError> for ControllerError {
@@ -83,6 +90,23 @@ pub struct NewTopic {
     pub replication: i32,
     /// Configuration overrides.
     pub configs: Vec<(String, String)>,
+}
+
+/// An ISR change a partition leader asks for.
+#[derive(Clone, Copy, Debug)]
+pub struct IsrChange<'a> {
+    /// The leader asking.
+    pub broker_id: BrokerId,
+    /// The partition's topic.
+    pub topic_id: TopicId,
+    /// The partition.
+    pub partition: i32,
+    /// The leader epoch it leads in.
+    pub leader_epoch: i32,
+    /// The partition epoch the change is based on.
+    pub partition_epoch: i32,
+    /// The ISR asked for.
+    pub isr: &'a [BrokerId],
 }
 
 /// The controller's settings.
@@ -126,7 +150,7 @@ impl ControllerLogic {
         let id = registration.broker_id;
         self.heartbeats.insert(id, now);
         let mut out = vec![MetadataRecord::RegisterBroker(registration)];
-        out.extend(leaderless_to(image, id));
+        out.extend(leaderless_to(image, id, &self.config.topic_defaults));
         out
     }
 
@@ -151,31 +175,33 @@ impl ControllerLogic {
                 return Ok(Vec::new());
             }
             let mut out = vec![MetadataRecord::ShutdownBroker { broker_id, incarnation }];
-            out.extend(leadership_away_from(image, broker_id));
+            out.extend(leadership_away_from(image, broker_id, &self.config.topic_defaults));
             return Ok(out);
         }
         if broker.fenced {
             let mut out = vec![MetadataRecord::UnfenceBroker { broker_id, incarnation }];
-            out.extend(leaderless_to(image, broker_id));
+            out.extend(leaderless_to(image, broker_id, &self.config.topic_defaults));
             return Ok(out);
         }
         Ok(Vec::new())
     }
 
-    /// Record batches fencing every broker whose session expired by `now`.
-    pub fn expire(&mut self, image: &MetadataImage, now: Instant) -> Vec<Vec<MetadataRecord>> {
-        let mut out = Vec::new();
+    /// The records fencing the first broker whose session expired by `now`, if any. One at a
+    /// time: each batch's partition changes are computed from `image`, so the next broker's
+    /// must be computed from the image with this batch applied (two fences from one image
+    /// would each undo the other's ISR removal).
+    pub fn expire(&mut self, image: &MetadataImage, now: Instant) -> Option<Vec<MetadataRecord>> {
         for broker in image.live_brokers() {
             let id = broker.registration.broker_id;
             let last = *self.heartbeats.entry(id).or_insert(now);
             if now.saturating_duration_since(last) > self.config.session_timeout {
                 let incarnation = broker.registration.incarnation;
                 let mut batch = vec![MetadataRecord::FenceBroker { broker_id: id, incarnation }];
-                batch.extend(leadership_away_from(image, id));
-                out.push(batch);
+                batch.extend(leadership_away_from(image, id, &self.config.topic_defaults));
+                return Some(batch);
             }
         }
-        out
+        None
     }
 
     /// Records creating `topic` (or, with `validate_only`, none), with its partitions placed
@@ -224,6 +250,52 @@ impl ControllerLogic {
             })
         }));
         Ok(out)
+    }
+
+    /// The record committing an ISR change asked for by the partition's leader `broker_id`:
+    /// refused unless it comes from the current leader in its current leader epoch, is based on
+    /// the current partition epoch, keeps the leader, and adds only live replicas.
+    pub fn alter_partition(
+        image: &MetadataImage,
+        change: &IsrChange<'_>,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        let p = image
+            .topics
+            .values()
+            .find(|t| t.id == change.topic_id)
+            .and_then(|t| t.partitions.get(&change.partition))
+            .ok_or_else(|| ControllerError::UnknownTopic(format!("{:?}", change.topic_id)))?;
+        if p.leader != change.broker_id || p.leader_epoch != change.leader_epoch {
+            return Err(ControllerError::StalePartition(format!(
+                "leader {} epoch {} asked; leader is {} in epoch {}",
+                change.broker_id, change.leader_epoch, p.leader, p.leader_epoch
+            )));
+        }
+        if p.partition_epoch != change.partition_epoch {
+            return Err(ControllerError::StalePartition(format!(
+                "based on partition epoch {}; it is {}",
+                change.partition_epoch, p.partition_epoch
+            )));
+        }
+        let mut isr: Vec<BrokerId> =
+            p.replicas.iter().copied().filter(|r| change.isr.contains(r)).collect();
+        if isr.len() != change.isr.len() || !isr.contains(&change.broker_id) {
+            return Err(ControllerError::IneligibleReplica(format!(
+                "ISR {:?} must be replicas of {:?} and hold the leader",
+                change.isr, p.replicas
+            )));
+        }
+        if let Some(dead) = isr.iter().find(|&&r| !p.isr.contains(&r) && !image.is_live(r)) {
+            return Err(ControllerError::IneligibleReplica(format!("broker {dead} is fenced")));
+        }
+        if isr == p.isr {
+            return Ok(Vec::new());
+        }
+        isr.dedup();
+        let mut next = p.clone();
+        next.isr = isr;
+        next.partition_epoch += 1;
+        Ok(vec![MetadataRecord::Partition(next)])
     }
 
     /// Records deleting the topic called `name`.
@@ -344,9 +416,25 @@ fn rack_interleaved(image: &MetadataImage) -> Vec<BrokerId> {
     (0..longest).flat_map(|i| racks.values().filter_map(move |ids| ids.get(i).copied())).collect()
 }
 
+/// Whether `topic` may elect a leader from outside its ISR (`unclean.leader.election.enable`,
+/// its override or the default).
+fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
+    match topic.configs.get("unclean.leader.election.enable") {
+        Some(value) => value == "true",
+        None => defaults.unclean_leader_election(),
+    }
+}
+
 /// Partition records moving leadership away from `broker` (fenced or shutting down): the next
-/// live in-sync replica leads, or none; the broker leaves the ISR unless it is the last member.
-fn leadership_away_from(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+/// live in-sync replica leads; with none, a live out-of-sync replica where the topic allows
+/// unclean election (it becomes the whole ISR), else none. The broker leaves the ISR unless it
+/// is the last member (the last member keeps the partition's committed data: only it may lead
+/// again, cleanly).
+fn leadership_away_from(
+    image: &MetadataImage,
+    broker: BrokerId,
+    defaults: &TopicConfig,
+) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for topic in image.topics.values() {
         for p in topic.partitions.values() {
@@ -358,12 +446,22 @@ fn leadership_away_from(image: &MetadataImage, broker: BrokerId) -> Vec<Metadata
                 next.isr.retain(|&b| b != broker);
             }
             if p.leader == broker {
-                next.leader = next
-                    .isr
-                    .iter()
-                    .copied()
-                    .find(|&b| b != broker && image.is_live(b))
-                    .unwrap_or(NO_LEADER);
+                let clean = next.isr.iter().copied().find(|&b| b != broker && image.is_live(b));
+                next.leader = match clean {
+                    Some(leader) => leader,
+                    None if unclean_allowed(topic, defaults) => {
+                        match p.replicas.iter().copied().find(|&b| b != broker && image.is_live(b))
+                        {
+                            Some(leader) => {
+                                tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
+                                next.isr = vec![leader];
+                                leader
+                            }
+                            None => NO_LEADER,
+                        }
+                    }
+                    None => NO_LEADER,
+                };
                 next.leader_epoch += 1;
             }
             next.partition_epoch += 1;
@@ -374,18 +472,32 @@ fn leadership_away_from(image: &MetadataImage, broker: BrokerId) -> Vec<Metadata
 }
 
 /// Partition records giving `broker` leadership of partitions that have no leader and list it
-/// in sync.
-fn leaderless_to(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+/// in sync — or, where the topic allows unclean election, of leaderless partitions it is a
+/// replica of whose in-sync replicas are all down (it becomes the whole ISR).
+fn leaderless_to(
+    image: &MetadataImage,
+    broker: BrokerId,
+    defaults: &TopicConfig,
+) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for topic in image.topics.values() {
         for p in topic.partitions.values() {
-            if p.leader == NO_LEADER && p.isr.contains(&broker) {
-                let mut next = p.clone();
-                next.leader = broker;
-                next.leader_epoch += 1;
-                next.partition_epoch += 1;
-                out.push(MetadataRecord::Partition(next));
+            if p.leader != NO_LEADER || !p.replicas.contains(&broker) {
+                continue;
             }
+            let mut next = p.clone();
+            if !p.isr.contains(&broker) {
+                let isr_down = !p.isr.iter().any(|&b| image.is_live(b));
+                if !(isr_down && unclean_allowed(topic, defaults)) {
+                    continue;
+                }
+                tracing::warn!(topic = %topic.name, partition = p.partition, leader = broker, "unclean leader election");
+                next.isr = vec![broker];
+            }
+            next.leader = broker;
+            next.leader_epoch += 1;
+            next.partition_epoch += 1;
+            out.push(MetadataRecord::Partition(next));
         }
     }
     out

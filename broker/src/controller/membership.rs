@@ -97,6 +97,11 @@ impl Membership {
         self.registration.broker_id
     }
 
+    /// This run's incarnation.
+    pub fn incarnation(&self) -> crate::controller::records::Incarnation {
+        self.registration.incarnation
+    }
+
     /// The image as this broker has applied it.
     pub fn image(&self) -> Arc<MetadataImage> {
         Arc::clone(&self.image.lock().unwrap_or_else(|p| p.into_inner()))

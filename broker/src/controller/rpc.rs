@@ -15,6 +15,7 @@ use super::codec::{DecodeError, Reader, Writer, seal, unseal};
 use super::logic::{ControllerError, NewTopic};
 use super::records::{BrokerId, BrokerRegistration, Incarnation};
 use crate::io::Conn;
+use crate::model::TopicId;
 
 /// Largest frame accepted (a metadata snapshot of a large cluster fits).
 pub const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -102,6 +103,23 @@ pub enum Request {
         /// The broker.
         broker_id: BrokerId,
     },
+    /// A partition leader asks for a new ISR (Kafka's AlterPartition).
+    AlterPartition {
+        /// The leader asking.
+        broker_id: BrokerId,
+        /// Its run.
+        incarnation: Incarnation,
+        /// The partition's topic.
+        topic_id: TopicId,
+        /// The partition.
+        partition: i32,
+        /// The leader epoch the leader is in.
+        leader_epoch: i32,
+        /// The partition epoch the change is based on.
+        partition_epoch: i32,
+        /// The ISR asked for.
+        isr: Vec<BrokerId>,
+    },
     /// Committed metadata after log index `after`, waiting up to `max_wait_ms` for some.
     FetchMetadata {
         /// The last index the broker has applied.
@@ -162,6 +180,8 @@ fn error_code(e: &ControllerError) -> (u8, String) {
         ControllerError::Internal(s) => (8, s.clone()),
         ControllerError::StaleBroker(b) => (9, b.to_string()),
         ControllerError::Timeout => (10, String::new()),
+        ControllerError::StalePartition(s) => (11, s.clone()),
+        ControllerError::IneligibleReplica(s) => (12, s.clone()),
     }
 }
 
@@ -181,6 +201,8 @@ fn error_from(code: u8, text: String) -> Result<ControllerError, DecodeError> {
         8 => ControllerError::Internal(text),
         9 => ControllerError::StaleBroker(num(&text) as i32),
         10 => ControllerError::Timeout,
+        11 => ControllerError::StalePartition(text),
+        12 => ControllerError::IneligibleReplica(text),
         other => return Err(DecodeError::Unknown("controller error", u32::from(other))),
     })
 }
@@ -269,6 +291,24 @@ impl Request {
             Request::FetchMetadata { after, max_wait_ms } => {
                 w.u8(8).u64(*after).u32(*max_wait_ms);
             }
+            Request::AlterPartition {
+                broker_id,
+                incarnation,
+                topic_id,
+                partition,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => {
+                w.u8(9)
+                    .i32(*broker_id)
+                    .u128(incarnation.0)
+                    .topic_id(*topic_id)
+                    .i32(*partition)
+                    .i32(*leader_epoch)
+                    .i32(*partition_epoch)
+                    .i32s(isr);
+            }
         }
         seal(w)
     }
@@ -306,6 +346,15 @@ impl Request {
             },
             7 => Request::ProducerIds { broker_id: r.i32("broker id")? },
             8 => Request::FetchMetadata { after: r.u64("after")?, max_wait_ms: r.u32("max wait")? },
+            9 => Request::AlterPartition {
+                broker_id: r.i32("broker id")?,
+                incarnation: Incarnation(r.u128("incarnation")?),
+                topic_id: r.topic_id("topic id")?,
+                partition: r.i32("partition")?,
+                leader_epoch: r.i32("leader epoch")?,
+                partition_epoch: r.i32("partition epoch")?,
+                isr: r.i32s("isr")?,
+            },
             other => return Err(DecodeError::Unknown("request type", u32::from(other))),
         };
         r.end()?;

@@ -15,7 +15,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::codec::{DecodeError, Reader, Writer, seal, unseal};
 use super::image::MetadataImage;
-use super::logic::{ControllerError, ControllerLogic, LogicConfig};
+use super::logic::{ControllerError, ControllerLogic, IsrChange, LogicConfig};
 use super::quorum::{Quorum, QuorumConfig, QuorumError, QuorumStore};
 use super::records::{BrokerId, MetadataRecord};
 use super::rpc::{Channel, Hello, MetadataDelta, Request, Response, read_frame, write_frame};
@@ -258,6 +258,33 @@ impl Controller {
                     Err(error) => Response::Error { error, leader: self.leader() },
                 };
             }
+            Request::AlterPartition {
+                broker_id,
+                incarnation,
+                topic_id,
+                partition,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => {
+                let current = image
+                    .brokers
+                    .get(&broker_id)
+                    .is_some_and(|b| b.registration.incarnation == incarnation);
+                if current {
+                    let change = IsrChange {
+                        broker_id,
+                        topic_id,
+                        partition,
+                        leader_epoch,
+                        partition_epoch,
+                        isr: &isr,
+                    };
+                    ControllerLogic::alter_partition(&image, &change)
+                } else {
+                    Err(ControllerError::StaleBroker(broker_id))
+                }
+            }
             Request::FetchMetadata { .. } => return self.not_controller(),
         };
         let fenced_of = |image: &MetadataImage, id: BrokerId| {
@@ -365,7 +392,9 @@ impl Controller {
         let now = self.env.clock.now();
         let logic = logic
             .get_or_insert_with(|| ControllerLogic::new(self.config.logic.clone(), &image, now));
-        for batch in logic.expire(&image, now) {
+        // Each fence is computed from the image with the previous one applied.
+        for _ in 0..image.brokers.len() {
+            let Some(batch) = logic.expire(&self.image(), now) else { return };
             tracing::info!(records = batch.len(), "fencing a broker whose session expired");
             if let Err(e) = self.commit(batch).await {
                 tracing::warn!("fencing did not commit: {e}");

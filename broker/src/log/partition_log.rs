@@ -183,6 +183,11 @@ impl Log {
         self.state().epochs.clone()
     }
 
+    /// The high watermark last recorded (from the checkpoint, after a restart).
+    pub fn recorded_high_watermark(&self) -> Offset {
+        self.state().high_watermark
+    }
+
     /// Records the high watermark the next checkpoint should carry.
     pub fn set_high_watermark(&self, offset: Offset) {
         let mut state = self.state();

@@ -1,9 +1,11 @@
-//! A partition as the broker serves it: its log, its idempotent-producer state, its high
-//! watermark, and the ordering of appends — one at a time per partition, so that offsets and
-//! producer sequences agree — with the durability wait kept outside that ordering, so that
-//! group commit can gather many producers' batches into one sync.
+//! A partition as the broker serves it: its log, its idempotent-producer state, its part in
+//! replication (leader or follower, see [`replica`]), its high watermark, and the ordering of
+//! appends — one at a time per partition, so that offsets and producer sequences agree — with
+//! the durability and replication waits kept outside that ordering, so that group commit can
+//! gather many producers' batches into one sync.
 
 pub mod producers;
+pub mod replica;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +19,8 @@ use crate::log::{
     batch,
 };
 use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
+use crate::replication::ReplicationError;
+use replica::ReplicaState;
 
 /// Why a produce to this partition failed.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +31,46 @@ pub enum ProduceError {
     /// The idempotent producer's epoch or sequence is wrong.
     #[error(transparent)]
     Producer(#[from] ProducerError),
+    /// This broker does not lead the partition now.
+    #[error("not the leader")]
+    NotLeader,
+    /// `acks=all` with fewer in-sync replicas than `min.insync.replicas`: nothing was written.
+    #[error(transparent)]
+    NotEnoughReplicas(#[from] ReplicationError),
+}
+
+/// Why a follower could not cut its log.
+#[derive(Debug, thiserror::Error)]
+pub enum TruncateError {
+    /// The log could not be cut.
+    #[error(transparent)]
+    Log(#[from] MaintenanceError),
+    /// The producer state could not be rebuilt from what remains.
+    #[error("rebuilding producer state: {0}")]
+    Producers(#[from] ReadError),
+}
+
+/// Why an appended batch could not be acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompletionError {
+    /// The log went offline before the batch was durable.
+    #[error(transparent)]
+    Offline(#[from] crate::log::Offline),
+    /// The ISR fell below `min.insync.replicas` before every member had the batch.
+    #[error("the ISR shrank below min.insync.replicas after the append")]
+    NotEnoughReplicasAfterAppend,
+    /// This broker stopped leading the partition before the batch was replicated.
+    #[error("leadership moved before the batch was replicated")]
+    NotLeader,
+}
+
+/// How many replicas must hold a batch before its produce is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acks {
+    /// `acks=0` or `1`: the leader alone (durably, under `flush.policy=ack`).
+    Leader,
+    /// `acks=all`: every in-sync replica, at least `min.insync.replicas` of them.
+    All,
 }
 
 /// Why a partition could not be opened.
@@ -53,12 +97,19 @@ pub struct Partition {
     leader_epoch: std::sync::atomic::AtomicI32,
     /// The producer state; its lock also orders appends.
     producers: tokio::sync::Mutex<ProducerStateManager>,
-    /// Woken when the high watermark moves (fetch long polls).
+    /// Woken when the partition's log or high watermark moves (fetch long polls, broker-wide).
     appended: Arc<tokio::sync::Notify>,
+    /// Its part in replication and its high watermark.
+    replica: std::sync::Mutex<ReplicaState>,
+    /// Woken when the high watermark, the ISR or the role changes (`acks=all` waits).
+    replicated: tokio::sync::Notify,
+    /// Held by the follower's fetcher while it cuts or appends, so that a fetcher of an older
+    /// epoch can never write after a newer one has truncated.
+    pub(crate) follow: tokio::sync::Mutex<()>,
 }
 
 /// The rest of a produce after its append: resolves when the batch may be acknowledged.
-pub type Completion = crate::io::BoxFuture<'static, Result<(), crate::log::Offline>>;
+pub type Completion = crate::io::BoxFuture<'static, Result<(), CompletionError>>;
 
 /// What a successful produce returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +135,7 @@ impl Partition {
         let log = Log::open(env.clone(), dir, config).await?;
         let leader_epoch = log.epochs().latest().map_or(LeaderEpoch(0), |(e, _)| e);
         let state = producers::recover(&log, &*env.disk).await?;
+        let replica = ReplicaState::new(log.recorded_high_watermark().min(log.log_end_offset()));
         Ok(Partition {
             tp,
             topic_id,
@@ -92,6 +144,9 @@ impl Partition {
             leader_epoch: std::sync::atomic::AtomicI32::new(leader_epoch.0),
             producers: tokio::sync::Mutex::new(state),
             appended,
+            replica: std::sync::Mutex::new(replica),
+            replicated: tokio::sync::Notify::new(),
+            follow: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -105,13 +160,11 @@ impl Partition {
         self.leader_epoch.fetch_max(epoch.0, std::sync::atomic::Ordering::AcqRel);
     }
 
-    /// The high watermark: what consumers may read. With `flush.policy=ack` only synced data is
-    /// visible, so no consumer ever sees a record a power failure could take back.
+    /// The high watermark: what consumers may read. On the leader it is the end every in-sync
+    /// replica holds (with `flush.policy=ack`, holds durably, so no consumer ever sees a record
+    /// a power failure could take back); on a follower, the leader's as last fetched.
     pub fn high_watermark(&self) -> Offset {
-        match self.log.config().flush_policy {
-            FlushPolicy::Ack => self.log.durable_offset(),
-            FlushPolicy::Interval => self.log.log_end_offset(),
-        }
+        self.replica_state().high_watermark()
     }
 
     /// Appends a client's batch in this partition's order — or, for a retry of one of an
@@ -122,10 +175,13 @@ impl Partition {
     pub async fn produce(
         self: &Arc<Self>,
         batch: Bytes,
+        acks: Acks,
     ) -> Result<(Produced, Completion), ProduceError> {
         let header = batch::parse_header(&batch).map_err(AppendError::from)?;
+        let epoch = self.leader_epoch();
         let (produced, last_offset) = {
             let mut state = self.producers.lock().await;
+            self.check_leader(acks)?;
             match state.check(&header)? {
                 Decision::Duplicate { base_offset, last_offset, max_timestamp } => {
                     let log_append_time = (header.timestamp_type()
@@ -139,6 +195,7 @@ impl Partition {
                 Decision::Append => {
                     let info = self.log.append_unsynced(batch, self.leader_epoch()).await?;
                     state.record(&info.header, info.base_offset, info.last_offset);
+                    self.local_progress();
                     let produced = Produced {
                         base_offset: info.base_offset,
                         log_append_time: info.log_append_time,
@@ -155,11 +212,44 @@ impl Partition {
                 FlushPolicy::Ack => partition.log.wait_durable(last_offset.next()).await?,
                 FlushPolicy::Interval => partition.log.flush_if_due().await?,
             }
-            partition.log.set_high_watermark(partition.high_watermark());
-            partition.appended.notify_waiters();
-            Ok(())
+            partition.local_progress();
+            match acks {
+                Acks::Leader => Ok(()),
+                Acks::All => partition.wait_replicated(last_offset.next(), epoch).await,
+            }
         });
         Ok((produced, completion))
+    }
+
+    /// Appends batches a leader sent to this follower, keeping the leader's offsets and epochs
+    /// and feeding the producer state; under `flush.policy=ack` they are synced before this
+    /// returns, so the next fetch offset tells the leader they are durable here.
+    pub async fn append_replicated(&self, batches: &[Bytes]) -> Result<(), AppendError> {
+        if batches.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut state = self.producers.lock().await;
+            for batch in batches {
+                let info = self.log.append_replicated(batch.clone()).await?;
+                state.record(&info.header, info.base_offset, info.last_offset);
+            }
+        }
+        if self.log.config().flush_policy == FlushPolicy::Ack {
+            self.log.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the log at `offset` (a follower's divergent tail) and rebuilds the producer state
+    /// from what remains.
+    pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, TruncateError> {
+        let mut state = self.producers.lock().await;
+        let end = self.log.truncate_to(offset).await?;
+        *state = producers::recover(&self.log, &*self.env.disk).await?;
+        let hw = self.replica_state().high_watermark().min(end);
+        self.follower_high_watermark(hw);
+        Ok(end)
     }
 
     /// Reads from `offset` up to the high watermark.

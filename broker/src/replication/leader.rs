@@ -158,6 +158,17 @@ impl LeaderReplica {
         }
     }
 
+    /// Adopts changed settings (the topic's configuration changed).
+    pub fn set_config(&mut self, config: LeaderConfig) {
+        self.config = config;
+    }
+
+    /// Forgets the ISR change in flight (the controller refused it, or the call failed), so
+    /// that the next [`LeaderReplica::propose`] may ask again.
+    pub fn clear_pending(&mut self) {
+        self.pending = None;
+    }
+
     /// The high watermark: consumers read below it, and `acks=all` waits for it.
     pub fn high_watermark(&self) -> Offset {
         self.high_watermark
@@ -266,15 +277,19 @@ impl LeaderReplica {
         Some(proposal)
     }
 
-    /// The controller committed `isr` at `partition_epoch` (or refused the proposal: then the
-    /// committed state it answers with). Returns the new high watermark if it moved.
+    /// The controller committed `isr` at `partition_epoch` (the image changed). Returns the new
+    /// high watermark if it moved.
     pub fn on_isr_committed(&mut self, isr: &[BrokerId], partition_epoch: i32) -> Option<Offset> {
         if partition_epoch >= self.partition_epoch {
             self.isr = isr.iter().copied().collect();
             self.isr.insert(self.leader);
             self.partition_epoch = partition_epoch;
         }
-        self.pending = None;
+        // The change in flight is settled once anything newer than its base is committed (it,
+        // or a change that makes it stale); until then it still counts in the maximal ISR.
+        if self.pending.as_ref().is_some_and(|p| partition_epoch > p.partition_epoch) {
+            self.pending = None;
+        }
         self.advance()
     }
 

@@ -185,3 +185,13 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_unrelated_image_change_keeps_the_change_in_flight() {
+    let mut r = three(1);
+    r.on_fetch(2, Offset(0), at(0)).expect("a replica");
+    let asked = r.propose(at(31)).expect("both followers lagged");
+    r.on_isr_committed(&[1, 2, 3], asked.partition_epoch);
+    assert_eq!(r.pending(), Some(&asked), "nothing newer than its base was committed");
+    assert_eq!(r.propose(at(32)), None, "one change in flight at a time");
+}

@@ -172,10 +172,22 @@ impl Client {
         partitions: i32,
         configs: &[(&str, &str)],
     ) -> Result<(), ClientError> {
+        self.create_replicated_topic(topic, partitions, 1, configs).await
+    }
+
+    /// Creates `topic` with `partitions` partitions of `replication` replicas each; Ok if it
+    /// was created or already exists.
+    pub async fn create_replicated_topic(
+        &mut self,
+        topic: &str,
+        partitions: i32,
+        replication: i16,
+        configs: &[(&str, &str)],
+    ) -> Result<(), ClientError> {
         let mut wanted = CreatableTopic::default();
         wanted.name = name(topic);
         wanted.num_partitions = partitions;
-        wanted.replication_factor = 1;
+        wanted.replication_factor = replication;
         wanted.configs = configs
             .iter()
             .map(|(k, v)| {

@@ -35,6 +35,8 @@ pub(crate) fn controller_error(error: &ControllerError) -> ResponseError {
         ControllerError::StaleBroker(_) | ControllerError::Timeout => {
             ResponseError::RequestTimedOut
         }
+        ControllerError::StalePartition(_) => ResponseError::FencedLeaderEpoch,
+        ControllerError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
     }
 }
 

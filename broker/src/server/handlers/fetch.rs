@@ -1,4 +1,6 @@
-//! Fetch: whole stored batches from each requested partition up to its high watermark, bounded
+//! Fetch: whole stored batches from each requested partition up to its high watermark (a
+//! follower replica — a fetch naming a broker as `replica_id` — reads up to the log end, and
+//! its fetch offset tells the leader what it holds), bounded
 //! per partition and in total (the first batch is always whole, so a consumer can make
 //! progress); a long poll of up to `max_wait_ms` for `min_bytes`, woken by appends. Topics are
 //! named by id from v13. Empty record sets are empty bytes, never null. Fetch sessions are not
@@ -62,6 +64,9 @@ async fn read_all(
 ) -> (FetchResponse, usize, bool) {
     let mut response = FetchResponse::default();
     let mut budget = request.max_bytes.max(0) as usize;
+    let replica =
+        if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
+    let replica = (replica >= 0).then_some(replica);
     let (mut total, mut failed) = (0usize, false);
     for wanted in &request.topics {
         let topic = if version >= 13 {
@@ -76,8 +81,16 @@ async fn read_all(
             let limit = (part.partition_max_bytes.max(0) as usize).min(budget);
             let first = total == 0;
             let name = topic.as_ref().map_or(wanted.topic.0.as_str(), |t| t.name.as_str());
-            let data =
-                read_partition(broker, name, topic.as_ref(), version, part, limit, first).await;
+            let data = read_partition(
+                broker,
+                name,
+                topic.as_ref(),
+                Asker { version, replica },
+                part,
+                limit,
+                first,
+            )
+            .await;
             failed |= data.error_code != 0;
             let len = data.records.as_ref().map_or(0, Bytes::len);
             total += len;
@@ -89,15 +102,23 @@ async fn read_all(
     (response, total, failed)
 }
 
+/// Who fetches: the request version, and the follower broker's id for a replica fetch.
+#[derive(Clone, Copy)]
+struct Asker {
+    version: i16,
+    replica: Option<i32>,
+}
+
 async fn read_partition(
     broker: &Broker,
     name: &str,
     topic: Option<&Arc<Topic>>,
-    version: i16,
+    asker: Asker,
     part: &kafka_protocol::messages::fetch_request::FetchPartition,
     limit: usize,
     first: bool,
 ) -> PartitionData {
+    let Asker { version, replica } = asker;
     let mut data = PartitionData::default();
     data.partition_index = part.partition;
     data.records = Some(Bytes::new());
@@ -134,7 +155,21 @@ async fn read_partition(
         data.error_code = code(error);
         return data;
     }
-    let hw = partition.high_watermark();
+    let offset = Offset(part.fetch_offset);
+    let (hw, upto) = match replica {
+        None => (partition.high_watermark(), partition.high_watermark()),
+        Some(follower) => {
+            let now = broker.env.clock.now();
+            match partition.follower_fetched(follower, offset, now) {
+                Ok(hw) => (hw, partition.log.log_end_offset()),
+                Err(error) => {
+                    tracing::debug!(partition = %partition.tp, follower, "refused a replica fetch: {error}");
+                    data.error_code = code(ResponseError::NotLeaderOrFollower);
+                    return data;
+                }
+            }
+        }
+    };
     data.high_watermark = hw.0;
     data.last_stable_offset = hw.0;
     data.log_start_offset = partition.log.log_start_offset().0;
@@ -143,7 +178,7 @@ async fn read_partition(
     if limit == 0 && !first {
         return data;
     }
-    match partition.read(Offset(part.fetch_offset), limit.max(1)).await {
+    match partition.log.read(offset, limit.max(1), upto).await {
         Ok(result) => {
             data.log_start_offset = result.log_start.0;
             data.records = Some(result.records);

@@ -1,7 +1,11 @@
 //! Produce: one batch per partition, appended in order, acknowledged per `acks` once durable
-//! as the topic's flush policy requires. acks=0 gets no response at all.
+//! as the topic's flush policy requires — on the leader for `acks=1`, on every in-sync replica
+//! for `acks=all` (refused up front with NOT_ENOUGH_REPLICAS when the ISR is below
+//! `min.insync.replicas`). A wait longer than the request's `timeout_ms` is answered
+//! REQUEST_TIMED_OUT. acks=0 gets no response at all.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -11,10 +15,11 @@ use uuid::Uuid;
 
 use super::{code, leadership_error};
 use crate::catalog::Topic;
+use crate::io::timeout;
 use crate::log::AppendError;
 use crate::model::TopicId;
 use crate::node::Broker;
-use crate::partition::{Completion, ProduceError};
+use crate::partition::{Acks, Completion, CompletionError, ProduceError};
 use crate::protocol::Response;
 use crate::server::Reply;
 
@@ -27,6 +32,9 @@ struct Pending {
 /// Answers Produce.
 pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16) -> Reply {
     let acks = request.acks;
+    let mode = if acks == -1 { Acks::All } else { Acks::Leader };
+    let clock = Arc::clone(&broker.env.clock);
+    let deadline = clock.now() + Duration::from_millis(request.timeout_ms.max(0) as u64);
     let mut topics = Vec::new();
     for data in request.topic_data {
         let topic = if data.name.0.is_empty() {
@@ -39,7 +47,7 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16
             let pending = if !(-1..=1).contains(&acks) {
                 failed(part.index, ResponseError::InvalidRequiredAcks, None)
             } else {
-                append(broker, &data.name.0, topic.as_ref(), part.index, part.records).await
+                append(broker, &data.name.0, topic.as_ref(), part.index, part.records, mode).await
             };
             partitions.push(pending);
         }
@@ -52,12 +60,17 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16
             out.name = name;
             out.topic_id = if known { id } else { Uuid::nil() };
             for mut pending in partitions {
-                if let Some(completion) = pending.completion.take()
-                    && let Err(offline) = completion.await
-                {
-                    tracing::warn!("produce not acknowledged: {offline}");
-                    pending.response.error_code = code(ResponseError::KafkaStorageError);
-                    pending.response.base_offset = -1;
+                if let Some(completion) = pending.completion.take() {
+                    let left = deadline.saturating_duration_since(clock.now());
+                    let error = match timeout(&*clock, left, completion).await {
+                        Ok(Ok(())) => None,
+                        Ok(Err(error)) => Some(completion_error(&error)),
+                        Err(_) => Some(ResponseError::RequestTimedOut),
+                    };
+                    if let Some(error) = error {
+                        pending.response.error_code = code(error);
+                        pending.response.base_offset = -1;
+                    }
                 }
                 out.partition_responses.push(pending.response);
             }
@@ -79,6 +92,7 @@ async fn append(
     topic: Option<&Arc<Topic>>,
     index: i32,
     records: Option<bytes::Bytes>,
+    acks: Acks,
 ) -> Pending {
     let Some(topic) = topic else {
         // Not hosted here: led by another broker, or unknown.
@@ -102,7 +116,7 @@ async fn append(
     let Some(records) = records else {
         return failed(index, ResponseError::CorruptMessage, Some("no records"));
     };
-    match partition.produce(records).await {
+    match partition.produce(records, acks).await {
         Ok((produced, completion)) => {
             let mut response = PartitionProduceResponse::default();
             response.index = index;
@@ -119,6 +133,23 @@ async fn append(
             let message = error.to_string();
             failed(index, error.response_error(), Some(&message))
         }
+        Err(ProduceError::NotLeader) => failed(index, ResponseError::NotLeaderOrFollower, None),
+        Err(ProduceError::NotEnoughReplicas(error)) => {
+            let message = error.to_string();
+            failed(index, ResponseError::NotEnoughReplicas, Some(&message))
+        }
+    }
+}
+
+/// Kafka's error for an appended batch that could not be acknowledged.
+fn completion_error(error: &CompletionError) -> ResponseError {
+    tracing::debug!("produce not acknowledged: {error}");
+    match error {
+        CompletionError::Offline(_) => ResponseError::KafkaStorageError,
+        CompletionError::NotEnoughReplicasAfterAppend => {
+            ResponseError::NotEnoughReplicasAfterAppend
+        }
+        CompletionError::NotLeader => ResponseError::NotLeaderOrFollower,
     }
 }
 

@@ -8,6 +8,7 @@
 //!
 //! The named fault scenarios in `scenarios/` and the cluster swarm ([`swarm`]) are built on it.
 
+pub mod producer;
 pub mod swarm;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +20,7 @@ use weir::config::{BrokerConfig, Role};
 use weir::controller::image::MetadataImage;
 use weir::controller::records::NO_LEADER;
 use weir::io::Env;
+use weir::model::Offset;
 use weir::node::Broker;
 
 use bytes::Bytes;
@@ -54,12 +56,23 @@ pub struct ClusterSpec {
     pub heartbeat_ms: u64,
     /// `broker.session.timeout.ms`.
     pub session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag_ms: u64,
+    /// `default.replication.factor` (also the offsets topic's).
+    pub replication: i32,
 }
 
 impl ClusterSpec {
     /// `nodes` combined nodes with the default timing.
     pub fn combined(nodes: usize) -> ClusterSpec {
-        ClusterSpec { nodes, voters: nodes, heartbeat_ms: 1_000, session_timeout_ms: 6_000 }
+        ClusterSpec {
+            nodes,
+            voters: nodes,
+            heartbeat_ms: 1_000,
+            session_timeout_ms: 6_000,
+            replica_lag_ms: 30_000,
+            replication: 1,
+        }
     }
 
     /// The configuration of node `ix` (0-based; its node id is `ix + 1`).
@@ -81,9 +94,10 @@ impl ClusterSpec {
             },
             controller_listener: controller.then(|| SocketAddr::new(node_ip(ix), CONTROLLER_PORT)),
             controller_quorum_voters: voters,
-            default_replication_factor: 1,
+            default_replication_factor: self.replication,
             broker_heartbeat_interval_ms: self.heartbeat_ms,
             broker_session_timeout_ms: self.session_timeout_ms,
+            replica_lag_time_max_ms: self.replica_lag_ms,
             ..BrokerConfig::default()
         }
     }
@@ -282,6 +296,28 @@ impl Cluster {
         .unwrap_or(Err(ClientError::Call(CallError::TimedOut)))
     }
 
+    /// Creates `topic` with `partitions` partitions of `replication` replicas and `configs`
+    /// through node `ix`, once (as [`Cluster::create_topic`]).
+    pub fn create_replicated_topic(
+        &mut self,
+        ix: usize,
+        topic: &str,
+        partitions: i32,
+        replication: i16,
+        configs: &[(&str, &str)],
+    ) -> Result<(), ClientError> {
+        let (addr, topic) = (self.addr(ix), topic.to_owned());
+        let configs: Vec<(String, String)> =
+            configs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        self.client_call(Duration::from_secs(30), move |env| async move {
+            let configs: Vec<(&str, &str)> =
+                configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let mut client = Client::new(env, addr, "driver");
+            client.create_replicated_topic(&topic, partitions, replication, &configs).await
+        })
+        .unwrap_or(Err(ClientError::Call(CallError::TimedOut)))
+    }
+
     /// The cluster as node `ix` describes it in a Metadata answer.
     pub fn view_from(&mut self, ix: usize) -> Result<ClusterView, String> {
         let addr = self.addr(ix);
@@ -300,11 +336,24 @@ impl Cluster {
         partition: i32,
         value: &str,
     ) -> Result<i64, ProduceFailure> {
+        self.produce_with(ix, topic, partition, value, Acks::All)
+    }
+
+    /// Produces one record with `acks` to `topic`/`partition` at node `ix`: the offset, or the
+    /// error code or client error.
+    pub fn produce_with(
+        &mut self,
+        ix: usize,
+        topic: &str,
+        partition: i32,
+        value: &str,
+        acks: Acks,
+    ) -> Result<i64, ProduceFailure> {
         let (addr, topic, value) = (self.addr(ix), topic.to_owned(), Bytes::from(value.to_owned()));
         let outcome = self.client_call(Duration::from_secs(30), move |env| async move {
             let batch =
                 PartitionBatch { partition, base_sequence: 0, records: vec![(None, value)] };
-            Client::new(env, addr, "driver").produce(&topic, Acks::All, None, &[batch]).await
+            Client::new(env, addr, "driver").produce(&topic, acks, None, &[batch]).await
         });
         match outcome {
             Some(Ok(ProduceOutcome::Answered(acks))) => match acks.first() {
@@ -445,6 +494,83 @@ impl Cluster {
                 .filter(|n| n.rsplit_once('-').is_some_and(|(_, i)| i.parse::<i32>().is_ok()))
                 .collect(),
         )
+    }
+
+    /// The log end offset of `topic`/`partition` on node `ix` (None if it is down or does not
+    /// host the partition).
+    pub fn log_end(&self, ix: usize, topic: &str, partition: i32) -> Option<i64> {
+        Some(self.broker(ix)?.catalog.partition(topic, partition)?.log.log_end_offset().0)
+    }
+
+    /// The raw log bytes of `topic`/`partition` on node `ix` from `from` up to `upto` (whole
+    /// batches), read through the node; None if it is down, does not host the partition, or
+    /// the read failed.
+    pub fn replica_bytes(
+        &mut self,
+        ix: usize,
+        topic: &str,
+        partition: i32,
+        from: i64,
+        upto: i64,
+    ) -> Option<Bytes> {
+        let host = self.nodes[ix];
+        let p = self.broker(ix)?.catalog.partition(topic, partition)?;
+        let read =
+            self.sim.block_on(host, Duration::from_secs(10), move |_env: Env| async move {
+                let mut out = Vec::new();
+                let mut at = Offset(from);
+                while at.0 < upto {
+                    let chunk = p.log.read(at, 1 << 20, Offset(upto)).await.ok()?;
+                    if chunk.records.is_empty() {
+                        break;
+                    }
+                    out.extend_from_slice(&chunk.records);
+                    at = chunk.next_offset;
+                }
+                Some(Bytes::from(out))
+            })?;
+        read
+    }
+
+    /// Replica convergence: every member of `topic`/`partition`'s committed ISR holds exactly
+    /// the leader's bytes up to the leader's high watermark, from the latest log start among
+    /// them.
+    pub fn replicas_converged(&mut self, topic: &str, partition: i32) -> Result<(), String> {
+        let image = self.committed_image().ok_or("no committed image")?;
+        let p = image
+            .topic(topic)
+            .and_then(|t| t.partitions.get(&partition))
+            .ok_or("no partition")?
+            .clone();
+        let leader = self.ix_of(p.leader).ok_or("no leader")?;
+        let lp = self
+            .broker(leader)
+            .and_then(|b| b.catalog.partition(topic, partition))
+            .ok_or("leader lacks the partition")?;
+        let hw = lp.high_watermark().0;
+        let mut from = 0;
+        for &r in &p.isr {
+            let ix = self.ix_of(r).ok_or("ISR member is no node")?;
+            let rp = self.broker(ix).and_then(|b| b.catalog.partition(topic, partition));
+            from = rp.map_or(from, |rp| from.max(rp.log.log_start_offset().0));
+        }
+        let expected = self
+            .replica_bytes(leader, topic, partition, from, hw)
+            .ok_or("cannot read the leader")?;
+        for &r in &p.isr {
+            let ix = self.ix_of(r).ok_or("ISR member is no node")?;
+            let got = self.replica_bytes(ix, topic, partition, from, hw);
+            if got.as_ref() != Some(&expected) {
+                return Err(format!(
+                    "{topic}-{partition}: node{} holds {:?} bytes in [{from}, {hw}), the leader node{} {}",
+                    ix + 1,
+                    got.map(|b| b.len()),
+                    leader + 1,
+                    expected.len()
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The partition folders node `ix` should hold by the committed image.

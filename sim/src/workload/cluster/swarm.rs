@@ -1,20 +1,27 @@
 //! The cluster swarm: 3–5 nodes (3 or 5 voters, the rest broker-only), an admin task creating
-//! and deleting topics through random nodes, producers writing with acks=all to each
-//! partition's leader as Metadata names it, and a consumer reading from leaders — while the
-//! nemesis kills, power-fails, pauses and skews nodes and partitions, cuts, clogs and resets the
-//! links between them. Then everything heals and the checkers judge:
+//! and deleting topics through random nodes, producers writing with `acks=all` or `acks=1` to
+//! each partition's leader as Metadata names it, and a consumer reading from leaders — while
+//! the nemesis kills, power-fails, pauses and skews nodes and partitions, cuts, clogs and
+//! resets the links between them. Then everything heals and the checkers judge:
 //!
 //! - the [`MetadataWatch`](super::MetadataWatch) saw no split metadata and no image going back;
 //! - within [`SETTLE_BOUND`] of the heal there is one active controller, every node is
 //!   registered, unfenced and caught up, and every partition has a live leader;
 //! - every partition of every surviving topic takes a write again;
-//! - every acknowledged record is read back at its offset with its value, and no offset ever
-//!   showed two different records;
+//! - every `acks=all` acknowledged record is read back at its offset with its value, and no
+//!   offset ever showed two different records to a consumer (consumers read only below the
+//!   high watermark, so what one sees is committed and never changes);
+//! - replica convergence: every in-sync replica holds exactly its leader's bytes up to the
+//!   high watermark;
 //! - every node's disk holds exactly the partition folders the committed image gives it (a
 //!   deleted topic's data is gone everywhere).
 //!
-//! Topics are replication factor 1 with `flush.policy=ack`: a record is acknowledged once it is
-//! durable on its one broker, so kills and power failures may delay it but never lose it.
+//! Topics have replication factor 1–3 (at most the node count) and `min.insync.replicas` 1–2
+//! (at most the replication factor), with `flush.policy=ack`: an `acks=all` record is
+//! acknowledged once every in-sync replica has synced it, so kills, power failures and
+//! failovers may delay it but never lose it. An `acks=1` record is acknowledged by the leader
+//! alone and may be lost to a failover, as in Kafka; it is checked only as far as consumers
+//! see it.
 //!
 //! With [`Options::disk_faults`] the nemesis also fails reads, writes and syncs and flips bits in
 //! what reads return. A partition whose log a failed write or sync took offline stays offline
@@ -59,6 +66,7 @@ const PRODUCERS: u32 = 2;
 struct TopicState {
     name: String,
     partitions: i32,
+    replication: i16,
     /// A delete was sent (answered or not): its records are no longer expected.
     deleting: bool,
 }
@@ -68,8 +76,10 @@ struct TopicState {
 struct Ledger {
     /// Topics whose creation was answered, in creation order.
     topics: Vec<TopicState>,
-    /// Acknowledged records: (topic, partition, offset) → value.
+    /// `acks=all` acknowledged records: (topic, partition, offset) → value.
     acked: BTreeMap<(String, i32, i64), Bytes>,
+    /// Records written with `acks=1` (answered; no survival promised).
+    acked_by_leader: u64,
     /// Every record ever read: (topic, partition, offset) → value.
     seen: BTreeMap<(String, i32, i64), Bytes>,
     anomalies: Vec<String>,
@@ -200,16 +210,18 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     tasks.iter().for_each(TaskHandle::abort);
     if violations.is_empty() {
         violations.extend(final_writes_and_reads(&mut cluster, &shared));
+        violations.extend(final_convergence(&mut cluster, &shared));
         violations.extend(final_folders(&mut cluster));
     }
     violations.extend(cluster.violations());
     let ledger = lock(&shared);
     violations.extend(ledger.anomalies.iter().take(20).cloned());
     let counts = format!(
-        "{} topics created, {} deleted, {} records acked, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared",
+        "{} topics created, {} deleted, {} records acked by all, {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared",
         ledger.creates,
         ledger.deletes,
         ledger.acked.len(),
+        ledger.acked_by_leader,
         ledger.reads,
         ledger.produce_errors,
         ledger.corruption_caught,
@@ -253,6 +265,9 @@ async fn admin(
             let name = format!("t{next}");
             next += 1;
             let partitions = 1 + below(&env, 4) as i32;
+            let replication = 1 + below(&env, addrs.len().min(3) as u64) as i16;
+            let min_isr = (1 + below(&env, 2) as i16).min(replication).to_string();
+            let configs = [("flush.policy", "ack"), ("min.insync.replicas", min_isr.as_str())];
             // Retry until answered: an unanswered create may or may not have happened, and
             // an existing topic is the answer to a retry of one that did.
             loop {
@@ -260,13 +275,15 @@ async fn admin(
                     return;
                 }
                 let mut client = any_node(&env, &addrs, "admin");
-                match client.create_topic(&name, partitions, &[("flush.policy", "ack")]).await {
+                match client.create_replicated_topic(&name, partitions, replication, &configs).await
+                {
                     Ok(()) => {
                         let mut l = lock(&shared);
                         l.creates += 1;
                         l.topics.push(TopicState {
                             name: name.clone(),
                             partitions,
+                            replication,
                             deleting: false,
                         });
                         break;
@@ -335,7 +352,13 @@ async fn producer(
             .collect();
         let batch = PartitionBatch { partition, base_sequence: 0, records: records.clone() };
         let mut client = Client::new(env.clone(), leader, "producer");
-        match client.produce(&topic.name, Acks::All, None, &[batch]).await {
+        let acks = if below(&env, 4) == 0 { Acks::Leader } else { Acks::All };
+        match client.produce(&topic.name, acks, None, &[batch]).await {
+            Ok(ProduceOutcome::Answered(answers))
+                if acks == Acks::Leader && answers[0].error_code == codes::NONE =>
+            {
+                lock(&shared).acked_by_leader += records.len() as u64;
+            }
             Ok(ProduceOutcome::Answered(acks)) if acks[0].error_code == codes::NONE => {
                 let mut l = lock(&shared);
                 for (i, (_, value)) in records.into_iter().enumerate() {
@@ -500,6 +523,30 @@ async fn read_back(
                 "{topic}-{partition}@{offset}: acked {value:?} but read {:?}",
                 read.get(&offset)
             ));
+        }
+    }
+    out
+}
+
+/// Replica convergence: every partition of every surviving topic with more than one replica
+/// must come to have its in-sync replicas byte-identical to the leader up to the high
+/// watermark.
+fn final_convergence(cluster: &mut Cluster, shared: &Shared) -> Vec<String> {
+    let topics = lock(shared).live_topics();
+    let mut out = Vec::new();
+    for t in topics.iter().filter(|t| t.replication > 1) {
+        for partition in 0..t.partitions {
+            let mut last = Ok(());
+            let converged = (0..(FINAL_BOUND.as_millis() / 500)).any(|_| {
+                last = cluster.replicas_converged(&t.name, partition);
+                if last.is_err() {
+                    cluster.run_for(Duration::from_millis(500));
+                }
+                last.is_ok()
+            });
+            if !converged {
+                out.push(format!("replicas did not converge: {}", last.err().unwrap_or_default()));
+            }
         }
     }
     out

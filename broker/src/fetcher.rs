@@ -1,0 +1,241 @@
+//! The follower's replica fetcher: the shell around [`crate::replication::follower`] that
+//! copies a partition's log from its leader with Kafka's own requests, so replication speaks
+//! the client protocol (a Fetch with this broker's id as `replica_id`).
+//!
+//! One task per partition and leader epoch. It first finds where its log diverges from the
+//! leader's (OffsetForLeaderEpoch, repeated while the answer says to ask again) and cuts its
+//! tail there — never at its high watermark — then fetches from its log end in a long poll:
+//! each fetch appends the leader's batches as they are (offsets and epochs kept), syncs them
+//! under `flush.policy=ack` before asking for more (so the next fetch offset tells the leader
+//! they are durable here), and takes the leader's high watermark. Any error backs off and
+//! starts over from the divergence check. The task ends when the partition is removed or the
+//! committed metadata gives it another leader or epoch; cuts and appends happen under the
+//! partition's follow lock after checking that, so an older task can never write after a
+//! newer one has cut.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{BrokerId as WireBrokerId, TopicName};
+use kafka_protocol::messages::{FetchRequest, OffsetForLeaderEpochRequest};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::client::{CallError, Connection};
+use crate::controller::records::BrokerId;
+use crate::log::AppendError;
+use crate::log::split::split_batches;
+use crate::model::{LeaderEpoch, Offset};
+use crate::node::Broker;
+use crate::partition::{Partition, TruncateError};
+use crate::replication::follower::{self, Divergence};
+
+/// How long the leader may hold a fetch when it has nothing new.
+pub const FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
+/// Most bytes one fetch asks for.
+pub const FETCH_MAX_BYTES: i32 = 8 << 20;
+/// Pause after a failed step before starting over.
+pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a call may take beyond the fetch's own wait.
+const CALL_MARGIN: Duration = Duration::from_secs(5);
+/// The Fetch version the fetcher speaks (the last with `replica_id` in the body).
+const FETCH_VERSION: i16 = 12;
+/// The OffsetForLeaderEpoch version the fetcher speaks (with `replica_id`).
+const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
+
+/// Why one step of the fetcher failed.
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error("the leader's address is unknown")]
+    NoAddress,
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("the leader answered error code {0}")]
+    Kafka(i16),
+    #[error("the answer lacked the partition")]
+    Malformed,
+    #[error("the leader does not know where the asked epoch ends yet")]
+    EpochUnknown,
+    #[error("no longer following this leader and epoch")]
+    Stale,
+    #[error("appending: {0}")]
+    Append(#[from] AppendError),
+    #[error("truncating: {0}")]
+    Truncate(#[from] TruncateError),
+}
+
+/// Copies `partition` from broker `leader` in leader epoch `epoch` until that stops being
+/// this broker's role.
+pub async fn follow(
+    broker: Weak<Broker>,
+    partition: Arc<Partition>,
+    leader: BrokerId,
+    epoch: LeaderEpoch,
+) {
+    let mut conn: Option<Connection> = None;
+    let mut diverged_checked = false;
+    loop {
+        let Some(b) = broker.upgrade() else { return };
+        if !still_following(&b, &partition, leader, epoch) {
+            return;
+        }
+        let env = b.env.clone();
+        let me = b.config.node_id;
+        let addr = leader_addr(&b, leader);
+        drop(b);
+        let step = async {
+            let addr = addr.ok_or(StepError::NoAddress)?;
+            let c = match &mut conn {
+                Some(c) if c.addr() == addr => c,
+                _ => conn.insert(Connection::new(env.clone(), addr, &format!("weir-replica-{me}"))),
+            };
+            if diverged_checked {
+                fetch_once(c, &partition, me, leader, epoch).await
+            } else {
+                diverged_checked = truncate_divergence(c, &partition, me, leader, epoch).await?;
+                Ok(())
+            }
+        };
+        if let Err(e) = step.await {
+            if matches!(e, StepError::Stale) {
+                continue;
+            }
+            tracing::debug!(partition = %partition.tp, leader, ?epoch, "replica fetcher: {e}");
+            diverged_checked = false;
+            env.clock.sleep(RETRY_BACKOFF).await;
+        }
+    }
+}
+
+/// Whether the catalog still hosts this very partition and its role is to follow `leader`
+/// in `epoch`.
+fn still_following(
+    broker: &Broker,
+    partition: &Arc<Partition>,
+    leader: BrokerId,
+    epoch: LeaderEpoch,
+) -> bool {
+    let hosted = broker
+        .catalog
+        .partition(&partition.tp.topic, partition.tp.partition.0)
+        .is_some_and(|p| Arc::ptr_eq(&p, partition));
+    hosted && partition.follows(leader, epoch)
+}
+
+/// The client address broker `leader` registered. Replicas reach each other by IP address
+/// (a host name would need a resolver the I/O boundary does not offer).
+fn leader_addr(broker: &Broker, leader: BrokerId) -> Option<SocketAddr> {
+    let image = broker.membership()?.image();
+    let registration = &image.brokers.get(&leader)?.registration;
+    let ip: IpAddr = registration.host.parse().ok()?;
+    Some(SocketAddr::new(ip, registration.port))
+}
+
+/// One round of the divergence check: asks the leader where this log's newest epoch ends and
+/// cuts there. True when the log now agrees with the leader's (fetching may start).
+async fn truncate_divergence(
+    conn: &mut Connection,
+    partition: &Partition,
+    me: BrokerId,
+    leader: BrokerId,
+    epoch: LeaderEpoch,
+) -> Result<bool, StepError> {
+    let Some(asked) = follower::first_question(&partition.log.epochs()) else {
+        return Ok(true);
+    };
+    let mut request = OffsetForLeaderEpochRequest::default();
+    request.replica_id = WireBrokerId(me);
+    let mut topic = OffsetForLeaderTopic::default();
+    topic.topic = TopicName(StrBytes::from_string(partition.tp.topic.clone()));
+    let mut wanted = OffsetForLeaderPartition::default();
+    wanted.partition = partition.tp.partition.0;
+    wanted.current_leader_epoch = epoch.0;
+    wanted.leader_epoch = asked.0;
+    topic.partitions.push(wanted);
+    request.topics.push(topic);
+    let response = conn.call(&request, OFFSET_FOR_LEADER_EPOCH_VERSION, CALL_MARGIN).await?;
+    let answer =
+        response.topics.first().and_then(|t| t.partitions.first()).ok_or(StepError::Malformed)?;
+    if answer.error_code != 0 {
+        return Err(StepError::Kafka(answer.error_code));
+    }
+    let _follow = partition.follow.lock().await;
+    if !partition.follows(leader, epoch) {
+        return Err(StepError::Stale);
+    }
+    let local = partition.log.epochs();
+    let end = partition.log.log_end_offset();
+    let leader_answer = (LeaderEpoch(answer.leader_epoch), Offset(answer.end_offset));
+    match follower::resolve(&local, end, leader_answer) {
+        Divergence::TruncateTo(offset) => {
+            cut(partition, offset, end).await?;
+            Ok(true)
+        }
+        Divergence::AskAgain(offset) => {
+            cut(partition, offset, end).await?;
+            Ok(false)
+        }
+        Divergence::Unknown => Err(StepError::EpochUnknown),
+    }
+}
+
+async fn cut(partition: &Partition, offset: Offset, end: Offset) -> Result<(), StepError> {
+    if offset < end {
+        tracing::info!(partition = %partition.tp, from = end.0, to = offset.0, "truncating a divergent tail");
+        partition.truncate_to(offset).await?;
+    }
+    Ok(())
+}
+
+/// One fetch from the log end: appends what the leader sent and takes its high watermark.
+async fn fetch_once(
+    conn: &mut Connection,
+    partition: &Partition,
+    me: BrokerId,
+    leader: BrokerId,
+    epoch: LeaderEpoch,
+) -> Result<(), StepError> {
+    let mut request = FetchRequest::default();
+    request.replica_id = WireBrokerId(me);
+    request.max_wait_ms = FETCH_MAX_WAIT.as_millis() as i32;
+    request.min_bytes = 1;
+    request.max_bytes = FETCH_MAX_BYTES;
+    request.session_epoch = -1;
+    let mut topic = FetchTopic::default();
+    topic.topic = TopicName(StrBytes::from_string(partition.tp.topic.clone()));
+    let mut wanted = FetchPartition::default();
+    wanted.partition = partition.tp.partition.0;
+    wanted.current_leader_epoch = epoch.0;
+    wanted.fetch_offset = partition.log.log_end_offset().0;
+    wanted.last_fetched_epoch = -1;
+    wanted.log_start_offset = partition.log.log_start_offset().0;
+    wanted.partition_max_bytes = FETCH_MAX_BYTES;
+    topic.partitions.push(wanted);
+    request.topics.push(topic);
+    let response = conn.call(&request, FETCH_VERSION, FETCH_MAX_WAIT + CALL_MARGIN).await?;
+    if response.error_code != 0 {
+        return Err(StepError::Kafka(response.error_code));
+    }
+    let data = response
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or(StepError::Malformed)?;
+    if data.error_code != 0 {
+        return Err(StepError::Kafka(data.error_code));
+    }
+    let records = data.records.clone().unwrap_or_default();
+    // The leader sends whole batches; a cut-off last one is left for the next fetch.
+    let batches: Vec<_> = split_batches(&records).map_while(Result::ok).collect();
+    let _follow = partition.follow.lock().await;
+    if !partition.follows(leader, epoch) {
+        return Err(StepError::Stale);
+    }
+    partition.append_replicated(&batches).await?;
+    partition.follower_high_watermark(Offset(data.high_watermark));
+    Ok(())
+}

@@ -1,0 +1,317 @@
+//! A partition's part in replication on this broker: leader (with the sans-IO
+//! [`LeaderReplica`] tracking followers, the ISR and the high watermark), follower of another
+//! broker in some leader epoch, or not yet assigned. The catalog sets the role from the
+//! committed metadata; produce, the leader's fetch handler and the follower's fetcher feed
+//! it; `acks=all` waits on it.
+
+use std::sync::MutexGuard;
+
+use super::{Acks, CompletionError, Partition, ProduceError};
+use crate::controller::records::{BrokerId, NO_LEADER};
+use crate::io::Instant;
+use crate::log::FlushPolicy;
+use crate::model::{LeaderEpoch, Offset};
+use crate::replication::{
+    AckStatus, Assignment, IsrProposal, LeaderConfig, LeaderReplica, LogEnds, ReplicationError,
+};
+
+/// What this broker is for the partition.
+#[derive(Clone, Debug)]
+pub enum Role {
+    /// Not assigned yet (just opened).
+    Unassigned,
+    /// It leads in `epoch`.
+    Leader {
+        /// The leader epoch.
+        epoch: LeaderEpoch,
+        /// Followers, ISR and high watermark.
+        replica: LeaderReplica,
+    },
+    /// It follows `leader` (−1: none yet) in `epoch`.
+    Follower {
+        /// The leader.
+        leader: BrokerId,
+        /// The leader epoch.
+        epoch: LeaderEpoch,
+    },
+}
+
+/// The role and the high watermark a follower last learned.
+#[derive(Clone, Debug)]
+pub struct ReplicaState {
+    role: Role,
+    /// The high watermark when not leading.
+    follower_high_watermark: Offset,
+}
+
+impl ReplicaState {
+    pub(super) fn new(high_watermark: Offset) -> ReplicaState {
+        ReplicaState { role: Role::Unassigned, follower_high_watermark: high_watermark }
+    }
+
+    /// The high watermark.
+    pub fn high_watermark(&self) -> Offset {
+        match &self.role {
+            Role::Leader { replica, .. } => replica.high_watermark(),
+            _ => self.follower_high_watermark,
+        }
+    }
+
+    /// The role.
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+}
+
+/// The partition as the controller committed it, for this broker to take its role from.
+#[derive(Clone, Copy, Debug)]
+pub struct Committed<'a> {
+    /// The leader (−1: none).
+    pub leader: BrokerId,
+    /// The leader epoch.
+    pub leader_epoch: LeaderEpoch,
+    /// The assignment.
+    pub assignment: Assignment<'a>,
+}
+
+/// What a role change asks the caller to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// Nothing changed that needs action.
+    Unchanged,
+    /// This broker now leads a new epoch: record the epoch in the log.
+    BecameLeader(LeaderEpoch),
+    /// This broker now follows `leader` in `epoch`: start a fetcher.
+    BecameFollower {
+        /// The leader.
+        leader: BrokerId,
+        /// The epoch.
+        epoch: LeaderEpoch,
+    },
+}
+
+impl Partition {
+    pub(super) fn replica_state(&self) -> MutexGuard<'_, ReplicaState> {
+        self.replica.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The role now.
+    pub fn role(&self) -> Role {
+        self.replica_state().role.clone()
+    }
+
+    /// Whether this broker follows `leader` in `epoch` now (a fetcher checks before it writes).
+    pub fn follows(&self, leader: BrokerId, epoch: LeaderEpoch) -> bool {
+        matches!(self.replica_state().role, Role::Follower { leader: l, epoch: e } if l == leader && e == epoch)
+    }
+
+    fn leader_config(&self, min_insync_replicas: usize, lag: std::time::Duration) -> LeaderConfig {
+        LeaderConfig {
+            min_insync_replicas: min_insync_replicas.max(1),
+            replica_lag_time_max: lag,
+            durable_acks: self.log.config().flush_policy == FlushPolicy::Ack,
+        }
+    }
+
+    /// Takes the role the committed metadata gives broker `me`: leader (a new [`LeaderReplica`]
+    /// for a new epoch, or the committed ISR adopted within the same one) or follower.
+    pub fn apply_committed(
+        &self,
+        me: BrokerId,
+        committed: Committed<'_>,
+        min_insync_replicas: usize,
+        lag: std::time::Duration,
+        now: Instant,
+    ) -> Transition {
+        self.set_leader_epoch(committed.leader_epoch);
+        let config = self.leader_config(min_insync_replicas, lag);
+        let mut state = self.replica_state();
+        let transition = match &mut state.role {
+            Role::Leader { epoch, replica } if *epoch == committed.leader_epoch => {
+                if committed.leader == me {
+                    replica.set_config(config);
+                    replica.on_isr_committed(
+                        committed.assignment.isr,
+                        committed.assignment.partition_epoch,
+                    );
+                    Transition::Unchanged
+                } else {
+                    // Same epoch, another leader: cannot happen from a sane controller; step
+                    // down.
+                    state.role =
+                        Role::Follower { leader: committed.leader, epoch: committed.leader_epoch };
+                    Transition::BecameFollower {
+                        leader: committed.leader,
+                        epoch: committed.leader_epoch,
+                    }
+                }
+            }
+            Role::Follower { leader, epoch }
+                if *epoch == committed.leader_epoch && *leader == committed.leader =>
+            {
+                Transition::Unchanged
+            }
+            _ if committed.leader == me => {
+                let end = self.log.log_end_offset();
+                let hw = state.high_watermark().min(end);
+                let ends = LogEnds {
+                    log_end: end,
+                    durable_end: self.log.durable_offset(),
+                    high_watermark: hw,
+                };
+                let assignment = Assignment { epoch_start: end, ..committed.assignment };
+                let replica = LeaderReplica::new(config, me, assignment, ends, now);
+                state.role = Role::Leader { epoch: committed.leader_epoch, replica };
+                Transition::BecameLeader(committed.leader_epoch)
+            }
+            _ => {
+                let hw = state.high_watermark();
+                state.follower_high_watermark = hw;
+                state.role =
+                    Role::Follower { leader: committed.leader, epoch: committed.leader_epoch };
+                if committed.leader == NO_LEADER {
+                    Transition::Unchanged
+                } else {
+                    Transition::BecameFollower {
+                        leader: committed.leader,
+                        epoch: committed.leader_epoch,
+                    }
+                }
+            }
+        };
+        drop(state);
+        self.notify();
+        transition
+    }
+
+    /// Refuses a produce unless this broker leads, and an `acks=all` one while the ISR is
+    /// below `min.insync.replicas`.
+    pub(super) fn check_leader(&self, acks: Acks) -> Result<(), ProduceError> {
+        match &self.replica_state().role {
+            Role::Leader { replica, .. } => {
+                if acks == Acks::All {
+                    replica.check_acks_all()?;
+                }
+                Ok(())
+            }
+            _ => Err(ProduceError::NotLeader),
+        }
+    }
+
+    /// Feeds the log's own end and durable end to the leader's state; persists and announces a
+    /// moved high watermark.
+    pub fn local_progress(&self) {
+        let (end, durable) = (self.log.log_end_offset(), self.log.durable_offset());
+        let moved = match &mut self.replica_state().role {
+            Role::Leader { replica, .. } => {
+                let a = replica.on_append(end);
+                let b = replica.on_durable(durable);
+                b.or(a)
+            }
+            _ => None,
+        };
+        if let Some(hw) = moved {
+            self.log.set_high_watermark(hw);
+        }
+        // Followers long-poll for new data, not only for a moved high watermark.
+        self.notify();
+    }
+
+    /// A follower `follower` fetched from `offset` in leader epoch `epoch`: the leader's high
+    /// watermark to tell it.
+    pub fn follower_fetched(
+        &self,
+        follower: BrokerId,
+        offset: Offset,
+        now: Instant,
+    ) -> Result<Offset, FollowerFetchError> {
+        let (moved, hw) = match &mut self.replica_state().role {
+            Role::Leader { replica, .. } => {
+                let moved = replica.on_fetch(follower, offset, now)?;
+                (moved, replica.high_watermark())
+            }
+            _ => return Err(FollowerFetchError::NotLeader),
+        };
+        if let Some(hw) = moved {
+            self.log.set_high_watermark(hw);
+            self.notify();
+        }
+        Ok(hw)
+    }
+
+    /// A follower learned the leader's high watermark `leader_hw`; its own is bounded by what
+    /// it holds.
+    pub fn follower_high_watermark(&self, leader_hw: Offset) {
+        let held = match self.log.config().flush_policy {
+            FlushPolicy::Ack => self.log.durable_offset(),
+            FlushPolicy::Interval => self.log.log_end_offset(),
+        };
+        let mut state = self.replica_state();
+        if !matches!(state.role, Role::Leader { .. }) {
+            state.follower_high_watermark = leader_hw.min(held);
+            drop(state);
+            self.log.set_high_watermark(leader_hw.min(held));
+        }
+    }
+
+    /// The ISR change to ask the controller for now (leader only), with the leader epoch it
+    /// is made in.
+    pub fn isr_proposal(&self, now: Instant) -> Option<(LeaderEpoch, IsrProposal)> {
+        match &mut self.replica_state().role {
+            Role::Leader { epoch, replica } => replica.propose(now).map(|p| (*epoch, p)),
+            _ => None,
+        }
+    }
+
+    /// The controller answered (or failed) an ISR change: forget it, so that the next check
+    /// may ask again if it is still needed.
+    pub fn isr_proposal_answered(&self) {
+        if let Role::Leader { replica, .. } = &mut self.replica_state().role {
+            replica.clear_pending();
+        }
+    }
+
+    /// Waits until every in-sync replica holds the offsets below `end`.
+    pub(super) async fn wait_replicated(
+        &self,
+        end: Offset,
+        epoch: LeaderEpoch,
+    ) -> Result<(), CompletionError> {
+        loop {
+            let notified = self.replicated.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let status = match &self.replica_state().role {
+                Role::Leader { epoch: e, replica } if *e == epoch => replica.ack_status(end),
+                _ => return Err(CompletionError::NotLeader),
+            };
+            match status {
+                AckStatus::Done => return Ok(()),
+                AckStatus::NotEnoughReplicasAfterAppend => {
+                    return Err(CompletionError::NotEnoughReplicasAfterAppend);
+                }
+                AckStatus::Waiting => {}
+            }
+            if let Some(offline) = self.log.offline() {
+                return Err(CompletionError::Offline(offline));
+            }
+            notified.await;
+        }
+    }
+
+    pub(super) fn notify(&self) {
+        self.replicated.notify_waiters();
+        self.appended.notify_waiters();
+    }
+}
+
+/// Why a follower's fetch was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FollowerFetchError {
+    /// This broker does not lead the partition.
+    #[error("not the leader")]
+    NotLeader,
+    /// The fetcher is no replica of the partition.
+    #[error(transparent)]
+    Replication(#[from] ReplicationError),
+}
