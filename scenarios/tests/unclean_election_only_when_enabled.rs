@@ -11,7 +11,7 @@ use std::time::Duration;
 use weir::controller::records::NO_LEADER;
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::produce::Acks;
-use weir_sim::workload::cluster::{Cluster, ClusterSpec, node_id};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
 /// `replica.lag.time.max.ms`: the cut-off followers leave the ISR quickly.
 const LAG_MS: u64 = 3_000;
@@ -22,21 +22,8 @@ fn scenario(seed: u64, unclean: bool) -> Result<(), String> {
     let mut c = Cluster::new_settled(seed, spec)?;
     let setting = if unclean { "true" } else { "false" };
     let configs = [("flush.policy", "ack"), ("unclean.leader.election.enable", setting)];
-    // A partition whose replicas exclude the active controller, so that the cut-off leader
-    // can still ask it to shrink the ISR (placement rotates, so a few topics suffice).
-    let controller = c.active_controller().map(node_id).ok_or("no active controller")?;
-    let mut chosen = None;
-    for n in 0..10 {
-        let name = format!("t{n}");
-        c.create_replicated_topic(0, &name, 1, 3, &configs).map_err(|e| e.to_string())?;
-        let image = c.committed_image().ok_or("no committed image")?;
-        let p = image.topic(&name).ok_or("no topic")?.partitions[&0].clone();
-        if !p.replicas.contains(&controller) {
-            chosen = Some((name, p));
-            break;
-        }
-    }
-    let (t, p) = chosen.ok_or("every topic had the controller as a replica")?;
+    // Replicas away from the active controller: the cut-off leader can still shrink the ISR.
+    let (t, p) = c.create_topic_away_from_controller("t", 3, &configs)?;
     let t = t.as_str();
     let leader = c.ix_of(p.leader).ok_or("no leader")?;
     let followers: Vec<usize> =

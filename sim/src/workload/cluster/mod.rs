@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use weir::config::{BrokerConfig, Role};
 use weir::controller::image::MetadataImage;
-use weir::controller::records::NO_LEADER;
+use weir::controller::records::{NO_LEADER, PartitionRecord};
 use weir::io::Env;
 use weir::model::Offset;
 use weir::node::Broker;
@@ -318,6 +318,35 @@ impl Cluster {
         .unwrap_or(Err(ClientError::Call(CallError::TimedOut)))
     }
 
+    /// Creates one-partition topics `<prefix>0`, `<prefix>1`, … with `replication` replicas
+    /// until one's replicas exclude the active controller (so that cutting links among them
+    /// leaves every replica able to reach the controller); its name and committed partition.
+    pub fn create_topic_away_from_controller(
+        &mut self,
+        prefix: &str,
+        replication: i16,
+        configs: &[(&str, &str)],
+    ) -> Result<(String, PartitionRecord), String> {
+        const TRIES: usize = 12;
+        for n in 0..TRIES {
+            let controller = self.active_controller().map(node_id).ok_or("no active controller")?;
+            let name = format!("{prefix}{n}");
+            self.create_replicated_topic(0, &name, 1, replication, configs)
+                .map_err(|e| e.to_string())?;
+            let image = self.committed_image().ok_or("no committed image")?;
+            let p = image.partition(&name, 0).ok_or("no partition")?.clone();
+            if !p.replicas.contains(&controller) {
+                return Ok((name, p));
+            }
+        }
+        Err(format!("{TRIES} topics all had the active controller as a replica"))
+    }
+
+    /// `topic`/`partition` as the active controller last committed it.
+    pub fn committed_partition(&self, topic: &str, partition: i32) -> Option<PartitionRecord> {
+        self.committed_image()?.partition(topic, partition).cloned()
+    }
+
     /// The cluster as node `ix` describes it in a Metadata answer.
     pub fn view_from(&mut self, ix: usize) -> Result<ClusterView, String> {
         let addr = self.addr(ix);
@@ -562,7 +591,7 @@ impl Cluster {
             let got = self.replica_bytes(ix, topic, partition, from, hw);
             if got.as_ref() != Some(&expected) {
                 return Err(format!(
-                    "{topic}-{partition}: node{} holds {:?} bytes in [{from}, {hw}), the leader node{} {}",
+                    "{topic}-{partition}: node{}'s bytes in [{from}, {hw}) ({:?} of them) differ from the leader node{}'s ({})",
                     ix + 1,
                     got.map(|b| b.len()),
                     leader + 1,
