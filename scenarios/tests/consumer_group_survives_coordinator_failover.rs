@@ -1,0 +1,143 @@
+//! Fault scenario: a consumer group's coordinator — the leader of the group's
+//! `__consumer_offsets` partition, replicated three ways — is killed or loses power. Another
+//! replica of that partition is elected and takes the group over from its copy of the log:
+//! FindCoordinator names it, the member's session carries on (its heartbeat is accepted, or it
+//! is asked to rejoin and gets back in), and every offset the group committed before the
+//! failover is fetched back from the new coordinator.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::client::group::MemberConfig;
+use weir_sim::client::{Client, ClientError, codes};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+
+/// Retries of a group call that the coordinator answers "not yet".
+const RETRIES: usize = 100;
+
+/// Whether a group call's error means "ask again shortly" during a coordinator move.
+fn transient(e: &ClientError) -> bool {
+    match e {
+        ClientError::Kafka(code) => [
+            codes::COORDINATOR_LOAD_IN_PROGRESS,
+            codes::NOT_COORDINATOR,
+            codes::COORDINATOR_NOT_AVAILABLE,
+        ]
+        .contains(code),
+        ClientError::Call(_) => true,
+        ClientError::Malformed(_) => false,
+    }
+}
+
+/// Evaluates the call expression until it succeeds or fails for good (up to [`RETRIES`]).
+macro_rules! retry {
+    ($env:expr, $call:expr) => {{
+        let mut outcome = Err(String::from("never tried"));
+        for _ in 0..RETRIES {
+            match $call.await {
+                Ok(value) => {
+                    outcome = Ok(value);
+                    break;
+                }
+                Err(e) if transient(&e) => {
+                    outcome = Err(e.to_string());
+                    $env.clock.sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => {
+                    outcome = Err(format!("{e} (code {:?})", e.code()));
+                    break;
+                }
+            }
+        }
+        outcome
+    }};
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let spec = ClusterSpec { replication: 3, ..ClusterSpec::combined(3) };
+    let mut c = Cluster::new_settled(seed, spec)?;
+    c.create_replicated_topic(0, "data", 3, 3, &[("flush.policy", "ack")])
+        .map_err(|e| e.to_string())?;
+    let group = format!("group-{seed}");
+    let addrs: Vec<_> = (0..3).map(|ix| c.addr(ix)).collect();
+    let member = MemberConfig {
+        group: group.clone(),
+        session_timeout: Duration::from_secs(30),
+        rebalance_timeout: Duration::from_secs(10),
+    };
+    let offsets: BTreeMap<(String, i32), i64> =
+        (0..3).map(|p| (("data".to_owned(), p), 100 + i64::from(p) + seed as i64)).collect();
+    let (a, m, o, g) = (addrs.clone(), member.clone(), offsets.clone(), group.clone());
+    let joined = c.client_call(Duration::from_secs(60), move |env| async move {
+        let coordinator = find(&env, &a, &g).await?;
+        let mut client = Client::new(env.clone(), a[(coordinator - 1) as usize], "member");
+        let joined = retry!(env, client.join_group(&m, "", Bytes::new()))?;
+        let assignment = vec![(joined.member_id.clone(), Bytes::new())];
+        retry!(env, client.sync_group(&m, &joined, assignment.clone()))?;
+        let answered = client
+            .offset_commit(&g, joined.generation, &joined.member_id, &o)
+            .await
+            .map_err(|e| e.to_string())?;
+        if answered.values().any(|&code| code != codes::NONE) {
+            return Err(format!("commit: {answered:?}"));
+        }
+        Ok((coordinator, joined))
+    });
+    let (coordinator, joined) = joined.ok_or("joining did not finish")??;
+    let victim = c.ix_of(coordinator).ok_or("no node")?;
+    if seed.is_multiple_of(2) {
+        c.sim.kill(c.nodes[victim]);
+    } else {
+        c.sim.power_fail(c.nodes[victim]);
+    }
+    let (a, g, o) = (addrs.clone(), group.clone(), offsets.clone());
+    let after = c.client_call(Duration::from_secs(60), move |env| async move {
+        // Wait for another broker to be named.
+        let new = loop {
+            let named = find(&env, &a, &g).await?;
+            if named != coordinator {
+                break named;
+            }
+            env.clock.sleep(Duration::from_millis(500)).await;
+        };
+        let mut client = Client::new(env.clone(), a[(new - 1) as usize], "member");
+        let beat = retry!(env, client.heartbeat(&g, joined.generation, &joined.member_id));
+        match beat {
+            Ok(()) => {}
+            Err(e) if e.contains(&codes::REBALANCE_IN_PROGRESS.to_string()) => {}
+            Err(e) => return Err(format!("heartbeat at the new coordinator: {e}")),
+        }
+        let wanted: Vec<_> = o.keys().cloned().collect();
+        let fetched = retry!(env, client.offset_fetch(&g, &wanted))?;
+        if fetched != o {
+            return Err(format!("committed {o:?}, the new coordinator has {fetched:?}"));
+        }
+        Ok(new)
+    });
+    let new = after.ok_or("the failover calls did not finish")??;
+    ensure(new != coordinator, || "the coordinator did not move".to_owned())?;
+    c.watch_verdict()
+}
+
+/// The coordinator of `group` as some live broker names it.
+async fn find(
+    env: &weir::io::Env,
+    addrs: &[std::net::SocketAddr],
+    group: &str,
+) -> Result<i32, String> {
+    for attempt in 0..RETRIES {
+        let mut client = Client::new(env.clone(), addrs[attempt % addrs.len()], "finder");
+        if let Ok(found) = client.find_coordinator(group).await {
+            return Ok(found.node_id);
+        }
+        env.clock.sleep(Duration::from_millis(200)).await;
+    }
+    Err("no broker named a coordinator".to_owned())
+}
+
+#[test]
+fn consumer_group_survives_coordinator_failover() {
+    for_each_seed("consumer_group_survives_coordinator_failover", 0..8, scenario);
+}
