@@ -1,7 +1,12 @@
 //! Three real `weir` processes started from `examples/cluster/node{1,2,3}.toml` (each in the
-//! same scratch working folder, so their relative data folders land there) form a cluster;
-//! librdkafka creates a 6-partition topic, sees its partitions led by all three brokers,
-//! produces to every partition and reads everything back in order.
+//! same scratch working folder, so their relative data folders land there) form a cluster.
+//! - librdkafka creates a 6-partition topic, sees its partitions led by all three brokers,
+//!   produces to every partition and reads everything back in order.
+//! - A topic with replication factor 3 and `min.insync.replicas=2` takes `acks=all` writes
+//!   from an idempotent producer while its leader's process is killed with SIGKILL: producing
+//!   continues after a pause, and every acknowledged record is read back, in order.
+//!
+//! The tests share the example ports, so they take turns.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,6 +23,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 const WAIT: Duration = Duration::from_secs(60);
+/// One cluster at a time: both tests use the example configurations' ports.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const BOOTSTRAP: &str = "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094";
 const PARTITIONS: i32 = 6;
 const RECORDS: usize = 120;
@@ -44,9 +51,9 @@ impl Drop for Cluster {
     }
 }
 
-fn start() -> Cluster {
+fn start(name: &str) -> Cluster {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
-    let dir = std::env::temp_dir().join(format!("weir-cluster-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("weir-cluster-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut children = Vec::new();
     for i in 1..=3 {
@@ -68,20 +75,9 @@ fn start() -> Cluster {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_spread_a_topic_and_serve_it() {
-    let cluster = start();
-    // Wait until every broker has joined and shows up in Metadata.
-    let probe: BaseConsumer =
-        ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Ok(md) = probe.fetch_metadata(None, Duration::from_secs(2))
-            && md.brokers().len() == 3
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the three brokers never all joined");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let _turn = TURN.lock().await;
+    let cluster = start("spread");
+    let probe = joined().await;
 
     let admin: AdminClient<DefaultClientContext> =
         ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
@@ -185,5 +181,113 @@ async fn three_processes_spread_a_topic_and_serve_it() {
         }
     }
     assert_eq!(resumed, later, "the member resumed exactly at the committed offsets");
+    drop(cluster);
+}
+
+/// A metadata client, once every broker has joined and shows up in Metadata.
+async fn joined() -> BaseConsumer {
+    let probe: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(md) = probe.fetch_metadata(None, Duration::from_secs(2))
+            && md.brokers().len() == 3
+        {
+            return probe;
+        }
+        assert!(Instant::now() < deadline, "the three brokers never all joined");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The leader of `topic` partition 0 with every replica in sync, once there is one.
+async fn leader_with_full_isr(probe: &BaseConsumer, topic: &str) -> i32 {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(md) = probe.fetch_metadata(Some(topic), Duration::from_secs(2))
+            && let Some(p) = md.topics().first().and_then(|t| t.partitions().first())
+            && p.leader() > 0
+            && p.isr().len() == 3
+        {
+            return p.leader();
+        }
+        assert!(Instant::now() < deadline, "{topic} never had a leader with three in sync");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Records the producer writes before the kill, and in all.
+const BEFORE_KILL: usize = 100;
+const TOTAL: usize = 300;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_the_leader_loses_no_acknowledged_record() {
+    let _turn = TURN.lock().await;
+    let mut cluster = start("failover");
+    let probe = joined().await;
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
+    let topic =
+        NewTopic::new("durable", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    for result in admin.create_topics(&[topic], &AdminOptions::new()).await.unwrap() {
+        result.unwrap();
+    }
+    let leader = leader_with_full_isr(&probe, "durable").await;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", BOOTSTRAP)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("message.timeout.ms", "60000")
+        .set("retry.backoff.ms", "100")
+        .create()
+        .unwrap();
+    let mut acked: Vec<(i64, String)> = Vec::new();
+    let mut longest_pause = Duration::ZERO;
+    for i in 0..TOTAL {
+        if i == BEFORE_KILL {
+            let child = &mut cluster.children[(leader - 1) as usize];
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        let value = format!("record-{i}");
+        let started = Instant::now();
+        let delivery = producer
+            .send(FutureRecord::to("durable").partition(0).key("k").payload(&value), WAIT)
+            .await
+            .unwrap_or_else(|(e, _)| panic!("record {i} was not acknowledged: {e}"));
+        longest_pause = longest_pause.max(started.elapsed());
+        assert_eq!(delivery.partition, 0);
+        acked.push((delivery.offset, value));
+    }
+    eprintln!("longest wait for one acknowledgement across the kill: {longest_pause:?}");
+    let after = probe.fetch_metadata(Some("durable"), Duration::from_secs(5)).unwrap();
+    let new_leader = after.topics()[0].partitions()[0].leader();
+    assert!(new_leader > 0 && new_leader != leader, "leader {leader} → {new_leader}");
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", BOOTSTRAP)
+        .set("group.id", "failover-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("durable", 0, Offset::Beginning).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let last = acked.last().map_or(0, |(o, _)| *o);
+    let mut read: BTreeMap<i64, String> = BTreeMap::new();
+    let deadline = Instant::now() + WAIT;
+    while read.keys().next_back().is_none_or(|&o| o < last) {
+        assert!(Instant::now() < deadline, "read up to {:?} of {last}", read.keys().next_back());
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+            read.insert(m.offset(), value);
+        }
+    }
+    for (offset, value) in &acked {
+        assert_eq!(read.get(offset), Some(value), "acknowledged record at offset {offset}");
+    }
+    let order: Vec<&String> = read.values().collect();
+    let sent: Vec<&String> = acked.iter().map(|(_, v)| v).collect();
+    assert_eq!(order, sent, "the log holds exactly the acknowledged records, in order");
     drop(cluster);
 }

@@ -47,6 +47,9 @@ enum Workload {
     /// A 3–5-node cluster (metadata quorum, broker-only nodes) with topics created and
     /// deleted, producers and a consumer, under faults on every node and link between them.
     Cluster,
+    /// A 3-node cluster whose partition leader dies under acks=all writes: how long writes
+    /// pause (median and worst over the seeds).
+    Failover,
 }
 
 #[derive(Subcommand)]
@@ -114,11 +117,13 @@ fn main() -> ExitCode {
     };
     let options = weir_sim::workload::Options { disk_faults: cli.disk_faults };
     let mut failed = Vec::new();
+    let mut measured = Vec::new();
     for seed in first..end {
         if single || cli.verbose {
             println!("seed {seed:#x} (commit {}, {})", env!("WEIR_COMMIT"), rustc_version());
         }
         let report = run_workload(cli.workload, seed, Duration::from_secs(cli.fault_secs), options);
+        measured.extend(report.measured);
         if single || cli.verbose {
             print_report(&report, cli.verbose, &replay_command);
         }
@@ -129,6 +134,17 @@ fn main() -> ExitCode {
             }
             failed.push(seed);
         }
+    }
+    if !measured.is_empty() {
+        measured.sort();
+        let median = measured[measured.len() / 2];
+        let worst = measured[measured.len() - 1];
+        println!(
+            "writes paused: median {:.2}s, worst {:.2}s over {} seeds",
+            median.as_secs_f64(),
+            worst.as_secs_f64(),
+            measured.len()
+        );
     }
     if !single {
         println!(
@@ -148,6 +164,8 @@ struct Outcome {
     summary: String,
     faults: Vec<String>,
     violations: Vec<String>,
+    /// A duration the workload measures (the failover workload's write pause).
+    measured: Option<Duration>,
 }
 
 fn run_workload(
@@ -171,6 +189,7 @@ fn run_workload(
                 ),
                 faults: r.faults,
                 violations: r.violations,
+                measured: None,
             }
         }
         Workload::Log => {
@@ -181,6 +200,7 @@ fn run_workload(
                 summary: format!("{} acked batches, {} crashes", r.acked, r.crashes),
                 faults: Vec::new(),
                 violations: r.violations,
+                measured: None,
             }
         }
         Workload::Broker => {
@@ -188,6 +208,10 @@ fn run_workload(
         }
         Workload::Cluster => {
             weir_outcome(weir_sim::workload::cluster::swarm::run_with(seed, fault_phase, options))
+        }
+        Workload::Failover => {
+            let (report, pause) = weir_sim::workload::cluster::failover::run(seed);
+            Outcome { measured: pause, ..weir_outcome(report) }
         }
     }
 }
@@ -205,6 +229,7 @@ fn weir_outcome(r: weir_sim::workload::Report) -> Outcome {
         ),
         faults: r.faults,
         violations: r.violations,
+        measured: None,
     }
 }
 

@@ -124,8 +124,8 @@ impl Default for BrokerConfig {
             controller_listener: None,
             controller_quorum_voters: Vec::new(),
             default_replication_factor: 1,
-            broker_heartbeat_interval_ms: 1_000,
-            broker_session_timeout_ms: 6_000,
+            broker_heartbeat_interval_ms: 500,
+            broker_session_timeout_ms: 2_000,
             replica_lag_time_max_ms: 30_000,
         }
     }

@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::checkpoint;
 use super::cleaner::CLEANER_CHECKPOINT;
@@ -392,6 +392,7 @@ async fn rescan(
     let before = epochs.epoch_for(Offset(seg.next_offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
     let learn = Epochs::Learn(before);
     let mut walker = Walker::new(&*log, start, log.len(), seg.next_offset, dense, learn);
+    let mut rewrite = Rewrite::new(&*log, start);
     let stop = loop {
         match walker.next().await {
             Ok(Some(walked)) => {
@@ -399,6 +400,9 @@ async fn rescan(
                 let epoch = LeaderEpoch(header.partition_leader_epoch());
                 epochs.assign(epoch, Offset(header.base_offset()));
                 seg.record_batch(header, walked.position, interval);
+                if may_truncate {
+                    rewrite.push(walked.position, &walked.bytes).await?;
+                }
             }
             Ok(None) => break None,
             Err(WalkStop::Io(e)) => return Err(e),
@@ -415,32 +419,62 @@ async fn rescan(
         tracing::warn!(log = %dir.display(), segment = %base, position, %error, "truncating a torn or corrupt tail");
         log.truncate(position).await?;
     }
-    if may_truncate {
-        rewrite(&*log, start, seg.size).await?;
-    }
+    rewrite.finish().await?;
     Ok((seg, clean))
 }
 
-/// Writes bytes `from..to` of `file` again, unchanged. Recovery does this to the unflushed tail
-/// before syncing it: if an earlier sync failed, the kernel may hold those pages as clean though
-/// the disk never got them (fsyncgate), and a sync now would not write them; rewriting dirties
-/// them again, so the sync that follows really makes what recovery verified durable.
-async fn rewrite(file: &dyn File, from: u64, to: u64) -> io::Result<()> {
-    let mut at = from;
-    while at < to {
-        let len = ((to - at) as usize).min(REWRITE_CHUNK_BYTES);
-        let bytes = file.read_at(at, len).await?;
-        if bytes.is_empty() {
-            break;
-        }
-        let n = bytes.len() as u64;
-        file.write_at(at, bytes).await?;
-        at += n;
-    }
-    Ok(())
+/// Writes the batches of the unflushed tail again, unchanged, as recovery verifies them. If an
+/// earlier sync failed, the kernel may hold those pages as clean though the disk never got them
+/// (fsyncgate), and a sync now would not write them; rewriting dirties them again, so the sync
+/// that follows really makes what recovery verified durable.
+///
+/// What is written is the very bytes the walk verified, never a fresh read: a read can return a
+/// flipped bit (the walk reads a bad batch again before believing it), and writing such a read
+/// back would turn a passing fault into damage that the sync makes durable and the checkpoint
+/// then vouches for.
+struct Rewrite<'a> {
+    file: &'a dyn File,
+    /// Where `buffer` goes in the file.
+    at: u64,
+    buffer: BytesMut,
 }
 
-/// Bytes rewritten at a time by [`rewrite`].
+impl<'a> Rewrite<'a> {
+    fn new(file: &'a dyn File, at: u64) -> Rewrite<'a> {
+        Rewrite { file, at, buffer: BytesMut::new() }
+    }
+
+    /// Queues the verified batch `bytes` found at `position`, writing once a chunk is full.
+    async fn push(&mut self, position: u64, bytes: &[u8]) -> io::Result<()> {
+        if position != self.at + self.buffer.len() as u64 {
+            self.flush().await?;
+            self.at = position;
+        }
+        self.buffer.extend_from_slice(bytes);
+        if self.buffer.len() >= REWRITE_CHUNK_BYTES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buffer.split().freeze();
+        let len = chunk.len() as u64;
+        self.file.write_at(self.at, chunk).await?;
+        self.at += len;
+        Ok(())
+    }
+
+    /// Writes what is still queued.
+    async fn finish(mut self) -> io::Result<()> {
+        self.flush().await
+    }
+}
+
+/// Bytes rewritten at a time by [`Rewrite`].
 const REWRITE_CHUNK_BYTES: usize = 1 << 20;
 
 /// The index entries before a checkpointed recovery point, from the index files the checkpoint

@@ -100,6 +100,18 @@ impl Client {
         producer: Option<ProducerIdentity>,
         batches: &[PartitionBatch],
     ) -> Result<ProduceOutcome, ClientError> {
+        self.produce_within(topic, acks, producer, batches, REQUEST_TIMEOUT).await
+    }
+
+    /// [`Client::produce`] with `deadline` for the client and the broker.
+    pub async fn produce_within(
+        &mut self,
+        topic: &str,
+        acks: Acks,
+        producer: Option<ProducerIdentity>,
+        batches: &[PartitionBatch],
+        deadline: std::time::Duration,
+    ) -> Result<ProduceOutcome, ClientError> {
         let timestamp_ms = self.env().clock.wall_ms();
         let mut data = TopicProduceData::default();
         data.name = name(topic);
@@ -111,13 +123,13 @@ impl Client {
         }
         let mut request = ProduceRequest::default();
         request.acks = acks.wire();
-        request.timeout_ms = REQUEST_TIMEOUT.as_millis() as i32;
+        request.timeout_ms = deadline.as_millis() as i32;
         request.topic_data = vec![data];
         if acks == Acks::None {
-            self.send_only(&request, versions::PRODUCE, REQUEST_TIMEOUT).await?;
+            self.send_only(&request, versions::PRODUCE, deadline).await?;
             return Ok(ProduceOutcome::Unacknowledged);
         }
-        let response = self.call(&request, versions::PRODUCE, REQUEST_TIMEOUT).await?;
+        let response = self.call(&request, versions::PRODUCE, deadline).await?;
         let acks: Vec<PartitionAck> = response
             .responses
             .iter()

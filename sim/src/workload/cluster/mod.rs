@@ -8,6 +8,7 @@
 //!
 //! The named fault scenarios in `scenarios/` and the cluster swarm ([`swarm`]) are built on it.
 
+pub mod failover;
 pub mod producer;
 pub mod swarm;
 
@@ -60,18 +61,22 @@ pub struct ClusterSpec {
     pub replica_lag_ms: u64,
     /// `default.replication.factor` (also the offsets topic's).
     pub replication: i32,
+    /// `log.retention.check.interval.ms`.
+    pub retention_check_ms: i64,
 }
 
 impl ClusterSpec {
-    /// `nodes` combined nodes with the default timing.
+    /// `nodes` combined nodes with the broker's default timing.
     pub fn combined(nodes: usize) -> ClusterSpec {
+        let defaults = BrokerConfig::default();
         ClusterSpec {
             nodes,
             voters: nodes,
-            heartbeat_ms: 1_000,
-            session_timeout_ms: 6_000,
-            replica_lag_ms: 30_000,
+            heartbeat_ms: defaults.broker_heartbeat_interval_ms,
+            session_timeout_ms: defaults.broker_session_timeout_ms,
+            replica_lag_ms: defaults.replica_lag_time_max_ms,
             replication: 1,
+            retention_check_ms: defaults.log_retention_check_interval_ms,
         }
     }
 
@@ -98,6 +103,7 @@ impl ClusterSpec {
             broker_heartbeat_interval_ms: self.heartbeat_ms,
             broker_session_timeout_ms: self.session_timeout_ms,
             replica_lag_time_max_ms: self.replica_lag_ms,
+            log_retention_check_interval_ms: self.retention_check_ms,
             ..BrokerConfig::default()
         }
     }
@@ -544,8 +550,8 @@ impl Cluster {
     ) -> Option<Bytes> {
         let host = self.nodes[ix];
         let p = self.broker(ix)?.catalog.partition(topic, partition)?;
-        let read =
-            self.sim.block_on(host, Duration::from_secs(10), move |_env: Env| async move {
+        self.sim
+            .block_on(host, Duration::from_secs(10), move |_env: Env| async move {
                 let mut out = Vec::new();
                 let mut at = Offset(from);
                 while at.0 < upto {
@@ -557,8 +563,8 @@ impl Cluster {
                     at = chunk.next_offset;
                 }
                 Some(Bytes::from(out))
-            })?;
-        read
+            })
+            .flatten()
     }
 
     /// Replica convergence: every member of `topic`/`partition`'s committed ISR holds exactly

@@ -15,10 +15,14 @@ use super::Cluster;
 use crate::client::Client;
 use crate::client::produce::{Acks, PartitionBatch, ProduceOutcome};
 use crate::world::lock;
-use weir::io::TaskHandle;
+use weir::io::{TaskHandle, timeout};
 
 /// Pause after a failed write before asking for metadata again.
 pub const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// How long one write may take before the producer gives up on it and looks for the leader
+/// again (a dead leader's connections may never answer; a live cluster answers in
+/// milliseconds), so the pauses measured are the cluster's, not a client timeout's.
+pub const WRITE_DEADLINE: Duration = Duration::from_millis(1_000);
 
 /// One acknowledged write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,9 +63,11 @@ impl SteadyProducer {
             while !halt.load(Ordering::Acquire) {
                 let mut router = Client::new(env.clone(), addrs[via % addrs.len()], "router");
                 via += 1;
-                let leader = match router.cluster_view(Some(&[topic.as_str()])).await {
-                    Ok(view) => view.leader_addr(&topic, partition),
-                    Err(_) => None,
+                let wanted = [topic.as_str()];
+                let asked = router.cluster_view(Some(&wanted));
+                let leader = match timeout(&*env.clock, WRITE_DEADLINE, asked).await {
+                    Ok(Ok(view)) => view.leader_addr(&topic, partition),
+                    _ => None,
                 };
                 let Some((_, addr)) = leader else {
                     env.clock.sleep(RETRY_PAUSE).await;
@@ -75,7 +81,8 @@ impl SteadyProducer {
                         base_sequence: 0,
                         records: vec![(None, Bytes::from(value.clone()))],
                     };
-                    match client.produce(&topic, acks, None, &[batch]).await {
+                    match client.produce_within(&topic, acks, None, &[batch], WRITE_DEADLINE).await
+                    {
                         Ok(ProduceOutcome::Answered(answers)) => match answers.first() {
                             Some(a) if a.error_code == 0 => {
                                 let at = Duration::from_nanos(env.clock.now().as_nanos());
