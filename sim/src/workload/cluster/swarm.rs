@@ -1,6 +1,6 @@
 //! The cluster swarm: 3–5 nodes (3 or 5 voters, the rest broker-only), an admin task creating
 //! and deleting topics through random nodes, producers writing with `acks=all` or `acks=1` to
-//! each partition's leader as Metadata names it, and a consumer reading from leaders — while
+//! each partition's leader as Metadata names it (one of them idempotent), and a consumer reading from leaders — while
 //! the nemesis kills, power-fails, pauses and skews nodes and partitions, cuts, clogs and
 //! resets the links between them. Then everything heals and the checkers judge:
 //!
@@ -8,8 +8,10 @@
 //! - within [`SETTLE_BOUND`] of the heal there is one active controller, every node is
 //!   registered, unfenced and caught up, and every partition has a live leader;
 //! - every partition of every surviving topic takes a write again;
-//! - every `acks=all` acknowledged record is read back at its offset with its value, and no
-//!   offset ever showed two different records to a consumer (consumers read only below the
+//! - every `acks=all` acknowledged record is read back at its offset with its value, no value
+//!   of the idempotent producer (which retries unanswered batches with the same sequence, to
+//!   whichever broker leads by then) appears twice, and no offset ever showed two different
+//!   records to a consumer (consumers read only below the
 //!   high watermark, so what one sees is committed and never changes);
 //! - replica convergence: every in-sync replica holds exactly its leader's bytes up to the
 //!   high watermark;
@@ -80,6 +82,8 @@ struct Ledger {
     acked: BTreeMap<(String, i32, i64), Bytes>,
     /// Records written with `acks=1` (answered; no survival promised).
     acked_by_leader: u64,
+    /// Records the idempotent producer got acknowledged.
+    acked_idempotent: u64,
     /// Every record ever read: (topic, partition, offset) → value.
     seen: BTreeMap<(String, i32, i64), Bytes>,
     anomalies: Vec<String>,
@@ -168,6 +172,13 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     {
         let (shared, stop, addrs) =
             (Arc::clone(&shared), Arc::clone(&stop_producing), Arc::clone(&addrs));
+        tasks.push(cluster.sim.spawn(cluster.client, "idempotent-producer", move |env| {
+            idempotent_producer(env, addrs, shared, stop)
+        }));
+    }
+    {
+        let (shared, stop, addrs) =
+            (Arc::clone(&shared), Arc::clone(&stop_producing), Arc::clone(&addrs));
         tasks.push(
             cluster
                 .sim
@@ -217,10 +228,11 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     let ledger = lock(&shared);
     violations.extend(ledger.anomalies.iter().take(20).cloned());
     let counts = format!(
-        "{} topics created, {} deleted, {} records acked by all, {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared",
+        "{} topics created, {} deleted, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared",
         ledger.creates,
         ledger.deletes,
         ledger.acked.len(),
+        ledger.acked_idempotent,
         ledger.acked_by_leader,
         ledger.reads,
         ledger.produce_errors,
@@ -387,6 +399,107 @@ async fn producer(
     }
 }
 
+/// Attempts at one idempotent batch before it is given up (and never sent again).
+const IDEMPOTENT_ATTEMPTS_MAX: u32 = 12;
+/// Prefix of the idempotent producer's values.
+const IDEMPOTENT_PREFIX: &str = "i-";
+
+/// An idempotent producer: an id from InitProducerId, per-partition sequences, and every
+/// failed or unanswered batch retried with the same sequence — to whichever broker leads the
+/// partition by then — as Kafka's producer does. A batch it gives up on (too many attempts, or
+/// an answer that ends the sequence) is never sent again, and the producer starts over with a
+/// fresh id, so each value is only ever sent under one (producer id, sequence): the checker
+/// demands that no value appears twice in a partition.
+async fn idempotent_producer(
+    env: Env,
+    addrs: Arc<Vec<std::net::SocketAddr>>,
+    shared: Shared,
+    stop: Arc<AtomicBool>,
+) {
+    let mut view = ClusterView::default();
+    let mut identity = None;
+    let mut sequences: BTreeMap<(String, i32), i32> = BTreeMap::new();
+    let mut next = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        env.clock.sleep(Duration::from_millis(20 + below(&env, 200))).await;
+        let Some(id) = identity else {
+            identity = any_node(&env, &addrs, "idempotent").init_producer_id(None).await.ok();
+            sequences.clear();
+            continue;
+        };
+        let Some((topic, partition, _)) = target(&env, &addrs, &shared, &mut view).await else {
+            continue;
+        };
+        let key = (topic.name.clone(), partition);
+        let records: Vec<(Option<Bytes>, Bytes)> = (0..1 + below(&env, 3))
+            .map(|_| {
+                next += 1;
+                (None, Bytes::from(format!("{IDEMPOTENT_PREFIX}{next}")))
+            })
+            .collect();
+        let batch = PartitionBatch {
+            partition,
+            base_sequence: sequences.get(&key).copied().unwrap_or(0),
+            records: records.clone(),
+        };
+        let mut done = false;
+        for _ in 0..IDEMPOTENT_ATTEMPTS_MAX {
+            let Some((_, leader)) = view.leader_addr(&topic.name, partition) else {
+                if let Ok(v) = any_node(&env, &addrs, "idempotent").cluster_view(None).await {
+                    view = v;
+                }
+                env.clock.sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let mut client = Client::new(env.clone(), leader, "idempotent");
+            let batches = std::slice::from_ref(&batch);
+            match client.produce(&topic.name, Acks::All, Some(id), batches).await {
+                Ok(ProduceOutcome::Answered(acks)) if acks[0].error_code == codes::NONE => {
+                    let mut l = lock(&shared);
+                    for (i, (_, value)) in records.iter().enumerate() {
+                        let at = (topic.name.clone(), partition, acks[0].base_offset + i as i64);
+                        l.acked.insert(at, value.clone());
+                    }
+                    l.acked_idempotent += records.len() as u64;
+                    *sequences.entry(key.clone()).or_insert(0) += records.len() as i32;
+                    done = true;
+                    break;
+                }
+                Ok(ProduceOutcome::Answered(acks))
+                    if [
+                        codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        codes::UNKNOWN_PRODUCER_ID,
+                        codes::INVALID_PRODUCER_EPOCH,
+                    ]
+                    .contains(&acks[0].error_code) =>
+                {
+                    break;
+                }
+                _ => {
+                    lock(&shared).produce_errors += 1;
+                    view = ClusterView::default();
+                    env.clock.sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        if !done {
+            // Never send these values again: start over under a fresh id.
+            identity = None;
+        }
+    }
+}
+
+/// Values of the idempotent producer that appear at more than one offset of `read`.
+fn duplicated(read: &BTreeMap<i64, Bytes>) -> Vec<(Bytes, Vec<i64>)> {
+    let mut at: BTreeMap<&Bytes, Vec<i64>> = BTreeMap::new();
+    for (offset, value) in read {
+        if value.starts_with(IDEMPOTENT_PREFIX.as_bytes()) {
+            at.entry(value).or_default().push(*offset);
+        }
+    }
+    at.into_iter().filter(|(_, o)| o.len() > 1).map(|(v, o)| (v.clone(), o)).collect()
+}
+
 /// Reads random partitions of live topics from their leaders, from where it last stopped.
 async fn consumer(
     env: Env,
@@ -509,6 +622,9 @@ async fn read_back(
     };
     let mut l = lock(shared);
     let mut out = Vec::new();
+    for (value, offsets) in duplicated(&read) {
+        out.push(format!("{topic}-{partition}: idempotent {value:?} appears at {offsets:?}"));
+    }
     for (offset, value) in &read {
         l.read((topic.to_owned(), partition, *offset), value.clone());
     }
