@@ -226,6 +226,17 @@ impl Catalog {
                 let min_isr = usize::try_from(config.min_insync_replicas()).unwrap_or(1);
                 let transition = partition.apply_committed(node, committed, min_isr, lag, now);
                 done.offsets_changed |= topic.internal && transition != Transition::Unchanged;
+                if transition != Transition::Unchanged {
+                    tracing::info!(
+                        node,
+                        partition = %partition.tp,
+                        ?transition,
+                        log_end = partition.log.log_end_offset().0,
+                        high_watermark = partition.high_watermark().0,
+                        isr = ?record.isr,
+                        "replica role"
+                    );
+                }
                 match transition {
                     Transition::Unchanged => {}
                     Transition::BecameLeader(epoch) => {

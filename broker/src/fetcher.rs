@@ -27,8 +27,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::client::{CallError, Connection};
 use crate::controller::records::BrokerId;
-use crate::log::AppendError;
 use crate::log::split::split_batches;
+use crate::log::{AppendError, FlushPolicy};
 use crate::model::{LeaderEpoch, Offset};
 use crate::node::Broker;
 use crate::partition::{Partition, TruncateError};
@@ -81,6 +81,12 @@ pub async fn follow(
     loop {
         let Some(b) = broker.upgrade() else { return };
         if !still_following(&b, &partition, leader, epoch) {
+            return;
+        }
+        if let Some(offline) = partition.log.offline() {
+            // A failed write or sync: nothing past the last good sync can be vouched for, so
+            // this replica stops copying (and falls out of the ISR) until a restart recovers it.
+            tracing::warn!(partition = %partition.tp, "replica fetcher stops: {offline}");
             return;
         }
         let env = b.env.clone();
@@ -185,10 +191,25 @@ async fn truncate_divergence(
 
 async fn cut(partition: &Partition, offset: Offset, end: Offset) -> Result<(), StepError> {
     if offset < end {
-        tracing::info!(partition = %partition.tp, from = end.0, to = offset.0, "truncating a divergent tail");
+        let hw = partition.high_watermark().0;
+        tracing::info!(partition = %partition.tp, from = end.0, to = offset.0, hw, "truncating a divergent tail");
         partition.truncate_to(offset).await?;
     }
     Ok(())
+}
+
+/// What this replica may tell the leader it holds: its log end — synced first under
+/// `flush.policy=ack`, where the fetch offset promises durability (a failed sync takes the log
+/// offline and ends the fetcher instead).
+async fn held(partition: &Partition) -> Result<Offset, StepError> {
+    if partition.log.config().flush_policy == FlushPolicy::Ack {
+        let end = partition.log.log_end_offset();
+        if partition.log.durable_offset() < end {
+            partition.log.flush().await.map_err(|e| StepError::Append(e.into()))?;
+        }
+        return Ok(partition.log.durable_offset().min(end));
+    }
+    Ok(partition.log.log_end_offset())
 }
 
 /// One fetch from the log end: appends what the leader sent and takes its high watermark.
@@ -210,7 +231,7 @@ async fn fetch_once(
     let mut wanted = FetchPartition::default();
     wanted.partition = partition.tp.partition.0;
     wanted.current_leader_epoch = epoch.0;
-    wanted.fetch_offset = partition.log.log_end_offset().0;
+    wanted.fetch_offset = held(partition).await?.0;
     wanted.last_fetched_epoch = -1;
     wanted.log_start_offset = partition.log.log_start_offset().0;
     wanted.partition_max_bytes = FETCH_MAX_BYTES;

@@ -395,20 +395,22 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 isr: proposal.isr.iter().copied().collect(),
             };
             tracing::info!(partition = %partition.tp, isr = ?proposal.isr, "asking for an ISR change");
+            // The change stays in flight — a joining member still bounds the high watermark —
+            // until the image shows it or something newer: a commit this broker has not applied
+            // yet is as real as one it has (the controller may already elect from it). Only a
+            // refusal on the controller's current state ends it early; an unanswered call is
+            // asked again later.
             match membership.call(&request, ISR_CHANGE_TIMEOUT).await {
-                Ok(Response::Done { offset, .. }) => {
-                    // The change reaches the partition through the image.
-                    if let Some(b) = broker.upgrade() {
-                        b.wait_reconciled(offset, ISR_CHANGE_TIMEOUT).await;
-                    }
+                Ok(Response::Done { .. }) => {}
+                Ok(Response::Error { error: ControllerError::IneligibleReplica(why), .. }) => {
+                    tracing::info!(partition = %partition.tp, "ISR change refused: {why}");
+                    partition.isr_proposal_refused();
                 }
                 Ok(other) => {
-                    tracing::info!(partition = %partition.tp, "ISR change refused: {other:?}")
+                    tracing::info!(partition = %partition.tp, "ISR change not made: {other:?}")
                 }
                 Err(e) => tracing::info!(partition = %partition.tp, "ISR change failed: {e}"),
             }
-            // Whatever happened, the next check may ask again (a stale ask is refused).
-            partition.isr_proposal_answered();
         }
         clock.sleep(ISR_CHECK_INTERVAL).await;
     }

@@ -42,11 +42,21 @@ pub struct ReplicaState {
     role: Role,
     /// The high watermark when not leading.
     follower_high_watermark: Offset,
+    /// When the ISR change in flight was last sent.
+    isr_asked_at: Option<Instant>,
 }
+
+/// How long an ISR change may go without its outcome reaching the image before it is sent
+/// again.
+pub const ISR_RESEND_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl ReplicaState {
     pub(super) fn new(high_watermark: Offset) -> ReplicaState {
-        ReplicaState { role: Role::Unassigned, follower_high_watermark: high_watermark }
+        ReplicaState {
+            role: Role::Unassigned,
+            follower_high_watermark: high_watermark,
+            isr_asked_at: None,
+        }
     }
 
     /// The high watermark.
@@ -255,17 +265,32 @@ impl Partition {
     }
 
     /// The ISR change to ask the controller for now (leader only), with the leader epoch it
-    /// is made in.
+    /// is made in: a new one, or the one in flight again once [`ISR_RESEND_AFTER`] has passed
+    /// without its outcome reaching the image (the last call may have been lost, or may have
+    /// committed: asking again is safe either way, as the controller refuses a stale change).
     pub fn isr_proposal(&self, now: Instant) -> Option<(LeaderEpoch, IsrProposal)> {
-        match &mut self.replica_state().role {
-            Role::Leader { epoch, replica } => replica.propose(now).map(|p| (*epoch, p)),
-            _ => None,
+        let mut state = self.replica_state();
+        let state = &mut *state;
+        let Role::Leader { epoch, replica } = &mut state.role else { return None };
+        if let Some(pending) = replica.pending() {
+            let due = state
+                .isr_asked_at
+                .is_none_or(|at| now.saturating_duration_since(at) >= ISR_RESEND_AFTER);
+            if !due {
+                return None;
+            }
+            state.isr_asked_at = Some(now);
+            return Some((*epoch, pending.clone()));
         }
+        let proposal = replica.propose(now)?;
+        state.isr_asked_at = Some(now);
+        Some((*epoch, proposal))
     }
 
-    /// The controller answered (or failed) an ISR change: forget it, so that the next check
-    /// may ask again if it is still needed.
-    pub fn isr_proposal_answered(&self) {
+    /// The controller refused the ISR change in flight on its current state (not for being
+    /// stale: then the image brings what changed, and that settles it): forget it, so that the
+    /// next check may ask for another.
+    pub fn isr_proposal_refused(&self) {
         if let Role::Leader { replica, .. } = &mut self.replica_state().role {
             replica.clear_pending();
         }
