@@ -149,7 +149,14 @@ impl ControllerLogic {
     ) -> Vec<MetadataRecord> {
         let id = registration.broker_id;
         self.heartbeats.insert(id, now);
+        let restarted = image
+            .brokers
+            .get(&id)
+            .is_some_and(|b| b.registration.incarnation != registration.incarnation);
         let mut out = vec![MetadataRecord::RegisterBroker(registration)];
+        if restarted {
+            out.extend(new_epochs_for(image, id));
+        }
         out.extend(leaderless_to(image, id, &self.config.topic_defaults));
         out
     }
@@ -464,6 +471,25 @@ fn leadership_away_from(
                 };
                 next.leader_epoch += 1;
             }
+            next.partition_epoch += 1;
+            out.push(MetadataRecord::Partition(next));
+        }
+    }
+    out
+}
+
+/// Partition records bumping the leader epoch of every partition `broker` leads: it restarted
+/// (a new incarnation registered before its session ran out), and may have come back with a
+/// shorter log — a crash or power failure took its unsynced tail, which followers may already
+/// hold. Leading on in the same epoch, it would write new records at those offsets under the
+/// same epoch, and no follower could tell its copy diverged; a new epoch starts where the
+/// restarted log ends, and followers cut back to it.
+fn new_epochs_for(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for p in topic.partitions.values().filter(|p| p.leader == broker) {
+            let mut next = p.clone();
+            next.leader_epoch += 1;
             next.partition_epoch += 1;
             out.push(MetadataRecord::Partition(next));
         }

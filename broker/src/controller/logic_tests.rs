@@ -197,3 +197,33 @@ fn producer_id_blocks_never_overlap() {
     assert_eq!(seen, vec![(0, 1000), (1000, 1000), (2000, 1000)]);
     assert_eq!(hosting_brokers(&image).len(), 0);
 }
+
+#[test]
+fn a_leader_that_restarts_leads_on_in_a_new_epoch() {
+    let (mut image, mut logic) = cluster(&[None, None]);
+    create(&mut image, &mut logic, topic("t", 2, 2), 1);
+    let led_by_1 = |image: &MetadataImage| -> Vec<(i32, i32)> {
+        let t = image.topic("t").unwrap();
+        t.partitions
+            .values()
+            .filter(|p| p.leader == 1)
+            .map(|p| (p.partition, p.leader_epoch))
+            .collect()
+    };
+    let before = led_by_1(&image);
+    assert!(!before.is_empty());
+    // The same run registering again changes no epoch.
+    let again = logic.register(&image, registration(1, None), at(1));
+    apply(&mut image, &again);
+    assert_eq!(led_by_1(&image), before);
+    // A new run (it crashed and came back within its session) leads in a new epoch.
+    let restarted = BrokerRegistration { incarnation: Incarnation(7), ..registration(1, None) };
+    let records = logic.register(&image, restarted, at(2));
+    apply(&mut image, &records);
+    let after = led_by_1(&image);
+    assert_eq!(after.len(), before.len(), "it keeps its leadership");
+    for ((p, old), (q, new)) in before.iter().zip(&after) {
+        assert_eq!(p, q);
+        assert_eq!(*new, old + 1, "partition {p}");
+    }
+}
