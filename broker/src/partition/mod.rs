@@ -15,8 +15,7 @@ use bytes::Bytes;
 use crate::io::Env;
 use crate::log::producers::{Decision, ProducerError, ProducerStateManager};
 use crate::log::{
-    AppendError, FlushPolicy, Log, LogConfig, MaintenanceError, OpenError, ReadError, ReadResult,
-    batch,
+    AppendError, FlushPolicy, Log, LogConfig, MaintenanceError, OpenError, ReadError, batch,
 };
 use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 use crate::replication::ReplicationError;
@@ -250,11 +249,6 @@ impl Partition {
         let hw = self.replica_state().high_watermark().min(end);
         self.follower_high_watermark(hw);
         Ok(end)
-    }
-
-    /// Reads from `offset` up to the high watermark.
-    pub async fn read(&self, offset: Offset, max_bytes: usize) -> Result<ReadResult, ReadError> {
-        self.log.read(offset, max_bytes, self.high_watermark()).await
     }
 
     /// Checkpoints the log and snapshots the producer state, so that recovery after a crash

@@ -66,11 +66,6 @@ impl ReplicaState {
             _ => self.follower_high_watermark,
         }
     }
-
-    /// The role.
-    pub fn role(&self) -> &Role {
-        &self.role
-    }
 }
 
 /// The partition as the controller committed it, for this broker to take its role from.
