@@ -194,6 +194,10 @@ async fn cut(partition: &Partition, offset: Offset, end: Offset) -> Result<(), S
         let hw = partition.high_watermark().0;
         tracing::info!(partition = %partition.tp, from = end.0, to = offset.0, hw, "truncating a divergent tail");
         partition.truncate_to(offset).await?;
+    } else if offset == end {
+        // No record diverges, but an epoch this replica began as leader and wrote nothing in
+        // may: the leader never knew it.
+        partition.log.forget_epochs_at_end().await.map_err(TruncateError::from)?;
     }
     Ok(())
 }

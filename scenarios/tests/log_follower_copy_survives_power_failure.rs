@@ -132,3 +132,58 @@ fn scenario(seed: u64) -> Result<(), String> {
 fn log_follower_copy_survives_power_failure() {
     for_each_seed("log_follower_copy_survives_power_failure", 0..16, scenario);
 }
+
+/// A replica that led epoch 5 without writing a record (deposed before its first write) and
+/// now follows a leader whose log of epoch 1 matches its own up to its end: until the empty
+/// epoch is forgotten the leader's batches look stale, and once it is forgotten they are taken
+/// and survive a power failure.
+fn empty_epoch_scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let limit = Duration::from_secs(600);
+    let setup = sim.block_on(host, limit, move |env: Env| async move {
+        let follower = Log::open(env, PathBuf::from("follower-0"), config())
+            .await
+            .map_err(|e| e.to_string())?;
+        for n in 0..3 {
+            let mut b = BytesMut::from(&batch(seed, n)[..]);
+            batch::stamp(&mut b, follower.log_end_offset().0, 1).map_err(|e| e.to_string())?;
+            follower.append_replicated(b.freeze()).await.map_err(|e| e.to_string())?;
+        }
+        follower.flush().await.map_err(|e| e.to_string())?;
+        follower.begin_epoch(LeaderEpoch(5)).await.map_err(|e| e.to_string())?;
+        let end = follower.log_end_offset();
+        let mut next = BytesMut::from(&batch(seed, 3)[..]);
+        batch::stamp(&mut next, end.0, 1).map_err(|e| e.to_string())?;
+        let refused = follower.append_replicated(next.freeze()).await;
+        ensure(matches!(refused, Err(AppendError::StaleEpoch { .. })), || {
+            format!("a batch of epoch 1 after an empty epoch 5: {refused:?}")
+        })?;
+        follower.forget_epochs_at_end().await.map_err(|e| e.to_string())?;
+        ensure(follower.log_end_offset() == end, || "forgetting an epoch cut records".to_owned())?;
+        let mut next = BytesMut::from(&batch(seed, 3)[..]);
+        batch::stamp(&mut next, end.0, 1).map_err(|e| e.to_string())?;
+        follower.append_replicated(next.freeze()).await.map_err(|e| e.to_string())?;
+        follower.flush().await.map_err(|e| e.to_string())
+    });
+    setup.ok_or("the setup did not finish")??;
+    sim.power_fail(host);
+    sim.start(host);
+    let after = sim.block_on(host, limit, move |env: Env| async move {
+        let follower = Log::open(env, PathBuf::from("follower-0"), config())
+            .await
+            .map_err(|e| e.to_string())?;
+        let latest = follower.epochs().latest();
+        ensure(latest.map(|(e, _)| e) == Some(LeaderEpoch(1)), || {
+            format!("latest epoch after a power failure: {latest:?}, not epoch 1")
+        })?;
+        let batches = all_batches(&follower).await.len();
+        ensure(batches == 4, || format!("{batches} batches after a power failure, not 4"))
+    });
+    after.ok_or("the reopen did not finish")?
+}
+
+#[test]
+fn an_epoch_led_without_a_record_is_forgotten_by_the_follower() {
+    for_each_seed("log_follower_copy_survives_power_failure", 0..8, empty_epoch_scenario);
+}

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use weir_sim::checker::history::{Assignment, Fetch, Flush, OffsetRead, Outcome, Tp};
 use weir_sim::checker::{History, check, values};
+use weir_sim::client::codes;
 
 fn tp(p: i32) -> Tp {
     ("t".to_owned(), p)
@@ -168,6 +169,31 @@ fn committed_offsets_move_only_by_commits() {
     commit(&mut h, 9, false);
     read_committed(&mut h, 9);
     read_committed(&mut h, 5);
+    assert!(breaks(&h, "Commits"));
+}
+
+fn commit_refused(h: &mut History, offset: i64, code: i16) {
+    let index = h.start_commit("g", "m", 1, tp(0), offset);
+    h.finish_commit(index, |at| Outcome::Failed(at, code));
+}
+
+#[test]
+fn a_commit_refused_after_its_append_may_take_effect_later_but_not_one_refused_before() {
+    // NOT_COORDINATOR can answer a commit whose record was appended and then committed by the
+    // next leader of the offsets partition: the new coordinator shows it after the refusal.
+    let mut h = history(Flush::Ack);
+    commit(&mut h, 5, true);
+    commit_refused(&mut h, 9, codes::NOT_COORDINATOR);
+    read_committed(&mut h, 5);
+    read_committed(&mut h, 9);
+    assert!(lines(&h).is_empty(), "{:?}", lines(&h));
+
+    // A generation error comes before anything is written.
+    let mut h = history(Flush::Ack);
+    commit(&mut h, 5, true);
+    commit_refused(&mut h, 9, codes::ILLEGAL_GENERATION);
+    read_committed(&mut h, 5);
+    read_committed(&mut h, 9);
     assert!(breaks(&h, "Commits"));
 }
 

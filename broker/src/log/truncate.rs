@@ -24,16 +24,27 @@ use crate::model::{LeaderEpoch, Offset};
 
 impl Log {
     /// Removes the batch holding `offset` and every batch after it, durably; returns the new
-    /// log end (`offset` or lower, never below the log start). A target at or past the end
-    /// changes nothing. Producer state kept above the log is the caller's to cut.
+    /// log end (`offset` or lower, never below the log start). A target past the end changes
+    /// nothing; a target at the end removes no batch but forgets the epochs begun there (see
+    /// [`Log::forget_epochs_at_end`]). Producer state kept above the log is the caller's to cut.
     pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, MaintenanceError> {
         let _append = self.append_lock.lock().await;
+        let at_end = {
+            let mut state = self.state();
+            state.check_online()?;
+            let end = state.log_end;
+            let forget = offset == end && state.epochs.truncate_from(end);
+            (offset >= end).then(|| (end, forget.then(|| state.epochs.encode())))
+        };
+        if let Some((end, forgotten)) = at_end {
+            if let Some(epochs) = forgotten {
+                self.write_epochs(epochs).await?;
+            }
+            return Ok(end);
+        }
         let (base, log, dense, log_start, interval) = {
             let state = self.state();
             state.check_online()?;
-            if offset >= state.log_end {
-                return Ok(state.log_end);
-            }
             let target = offset.max(state.log_start);
             let Some((&base, seg)) = state.segments.range(..=target).next_back() else {
                 return Ok(state.log_end);
@@ -71,9 +82,7 @@ impl Log {
         };
         self.write_checkpoint_point(checkpointed).await.map_err(|e| self.failed(e))?;
         // 2. Epochs past the cut are no longer vouched for.
-        checkpoint::write_atomic(&*self.env.disk, &self.dir, EPOCH_CHECKPOINT, epochs)
-            .await
-            .map_err(|e| self.failed(e))?;
+        self.write_epochs(epochs).await?;
         // 3. Later segments go.
         let later: Vec<Offset> = {
             let mut state = self.state();
@@ -132,6 +141,22 @@ impl Log {
         }
         tracing::info!(log = %self.dir.display(), end = %end, "truncated");
         Ok(end)
+    }
+
+    /// Forgets the leader epochs begun at the log end, in which nothing was written: a leader
+    /// records its epoch before its first write, and if it is deposed first, the entry vouches
+    /// for no record. A follower whose leader's log matches its own up to its end must drop
+    /// such an entry, or the leader's batches of older epochs that follow would look out of
+    /// order. Durable before it returns.
+    pub async fn forget_epochs_at_end(&self) -> Result<(), MaintenanceError> {
+        self.truncate_to(self.log_end_offset()).await.map(|_| ())
+    }
+
+    /// Writes the epoch checkpoint; a failure takes the log offline.
+    async fn write_epochs(&self, epochs: bytes::Bytes) -> Result<(), MaintenanceError> {
+        checkpoint::write_atomic(&*self.env.disk, &self.dir, EPOCH_CHECKPOINT, epochs)
+            .await
+            .map_err(|e| self.failed(e))
     }
 
     /// A failure mid-cut leaves the tail unknown: the log goes offline until it is reopened

@@ -4,8 +4,12 @@
 //! by OffsetCommit. An *observation* of it is an acknowledged commit (value: the offset
 //! committed, over the ticks from request to answer) or an OffsetFetch answer (value: the offset
 //! returned, over its ticks). A *writer* of a value is any commit of that value that may have
-//! happened (any outcome but never-sent), over the ticks from its request to its answer, or to
-//! the end of time if it has none.
+//! happened (any outcome but never-sent), over the ticks from its request to its answer if the
+//! answer settles it (success, or a refusal that comes before anything is written: a generation
+//! or membership error), or else to the end of time: an unanswered commit, or one answered with an
+//! error that can follow the append of its record (NOT_COORDINATOR when the offsets partition's
+//! leadership moved while the record was replicating, a timeout, a storage error), may take
+//! effect later, when a new coordinator loads the record from the log.
 //!
 //! Rule: if observation `o1` ended before observation `o2` started and they show different
 //! values, some writer of `o2`'s value started before `o2` ended and ended after `o1` started —
@@ -17,6 +21,12 @@ use std::collections::BTreeMap;
 
 use super::history::{History, Outcome, Tick, Tp};
 use super::{Findings, Rule};
+use crate::client::codes;
+
+/// Error codes a coordinator answers before writing anything (ILLEGAL_GENERATION,
+/// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS): the commit can take effect no later than its answer.
+const REFUSED_BEFORE_WRITE: [i16; 3] =
+    [codes::ILLEGAL_GENERATION, codes::UNKNOWN_MEMBER_ID, codes::REBALANCE_IN_PROGRESS];
 
 /// A value over an interval of ticks.
 #[derive(Clone, Copy, Debug)]
@@ -41,7 +51,11 @@ pub fn check(history: &History, findings: &mut Findings) {
         if !c.outcome.may_have_happened() {
             continue;
         }
-        let end = c.outcome.completed().unwrap_or(Tick::MAX);
+        let end = match c.outcome {
+            Outcome::Ok(at, _) => at,
+            Outcome::Failed(at, code) if REFUSED_BEFORE_WRITE.contains(&code) => at,
+            _ => Tick::MAX,
+        };
         r.writers.entry(c.offset).or_default().push(Span { value: c.offset, start: c.sent, end });
         if let Outcome::Ok(at, _) = c.outcome {
             r.observations.push(Span { value: c.offset, start: c.sent, end: at });

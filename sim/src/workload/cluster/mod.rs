@@ -9,6 +9,7 @@
 //! The named fault scenarios in `scenarios/` and the cluster swarm ([`swarm`]) are built on it.
 
 pub mod failover;
+pub mod group;
 pub mod producer;
 pub mod swarm;
 

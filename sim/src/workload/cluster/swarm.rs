@@ -1,6 +1,8 @@
 //! The cluster swarm: 3–5 nodes (3 or 5 voters, the rest broker-only), an admin task creating
 //! and deleting topics through random nodes, producers writing with `acks=all` or `acks=1` to
-//! each partition's leader as Metadata names it (one of them idempotent), and a consumer reading from leaders — while
+//! each partition's leader as Metadata names it (one of them idempotent), a consumer reading
+//! from leaders and a consumer group committing through whichever broker coordinates it (see
+//! [`super::group`]) — while
 //! the nemesis kills, power-fails, pauses and skews nodes and partitions, cuts, clogs and
 //! resets the links between them. Then everything heals and the checkers judge:
 //!
@@ -13,6 +15,8 @@
 //!   whichever broker leads by then) appears twice, and no offset ever showed two different
 //!   records to a consumer (consumers read only below the
 //!   high watermark, so what one sees is committed and never changes);
+//! - the group's committed offsets: an acknowledged commit is never lost, an offset changes only
+//!   by a commit that could have come after, and no partition has two owners in a generation;
 //! - replica convergence: every in-sync replica holds exactly its leader's bytes up to the
 //!   high watermark;
 //! - every node's disk holds exactly the partition folders the committed image gives it (a
@@ -42,6 +46,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use weir::io::{Env, TaskHandle};
 
+use super::group::{self, SharedGroup, TopicsNow};
 use super::{Cluster, ClusterSpec};
 use crate::client::Client;
 use crate::client::admin::ClusterView;
@@ -132,7 +137,9 @@ pub fn spec_for(seed: u64) -> ClusterSpec {
     let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ 0xc1_u64 << 32));
     let nodes = 3 + (rng.next_u64() % 3) as usize;
     let voters = if nodes == 5 && rng.next_u64().is_multiple_of(2) { 5 } else { 3 };
-    ClusterSpec { voters, ..ClusterSpec::combined(nodes) }
+    // The offsets topic's replication factor: 1 puts every group on one broker's disk.
+    let replication = 1 + (rng.next_u64() % 3) as i32;
+    ClusterSpec { voters, replication, ..ClusterSpec::combined(nodes) }
 }
 
 /// Runs one seed without disk faults: `fault_phase` of faults, then the heal and every checker.
@@ -185,6 +192,24 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
                 .spawn(cluster.client, "consumer", move |env| consumer(env, addrs, shared, stop)),
         );
     }
+    let group_ledger = SharedGroup::default();
+    let topics_now: TopicsNow = {
+        let shared = Arc::clone(&shared);
+        Arc::new(move || {
+            lock(&shared).live_topics().into_iter().map(|t| (t.name, t.partitions)).collect()
+        })
+    };
+    for number in 1..=group::MEMBERS {
+        let (group_ledger, topics, stop, addrs) = (
+            Arc::clone(&group_ledger),
+            Arc::clone(&topics_now),
+            Arc::clone(&stop_producing),
+            Arc::clone(&addrs),
+        );
+        tasks.push(cluster.sim.spawn(cluster.client, "group-member", move |env| {
+            group::member(env, addrs, group_ledger, topics, stop, number)
+        }));
+    }
     let mix = FaultMix::from_seed(seed);
     let mix = if options.disk_faults { mix } else { mix.without_disk_faults() };
     let mut nemesis = Nemesis::new(seed, mix, cluster.nodes.clone());
@@ -223,12 +248,14 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
         violations.extend(final_writes_and_reads(&mut cluster, &shared));
         violations.extend(final_convergence(&mut cluster, &shared));
         violations.extend(final_folders(&mut cluster));
+        violations.extend(final_group(&mut cluster, &group_ledger, &topics_now));
     }
     violations.extend(cluster.violations());
     let ledger = lock(&shared);
     violations.extend(ledger.anomalies.iter().take(20).cloned());
+    let (assignments, commits, offset_reads) = group::counts(&group_ledger);
     let counts = format!(
-        "{} topics created, {} deleted, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared",
+        "{} topics created, {} deleted, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read",
         ledger.creates,
         ledger.deletes,
         ledger.acked.len(),
@@ -666,6 +693,20 @@ fn final_convergence(cluster: &mut Cluster, shared: &Shared) -> Vec<String> {
         }
     }
     out
+}
+
+/// The group's committed offsets read back from its coordinator, and the group checkers.
+fn final_group(cluster: &mut Cluster, group: &SharedGroup, topics: &TopicsNow) -> Vec<String> {
+    let addrs: Arc<Vec<_>> =
+        Arc::new((0..cluster.nodes.len()).map(|ix| cluster.addr(ix)).collect());
+    let (group, topics) = (Arc::clone(group), Arc::clone(topics));
+    cluster
+        .client_call(FINAL_BOUND + Duration::from_secs(5), move |env: Env| {
+            group::final_read(env, addrs, group, topics, FINAL_BOUND)
+        })
+        .unwrap_or_else(|| {
+            vec![format!("the final group read did not finish within {FINAL_BOUND:?}")]
+        })
 }
 
 /// Every node's disk must come to hold exactly the partition folders the image gives it.
