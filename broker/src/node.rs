@@ -14,6 +14,7 @@ use crate::config::{BrokerConfig, Role};
 use crate::controller::client::ControllerClient;
 use crate::controller::logic::{ControllerError, LogicConfig, NewTopic};
 use crate::controller::membership::{Membership, Timing};
+use crate::controller::records::{BrokerRegistration, Incarnation};
 use crate::controller::rpc::{Request, Response};
 use crate::controller::service::{Controller, ControllerConfig, ControllerStartError};
 use crate::coordinator::CoordinatorConfig;
@@ -93,13 +94,22 @@ pub struct Broker {
     /// The address the listener actually bound (its port matters when the configuration asks
     /// for port 0).
     bound: OnceLock<std::net::SocketAddr>,
+    /// The previous run ended with a clean shutdown (see [`CLEAN_SHUTDOWN_MARKER`]).
+    clean_start: bool,
 }
+
+/// An empty file in the data folder written once a shutdown has flushed and closed every log,
+/// and removed (durably) at start before anything else is written: its absence at start means
+/// the last run crashed or lost power, which the controller must know (see
+/// `BrokerRegistration::unclean_shutdown`).
+pub const CLEAN_SHUTDOWN_MARKER: &str = ".clean-shutdown";
 
 impl Broker {
     /// Opens the node's state from its data folder and starts its controller.
     pub async fn start(env: Env, config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
         config.validate()?;
         env.disk.create_dir(std::path::Path::new("")).await?;
+        let clean_start = take_clean_shutdown_marker(&env).await?;
         let voters = config.voters()?;
         let controller = if config.has_role(Role::Controller) {
             let logic = LogicConfig {
@@ -142,6 +152,7 @@ impl Broker {
             reconciled: AtomicU64::new(0),
             reconciled_changed: tokio::sync::Notify::new(),
             bound: OnceLock::new(),
+            clean_start,
         });
         broker.spawn_maintenance();
         Ok(broker)
@@ -157,15 +168,16 @@ impl Broker {
                 heartbeat_interval: Duration::from_millis(self.config.broker_heartbeat_interval_ms),
                 session_timeout: Duration::from_millis(self.config.broker_session_timeout_ms),
             };
-            let membership = Membership::start(
-                self.env.clone(),
-                Arc::clone(&self.client),
-                self.config.node_id,
+            let registration = BrokerRegistration {
+                broker_id: self.config.node_id,
+                incarnation: Incarnation(0),
                 host,
-                u16::try_from(port).unwrap_or(0),
-                self.config.rack.clone(),
-                timing,
-            );
+                port: u16::try_from(port).unwrap_or(0),
+                rack: self.config.rack.clone(),
+                unclean_shutdown: !self.clean_start,
+            };
+            let membership =
+                Membership::start(self.env.clone(), Arc::clone(&self.client), registration, timing);
             let _ = self.membership.set(Arc::clone(&membership));
             self.env.spawn("isr-changes", isr_loop(Arc::downgrade(self), Arc::clone(&membership)));
             self.env.spawn("broker-reconcile", reconcile_loop(Arc::downgrade(self), membership));
@@ -361,12 +373,37 @@ impl Broker {
             membership.controlled_shutdown(Duration::from_secs(5)).await;
         }
         self.checkpoint_all().await;
+        let mut clean = true;
         for partition in self.partitions() {
             if let Err(e) = partition.log.close().await {
                 tracing::warn!(partition = %partition.tp, "close failed: {e}");
+                clean = false;
             }
         }
+        if clean && let Err(e) = leave_clean_shutdown_marker(&self.env).await {
+            tracing::warn!("clean shutdown marker: {e}");
+        }
     }
+}
+
+/// Whether the last run left [`CLEAN_SHUTDOWN_MARKER`]; removes it, durably, so that a crash
+/// of this run is seen as one.
+async fn take_clean_shutdown_marker(env: &Env) -> std::io::Result<bool> {
+    let root = std::path::Path::new("");
+    match env.disk.remove(std::path::Path::new(CLEAN_SHUTDOWN_MARKER)).await {
+        Ok(()) => {
+            env.disk.sync_dir(root).await?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes [`CLEAN_SHUTDOWN_MARKER`], durably.
+async fn leave_clean_shutdown_marker(env: &Env) -> std::io::Result<()> {
+    env.disk.create(std::path::Path::new(CLEAN_SHUTDOWN_MARKER)).await?;
+    env.disk.sync_dir(std::path::Path::new("")).await
 }
 
 /// Asks the controller, for every partition this broker leads, for the ISR changes its

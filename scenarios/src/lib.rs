@@ -2,12 +2,14 @@
 
 /// Runs `scenario` for every seed in `seeds` (or only the seed in `WEIR_SEED`, decimal or
 /// 0x-hex, when it is set) and panics listing every failing seed with the command that
-/// replays it: `WEIR_SEED=<seed> cargo test -p weir-scenarios --test <test>`.
+/// replays it: `WEIR_SEED=<seed> cargo test -p weir-scenarios --test <test>`. `WEIR_LOG=weir=info`
+/// prints the nodes' logs.
 pub fn for_each_seed(
     test: &str,
     seeds: std::ops::Range<u64>,
     scenario: impl Fn(u64) -> Result<(), String>,
 ) {
+    weir_sim::log_from_env();
     let seeds: Vec<u64> = match std::env::var("WEIR_SEED") {
         Ok(text) => vec![parse_seed(&text)],
         Err(_) => seeds.collect(),

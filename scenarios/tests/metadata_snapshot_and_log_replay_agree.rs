@@ -65,6 +65,7 @@ fn history(ops: &[Op]) -> Vec<Bytes> {
                     host: "127.0.0.1".into(),
                     port: 9000 + *b as u16,
                     rack: rack.map(|r| format!("rack{r}")),
+                    unclean_shutdown: ids.is_multiple_of(3),
                 };
                 ids = ids.wrapping_add(1);
                 batches.push(logic.register(&image, registration, now));

@@ -28,3 +28,15 @@ pub use net::Latency;
 pub use node::{Boot, NodeStatus, boot};
 pub use sim::{Host, Sim, SimStats};
 pub use world::RunOutcome;
+
+/// `WEIR_LOG=<filter>` (e.g. `weir=debug`) prints the nodes' logs to stderr, without wall-clock
+/// times. Does nothing without it, or when logging is already set up in this process.
+pub fn log_from_env() {
+    if let Ok(filter) = std::env::var("WEIR_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .without_time()
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}

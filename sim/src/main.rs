@@ -80,14 +80,7 @@ fn parse_range(text: &str) -> Result<(u64, u64), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // `WEIR_LOG=<filter>` (e.g. `weir=debug`) prints the nodes' logs, without wall-clock times.
-    if let Ok(filter) = std::env::var("WEIR_LOG") {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .without_time()
-            .with_writer(std::io::stderr)
-            .init();
-    }
+    weir_sim::log_from_env();
     if let Some(Command::Bench { hosts, seconds }) = cli.command {
         bench(hosts, seconds);
         return ExitCode::SUCCESS;

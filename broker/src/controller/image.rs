@@ -228,6 +228,7 @@ mod tests {
             host: format!("h{id}"),
             port: 9000 + id as u16,
             rack: None,
+            unclean_shutdown: false,
         })
     }
 

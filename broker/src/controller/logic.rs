@@ -14,6 +14,7 @@ use super::records::{
 use crate::catalog::TOPIC_PARTITIONS_MAX;
 use crate::config::{ConfigError, TopicConfig};
 use crate::io::Instant;
+use crate::log::config::FlushPolicy;
 use crate::model::TopicId;
 use crate::topics::{self, TopicNameError};
 
@@ -153,11 +154,23 @@ impl ControllerLogic {
             .brokers
             .get(&id)
             .is_some_and(|b| b.registration.incarnation != registration.incarnation);
+        let unclean = registration.unclean_shutdown;
         let mut out = vec![MetadataRecord::RegisterBroker(registration)];
         if restarted {
-            out.extend(new_epochs_for(image, id));
+            out.extend(restarted_records(image, id, unclean, &self.config.topic_defaults));
         }
-        out.extend(leaderless_to(image, id, &self.config.topic_defaults));
+        let changed: BTreeSet<(TopicId, i32)> = out
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::Partition(p) => Some((p.topic_id, p.partition)),
+                _ => None,
+            })
+            .collect();
+        out.extend(
+            leaderless_to(image, id, &self.config.topic_defaults).into_iter().filter(|r| {
+                !matches!(r, MetadataRecord::Partition(p) if changed.contains(&(p.topic_id, p.partition)))
+            }),
+        );
         out
     }
 
@@ -478,23 +491,59 @@ fn leadership_away_from(
     out
 }
 
-/// Partition records bumping the leader epoch of every partition `broker` leads: it restarted
-/// (a new incarnation registered before its session ran out), and may have come back with a
-/// shorter log — a crash or power failure took its unsynced tail, which followers may already
-/// hold. Leading on in the same epoch, it would write new records at those offsets under the
-/// same epoch, and no follower could tell its copy diverged; a new epoch starts where the
-/// restarted log ends, and followers cut back to it.
-fn new_epochs_for(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+/// Partition records for `broker` registering a new incarnation (it restarted):
+///
+/// - Every partition it leads starts a new leader epoch. It may have come back with a shorter
+///   log — a crash or power failure took its unsynced tail, which followers may already hold.
+///   Leading on in the same epoch, it would write new records at those offsets under the same
+///   epoch, and no follower could tell its copy diverged; a new epoch starts where the
+///   restarted log ends, and followers cut back to it.
+/// - After an unclean shutdown, it leaves the ISR of every `flush.policy=interval` partition
+///   with another member (KIP-966's "last replica standing" guard): such a log acknowledges
+///   what it fetched, not what it synced, so a power failure may have taken records the high
+///   watermark already counted. Where it led, the next live in-sync replica leads, or none
+///   until one returns. The last member stays: no replica holds more. Under `flush.policy=ack`
+///   a follower reports only what it synced, so a restarted replica holds everything it
+///   acknowledged and stays.
+fn restarted_records(
+    image: &MetadataImage,
+    broker: BrokerId,
+    unclean_shutdown: bool,
+    defaults: &TopicConfig,
+) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for topic in image.topics.values() {
-        for p in topic.partitions.values().filter(|p| p.leader == broker) {
+        let distrusted = unclean_shutdown && flushes_on_interval(topic, defaults);
+        for p in topic.partitions.values() {
+            let leaves_isr = distrusted && p.isr.contains(&broker) && p.isr.len() > 1;
+            if !leaves_isr && p.leader != broker {
+                continue;
+            }
             let mut next = p.clone();
-            next.leader_epoch += 1;
+            if leaves_isr {
+                next.isr.retain(|&b| b != broker);
+                if p.leader == broker {
+                    next.leader =
+                        next.isr.iter().copied().find(|&b| image.is_live(b)).unwrap_or(NO_LEADER);
+                }
+            }
+            if p.leader == broker {
+                next.leader_epoch += 1;
+            }
             next.partition_epoch += 1;
             out.push(MetadataRecord::Partition(next));
         }
     }
     out
+}
+
+/// Whether `topic` acknowledges records before they are synced (`flush.policy=interval`, its
+/// override or the default).
+fn flushes_on_interval(topic: &TopicImage, defaults: &TopicConfig) -> bool {
+    match topic.configs.get("flush.policy") {
+        Some(value) => value == "interval",
+        None => defaults.log_config().flush_policy == FlushPolicy::Interval,
+    }
 }
 
 /// Partition records giving `broker` leadership of partitions that have no leader and list it

@@ -29,6 +29,7 @@ fn registration(id: BrokerId, rack: Option<&str>) -> BrokerRegistration {
         host: "127.0.0.1".into(),
         port: 9000 + id as u16,
         rack: rack.map(str::to_owned),
+        unclean_shutdown: false,
     }
 }
 
@@ -226,4 +227,49 @@ fn a_leader_that_restarts_leads_on_in_a_new_epoch() {
         assert_eq!(p, q);
         assert_eq!(*new, old + 1, "partition {p}");
     }
+}
+
+#[test]
+fn after_an_unclean_shutdown_a_replica_leaves_the_isr_of_interval_topics_only() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    let interval =
+        NewTopic { configs: vec![("flush.policy".into(), "interval".into())], ..topic("i", 1, 3) };
+    create(&mut image, &mut logic, interval, 1);
+    create(&mut image, &mut logic, topic("a", 1, 3), 2);
+    let leader = image.partition("i", 0).unwrap().leader;
+    let follower = image.partition("i", 0).unwrap().isr.iter().copied().find(|&b| b != leader);
+    let follower = follower.unwrap();
+    let unclean = |id: BrokerId, incarnation: u128| BrokerRegistration {
+        incarnation: Incarnation(incarnation),
+        unclean_shutdown: true,
+        ..registration(id, None)
+    };
+    // A restart after a clean shutdown keeps every ISR.
+    let clean = BrokerRegistration { incarnation: Incarnation(50), ..registration(follower, None) };
+    let records = logic.register(&image, clean, at(1));
+    apply(&mut image, &records);
+    assert_eq!(image.partition("i", 0).unwrap().isr.len(), 3);
+    // After an unclean one, the follower leaves the interval topic's ISR, not the other's.
+    let before = image.partition("i", 0).unwrap().clone();
+    let records = logic.register(&image, unclean(follower, 51), at(2));
+    apply(&mut image, &records);
+    let after = image.partition("i", 0).unwrap();
+    assert!(!after.isr.contains(&follower), "{after:?}");
+    assert_eq!((after.leader, after.leader_epoch), (before.leader, before.leader_epoch));
+    assert_eq!(after.partition_epoch, before.partition_epoch + 1);
+    assert_eq!(image.partition("a", 0).unwrap().isr.len(), 3);
+    // The leader restarting uncleanly hands leadership to the remaining in-sync replica.
+    let records = logic.register(&image, unclean(leader, 52), at(3));
+    apply(&mut image, &records);
+    let now = image.partition("i", 0).unwrap();
+    assert_eq!(now.isr.len(), 1, "{now:?}");
+    assert_ne!(now.leader, leader);
+    assert_ne!(now.leader, follower);
+    assert_eq!(now.leader_epoch, before.leader_epoch + 1);
+    // The last in-sync replica stays: nothing holds more.
+    let last = now.leader;
+    let records = logic.register(&image, unclean(last, 53), at(4));
+    apply(&mut image, &records);
+    let last_standing = image.partition("i", 0).unwrap();
+    assert_eq!(last_standing.isr, vec![last]);
 }

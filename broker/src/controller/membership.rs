@@ -57,28 +57,21 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Starts registering, heartbeating and following the metadata log.
+    /// Starts registering, heartbeating and following the metadata log, as `registration`
+    /// with a fresh incarnation.
     pub fn start(
         env: Env,
         client: Arc<ControllerClient>,
-        node: BrokerId,
-        host: String,
-        port: u16,
-        rack: Option<String>,
+        mut registration: BrokerRegistration,
         timing: Timing,
     ) -> Arc<Membership> {
         let mut incarnation = [0u8; 16];
         env.entropy.fill(&mut incarnation);
+        registration.incarnation = Incarnation(u128::from_be_bytes(incarnation));
         let membership = Arc::new(Membership {
             env: env.clone(),
             client,
-            registration: BrokerRegistration {
-                broker_id: node,
-                incarnation: Incarnation(u128::from_be_bytes(incarnation)),
-                host,
-                port,
-                rack,
-            },
+            registration,
             timing,
             image: Mutex::new(Arc::new(MetadataImage::default())),
             caught_up: AtomicBool::new(false),

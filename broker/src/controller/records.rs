@@ -35,6 +35,10 @@ pub struct BrokerRegistration {
     pub port: u16,
     /// Its rack (`broker.rack`), for placement.
     pub rack: Option<String>,
+    /// Its last run ended without a clean shutdown (a crash or a power failure): under
+    /// `flush.policy=interval` its logs may have lost acknowledged records, so it must not
+    /// stay in sync, or lead, on the strength of what it held before.
+    pub unclean_shutdown: bool,
 }
 
 /// One partition's assignment and leadership, in full (a change is a new record).
@@ -143,7 +147,8 @@ impl MetadataRecord {
                     .u128(r.incarnation.0)
                     .str(&r.host)
                     .u16(r.port)
-                    .opt_str(r.rack.as_deref());
+                    .opt_str(r.rack.as_deref())
+                    .bool(r.unclean_shutdown);
             }
             MetadataRecord::FenceBroker { broker_id, incarnation } => {
                 w.u8(tag::FENCE).i32(*broker_id).u128(incarnation.0);
@@ -199,6 +204,7 @@ impl MetadataRecord {
                 host: r.str("host")?,
                 port: r.u16("port")?,
                 rack: r.opt_str("rack")?,
+                unclean_shutdown: r.bool("unclean shutdown")?,
             }),
             tag::FENCE => MetadataRecord::FenceBroker {
                 broker_id: r.i32("broker id")?,
@@ -257,6 +263,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 port: 19093,
                 rack: Some("a".into()),
+                unclean_shutdown: true,
             }),
             MetadataRecord::FenceBroker { broker_id: 2, incarnation: Incarnation(99) },
             MetadataRecord::UnfenceBroker { broker_id: 2, incarnation: Incarnation(99) },

@@ -263,7 +263,8 @@ impl Request {
                     .u128(b.incarnation.0)
                     .str(&b.host)
                     .u16(b.port)
-                    .opt_str(b.rack.as_deref());
+                    .opt_str(b.rack.as_deref())
+                    .bool(b.unclean_shutdown);
             }
             Request::Heartbeat { broker_id, incarnation, shutdown } => {
                 w.u8(2).i32(*broker_id).u128(incarnation.0).bool(*shutdown);
@@ -323,6 +324,7 @@ impl Request {
                 host: r.str("host")?,
                 port: r.u16("port")?,
                 rack: r.opt_str("rack")?,
+                unclean_shutdown: r.bool("unclean shutdown")?,
             }),
             2 => Request::Heartbeat {
                 broker_id: r.i32("broker id")?,
@@ -465,6 +467,7 @@ mod tests {
                 host: "h".into(),
                 port: 1,
                 rack: None,
+                unclean_shutdown: false,
             }),
             Request::Heartbeat { broker_id: 3, incarnation: Incarnation(5), shutdown: true },
             Request::CreateTopic {
