@@ -29,13 +29,27 @@ pub use node::{Boot, NodeStatus, boot};
 pub use sim::{Host, Sim, SimStats};
 pub use world::RunOutcome;
 
-/// `WEIR_LOG=<filter>` (e.g. `weir=debug`) prints the nodes' logs to stderr, without wall-clock
-/// times. Does nothing without it, or when logging is already set up in this process.
+/// The simulated time of the latest clock advance of any simulation in this process, for log
+/// lines only (with several simulations running at once it is one of theirs).
+static LOG_CLOCK_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Stamps log lines with simulated time.
+struct SimulatedTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimulatedTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        let nanos = LOG_CLOCK_NANOS.load(std::sync::atomic::Ordering::Relaxed);
+        write!(w, "{:>9.3}s", nanos as f64 / 1e9)
+    }
+}
+
+/// `WEIR_LOG=<filter>` (e.g. `weir=debug`) prints the nodes' logs to stderr, stamped with
+/// simulated time. Does nothing without it, or when logging is already set up in this process.
 pub fn log_from_env() {
     if let Ok(filter) = std::env::var("WEIR_LOG") {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .without_time()
+            .with_timer(SimulatedTime)
             .with_writer(std::io::stderr)
             .try_init();
     }

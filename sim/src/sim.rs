@@ -105,10 +105,16 @@ impl Sim {
         Duration::from_nanos(self.world.now_nanos())
     }
 
-    /// Runs for `duration` of simulated time (less if nothing at all can happen any more).
+    /// Runs for `duration` of simulated time. The clock moves on by all of it even when nothing
+    /// can happen any more (every node down, say: a dark cluster still ages), which the outcome
+    /// reports as `Idle`.
     pub fn run_for(&self, duration: Duration) -> RunOutcome {
         let limit = self.world.now_nanos().saturating_add(nanos(duration));
-        self.world.run(limit, &|| false)
+        let outcome = self.world.run(limit, &|| false);
+        if outcome == RunOutcome::Idle {
+            self.world.advance_idle(limit);
+        }
+        outcome
     }
 
     /// Runs until `stop` holds or `duration` of simulated time has passed.

@@ -141,9 +141,15 @@ impl World {
         }
     }
 
+    /// Moves the clock to `at` while nothing can run (no task ready, no timer pending).
+    pub(crate) fn advance_idle(&self, at: u64) {
+        self.advance_to(at);
+    }
+
     fn advance_to(&self, at: u64) {
         if at > self.now_nanos() {
             self.now.store(at, Ordering::Relaxed);
+            crate::LOG_CLOCK_NANOS.store(at, Ordering::Relaxed);
             self.advances.fetch_add(1, Ordering::Relaxed);
             self.trace.fold(Event::Advance, at);
         }

@@ -25,6 +25,7 @@ fn run_reports_idle_when_nothing_can_happen() {
     let sim = Sim::new(1);
     sim.add_client("h");
     assert_eq!(sim.run_for(Duration::from_secs(5)), RunOutcome::Idle);
+    assert_eq!(sim.now(), Duration::from_secs(5), "time passes even when nothing can happen");
     let host = sim.add_client("g");
     sim.spawn(
         host,
@@ -32,7 +33,7 @@ fn run_reports_idle_when_nothing_can_happen() {
         |env| async move { env.clock.sleep(Duration::from_secs(100)).await },
     );
     assert_eq!(sim.run_for(Duration::from_secs(5)), RunOutcome::TimeLimit);
-    assert_eq!(sim.now(), Duration::from_secs(5));
+    assert_eq!(sim.now(), Duration::from_secs(10));
 }
 
 /// Two tasks ready at the same instant run in an order chosen by the seed.
