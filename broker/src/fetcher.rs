@@ -11,12 +11,14 @@
 //! starts over from the divergence check. The task ends when the partition is removed or the
 //! committed metadata gives it another leader or epoch; cuts and appends happen under the
 //! partition's follow lock after checking that, so an older task can never write after a
-//! newer one has cut.
+//! newer one has cut. A replica whose whole log lies below the leader's log start (the leader
+//! deleted the rest by retention while it was away) starts its log again at the leader's start.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
@@ -235,7 +237,8 @@ async fn fetch_once(
     let mut wanted = FetchPartition::default();
     wanted.partition = partition.tp.partition.0;
     wanted.current_leader_epoch = epoch.0;
-    wanted.fetch_offset = held(partition).await?.0;
+    let wanted_offset = held(partition).await?.0;
+    wanted.fetch_offset = wanted_offset;
     wanted.last_fetched_epoch = -1;
     wanted.log_start_offset = partition.log.log_start_offset().0;
     wanted.partition_max_bytes = FETCH_MAX_BYTES;
@@ -250,6 +253,21 @@ async fn fetch_once(
         .first()
         .and_then(|t| t.partitions.first())
         .ok_or(StepError::Malformed)?;
+    let leader_start = Offset(data.log_start_offset);
+    if data.error_code == ResponseError::OffsetOutOfRange.code()
+        && Offset(wanted_offset) < leader_start
+    {
+        // The leader has deleted (by retention or DeleteRecords) everything this replica
+        // lacks: no tail can be copied, so the log starts again at the leader's start. What
+        // it held lies below every offset the leader still serves, all of it committed.
+        let _follow = partition.follow.lock().await;
+        if !partition.follows(leader, epoch) {
+            return Err(StepError::Stale);
+        }
+        tracing::info!(partition = %partition.tp, from = wanted_offset, to = leader_start.0, "the leader's log starts past this replica's end: starting again there");
+        partition.restart_at(leader_start).await?;
+        return Ok(());
+    }
     if data.error_code != 0 {
         return Err(StepError::Kafka(data.error_code));
     }

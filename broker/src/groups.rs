@@ -3,7 +3,7 @@
 //! `__consumer_offsets` partitions, appended in order and reported back once durable), and runs
 //! its timers. All group logic is in [`crate::coordinator`]; nothing here decides anything.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -42,8 +42,9 @@ pub struct Groups {
     changed: Notify,
     /// The offsets topic, once a partition of it is hosted here.
     offsets: Mutex<Option<Arc<Topic>>>,
-    /// The offsets-topic partitions whose groups are loaded.
-    loaded: Mutex<BTreeSet<i32>>,
+    /// The offsets-topic partitions whose groups are loaded, each with where its log ended when
+    /// it was read.
+    loaded: Mutex<BTreeMap<i32, (Arc<Partition>, Offset)>>,
 }
 
 impl Groups {
@@ -60,7 +61,7 @@ impl Groups {
             persist,
             changed: Notify::new(),
             offsets: Mutex::new(None),
-            loaded: Mutex::new(BTreeSet::new()),
+            loaded: Mutex::new(BTreeMap::new()),
         });
         env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), queue));
         env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
@@ -77,17 +78,28 @@ impl Groups {
         let unloaded = self.lock().unload();
         self.dispatch(unloaded);
         for partition in led {
-            let records = load_records(partition).await;
+            let (records, end) = load_records(partition).await;
             let loaded = self.lock().load(records, self.now());
             self.dispatch(loaded);
-            self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(partition.tp.partition.0);
+            self.loaded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(partition.tp.partition.0, (Arc::clone(partition), end));
         }
         self.changed.notify_one();
     }
 
-    /// Whether the groups kept in partition `index` of the offsets topic are loaded here.
+    /// Whether the groups kept in partition `index` of the offsets topic are loaded here and
+    /// may be served: read to the log end, and that end committed. A new leader's log may end
+    /// in records no quorum holds yet; served before they commit, a group could hand out a
+    /// generation's assignment that a later leader, without those records, gives out again
+    /// differently.
     pub fn is_loaded(&self, index: i32) -> bool {
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).contains(&index)
+        self.loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&index)
+            .is_some_and(|(partition, end)| partition.high_watermark() >= *end)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {
@@ -246,10 +258,11 @@ async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), Pe
     Ok(())
 }
 
-/// Every record in one partition of the offsets topic, oldest first, to the log end: a new
-/// leader's log is what its followers will copy, so its tail past the high watermark becomes
-/// committed too.
-async fn load_records(partition: &Partition) -> Vec<Record> {
+/// Every record in one partition of the offsets topic, oldest first, to the log end, and that
+/// end: a new leader's log is what its followers will copy, so its tail past the high watermark
+/// becomes committed too — unless leadership moves on first, which is why the groups are served
+/// only once it has (see [`Groups::is_loaded`]).
+async fn load_records(partition: &Partition) -> (Vec<Record>, Offset) {
     let mut out = Vec::new();
     let end = partition.log.log_end_offset();
     let mut from = partition.log.log_start_offset();
@@ -263,7 +276,7 @@ async fn load_records(partition: &Partition) -> Vec<Record> {
         }
         from = result.next_offset.max(Offset(from.0 + 1));
     }
-    out
+    (out, end)
 }
 
 fn decode_batch(batch: &Bytes, out: &mut Vec<Record>) {

@@ -21,6 +21,7 @@ use crate::coordinator::CoordinatorConfig;
 use crate::fetcher;
 use crate::groups::Groups;
 use crate::io::{Env, Listener, timeout};
+use crate::log::error::Offline;
 use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::partition::Partition;
 use crate::partition::replica::Role as ReplicaRole;
@@ -415,11 +416,16 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         let clock = Arc::clone(&b.env.clock);
         let now = clock.now();
         let mut asks = Vec::new();
+        let mut offline = Vec::new();
         for partition in b.partitions() {
+            if partition.log.offline().is_some_and(|o| o != Offline::Closed) {
+                offline.push((partition.topic_id, partition.tp.partition.0));
+            }
             if let Some((epoch, proposal)) = partition.isr_proposal(now) {
                 asks.push((partition, epoch, proposal));
             }
         }
+        membership.set_offline(offline);
         drop(b);
         for (partition, epoch, proposal) in asks {
             let request = Request::AlterPartition {

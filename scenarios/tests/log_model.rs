@@ -1,5 +1,5 @@
 //! Model-based test of the partition log: random sequences of append, read, roll, retention,
-//! DeleteRecords and reopen (clean, after a kill, after a power failure) run against the real
+//! DeleteRecords, truncation, restarting past the end and reopen (clean, after a kill, after a power failure) run against the real
 //! log on the simulated disk and against a plain list of batches; every read must agree.
 #![allow(clippy::unwrap_used)]
 
@@ -30,6 +30,8 @@ enum Op {
     DeleteRecords(u16),
     /// A follower's truncation to a point (fraction of the log).
     Truncate(u16),
+    /// A follower starting its log again this far past its end.
+    RestartAt(u16),
     Reopen,
     Crash {
         power: bool,
@@ -44,6 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (prop::option::of(1_000u32..30_000), prop::option::of(1u8..150)).prop_map(|(b, h)| Op::Retention(b, h)),
         1 => any::<u16>().prop_map(Op::DeleteRecords),
         1 => any::<u16>().prop_map(Op::Truncate),
+        1 => (1u16..2_000).prop_map(Op::RestartAt),
         1 => Just(Op::Reopen),
         1 => any::<bool>().prop_map(|power| Op::Crash { power }),
     ]
@@ -185,6 +188,13 @@ async fn run_ops(
                         model.next
                     ));
                 }
+            }
+            Op::RestartAt(past) => {
+                let start = Offset(model.next.0 + i64::from(*past));
+                log.restart_at(start).await.map_err(|e| format!("restart at {start}: {e}"))?;
+                model.batches.clear();
+                model.log_start = start;
+                model.next = start;
             }
             Op::Reopen | Op::Crash { .. } => return Ok(Some(op)),
         }

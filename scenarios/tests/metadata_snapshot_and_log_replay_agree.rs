@@ -73,7 +73,7 @@ fn history(ops: &[Op]) -> Vec<Bytes> {
             Op::Heartbeat(b, shutdown) => {
                 if let Some(broker) = image.brokers.get(b) {
                     let inc = broker.registration.incarnation;
-                    batches.push(logic.heartbeat(&image, *b, inc, *shutdown, now).unwrap());
+                    batches.push(logic.heartbeat(&image, *b, inc, *shutdown, &[], now).unwrap());
                 }
             }
             Op::Advance(secs) => {

@@ -1,6 +1,9 @@
 //! How a broker reaches the active controller: directly when it runs on this node, otherwise
 //! over the controller listener of one of the voters. A NOT_CONTROLLER answer names the leader
 //! when known; failures rotate through the voters; everything is bounded by a deadline.
+//! Metadata, which every voter serves, comes from this node's own controller when it runs one;
+//! heartbeats are also copied to the voters that are not active, so that whichever takes over
+//! knows when it last heard from each broker.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,6 +20,9 @@ use crate::io::{Conn, Env, timeout};
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// Bound on one attempt's answer (plus a metadata fetch's own wait).
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Bound on a metadata fetch's answer beyond its own wait: a silent controller is given up on
+/// (and the next voter asked) this soon, not after [`ATTEMPT_TIMEOUT`].
+pub const METADATA_MARGIN: Duration = Duration::from_millis(500);
 /// Bound on connecting to a controller.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -27,6 +33,8 @@ pub enum Lane {
     Control,
     /// Metadata fetches.
     Metadata,
+    /// Copies of heartbeats to the controllers that are not active.
+    Copy,
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Box<dyn Conn>>>>;
@@ -61,7 +69,12 @@ impl ControllerClient {
         }
     }
 
+    /// Where to send the next attempt: the leader this node's own controller (a Raft voter)
+    /// knows of, else the controller that last answered, else the next voter in turn.
     fn target(&self) -> Option<BrokerId> {
+        if let Some(leader) = self.local.as_ref().and_then(|l| l.leader()) {
+            return Some(leader);
+        }
         if let Some(leader) = *self.leader.lock().unwrap_or_else(|p| p.into_inner()) {
             return Some(leader);
         }
@@ -75,19 +88,32 @@ impl ControllerClient {
         *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = leader;
     }
 
-    /// Sends `request` to the active controller, retrying until `deadline` passes.
+    /// Sends `request` to the active controller, retrying until `deadline` passes. A metadata
+    /// fetch goes to this node's own controller when it runs one: every voter serves the
+    /// committed metadata log, and the local one answers even while the active controller has
+    /// just died and no other is elected yet.
     pub async fn call(
         &self,
         request: &Request,
         lane: Lane,
         deadline: Duration,
     ) -> Result<Response, ControllerError> {
+        if let Request::FetchMetadata { after, max_wait_ms } = *request
+            && let Some(local) = &self.local
+        {
+            let wait = Duration::from_millis(u64::from(max_wait_ms));
+            return timeout(&*self.env.clock, deadline, local.local_metadata(after, wait))
+                .await
+                .map_err(|_| ControllerError::Timeout);
+        }
+        let trying = Mutex::new(None);
         let attempt = async {
             loop {
                 let Some(target) = self.target() else {
                     self.env.clock.sleep(RETRY_BACKOFF).await;
                     continue;
                 };
+                *trying.lock().unwrap_or_else(|p| p.into_inner()) = Some(target);
                 let answer = self.call_one(target, request, lane).await;
                 match answer {
                     Some(Response::Error { error: ControllerError::NotController, leader }) => {
@@ -107,7 +133,33 @@ impl ControllerClient {
                 }
             }
         };
-        timeout(&*self.env.clock, deadline, attempt).await.map_err(|_| ControllerError::Timeout)
+        let outcome = timeout(&*self.env.clock, deadline, attempt).await;
+        if outcome.is_err() {
+            // The deadline ran out on a controller that never answered: the next call starts
+            // elsewhere, not with another wait on it (a deadline shorter than one attempt's
+            // bound would otherwise never move on).
+            let silent = *trying.lock().unwrap_or_else(|p| p.into_inner());
+            let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+            if silent.is_some() && *leader == silent {
+                *leader = None;
+            }
+        }
+        outcome.map_err(|_| ControllerError::Timeout)
+    }
+
+    /// Sends `request` to every voter but the one believed active, each attempt bounded by
+    /// `deadline`, without waiting for the answers: copies of heartbeats, so that a controller
+    /// taking over knows when it last heard from each broker.
+    pub fn copy_to_others(self: &Arc<Self>, request: &Request, deadline: Duration) {
+        let leader = *self.leader.lock().unwrap_or_else(|p| p.into_inner());
+        for &voter in self.voters.keys().filter(|&&v| Some(v) != leader) {
+            let (client, request) = (Arc::clone(self), request.clone());
+            self.env.spawn("heartbeat-copy", async move {
+                let clock = Arc::clone(&client.env.clock);
+                let _ =
+                    timeout(&*clock, deadline, client.call_one(voter, &request, Lane::Copy)).await;
+            });
+        }
     }
 
     /// One attempt at `target`; `None` when it could not be reached.
@@ -137,16 +189,17 @@ impl ControllerClient {
                 c
             }
         };
-        let wait = match request {
-            Request::FetchMetadata { max_wait_ms, .. } => u64::from(*max_wait_ms),
-            _ => 0,
+        let limit = match request {
+            Request::FetchMetadata { max_wait_ms, .. } => {
+                Duration::from_millis(u64::from(*max_wait_ms)) + METADATA_MARGIN
+            }
+            _ => ATTEMPT_TIMEOUT,
         };
         let exchange = async {
             write_frame(&mut *conn, &request.encode()).await?;
             let frame = read_frame(&mut *conn).await?;
             Ok::<_, super::rpc::RpcError>(Response::decode(&frame)?)
         };
-        let limit = ATTEMPT_TIMEOUT + Duration::from_millis(wait);
         match timeout(&*self.env.clock, limit, exchange).await {
             Ok(Ok(response)) => {
                 *guard = Some(conn);

@@ -123,6 +123,11 @@ pub struct LogicConfig {
     pub session_timeout: Duration,
 }
 
+/// The least time a controller taking over gives a broker it has heard from to heartbeat to it
+/// before fencing it: two of the default heartbeat intervals, for a live broker to learn of the
+/// new controller and reach it.
+pub const TAKEOVER_GRACE: Duration = Duration::from_millis(500);
+
 /// The active controller's volatile state.
 pub struct ControllerLogic {
     config: LogicConfig,
@@ -133,10 +138,32 @@ pub struct ControllerLogic {
 }
 
 impl ControllerLogic {
-    /// Fresh state for a newly active controller: every broker gets a full session from `now`
-    /// before it can be fenced.
+    /// Fresh state for a newly active controller that knows nothing of the brokers' last
+    /// heartbeats: every broker gets a full session from `now` before it can be fenced.
     pub fn new(config: LogicConfig, image: &MetadataImage, now: Instant) -> ControllerLogic {
-        let heartbeats = image.brokers.keys().map(|&id| (id, now)).collect();
+        ControllerLogic::taking_over(config, image, now, &BTreeMap::new())
+    }
+
+    /// Fresh state for a controller becoming active at `now` that last heard from each broker
+    /// at `seen` (brokers copy their heartbeats to every voter). A broker's session runs from
+    /// then — so a broker that died with the previous controller is fenced a session after its
+    /// death, not a session after the election — but never ends sooner than
+    /// [`TAKEOVER_GRACE`] from now, time for a live broker to find the new controller. A
+    /// broker not seen at all gets a full session.
+    pub fn taking_over(
+        config: LogicConfig,
+        image: &MetadataImage,
+        now: Instant,
+        seen: &BTreeMap<BrokerId, Instant>,
+    ) -> ControllerLogic {
+        let grace = TAKEOVER_GRACE.min(config.session_timeout);
+        // A session running from here ends `grace` from now.
+        let earliest = now.saturating_add(grace).saturating_sub(config.session_timeout);
+        let heartbeats = image
+            .brokers
+            .keys()
+            .map(|&id| (id, seen.get(&id).map_or(now, |&at| at.max(earliest).min(now))))
+            .collect();
         ControllerLogic { config, heartbeats, placement_start: image.topics.len() }
     }
 
@@ -182,6 +209,7 @@ impl ControllerLogic {
         broker_id: BrokerId,
         incarnation: Incarnation,
         shutdown: bool,
+        offline: &[(TopicId, i32)],
         now: Instant,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
         let broker = image
@@ -195,15 +223,27 @@ impl ControllerLogic {
                 return Ok(Vec::new());
             }
             let mut out = vec![MetadataRecord::ShutdownBroker { broker_id, incarnation }];
-            out.extend(leadership_away_from(image, broker_id, &self.config.topic_defaults));
+            out.extend(leadership_away_from(image, broker_id, &self.config.topic_defaults, |_| {
+                true
+            }));
             return Ok(out);
+        }
+        let gone = |p: &PartitionRecord| offline.contains(&(p.topic_id, p.partition));
+        let away = leadership_away_from(image, broker_id, &self.config.topic_defaults, gone);
+        if !away.is_empty() {
+            tracing::warn!(
+                broker_id,
+                partitions = away.len(),
+                "moving partitions away from logs that went offline"
+            );
         }
         if broker.fenced {
             let mut out = vec![MetadataRecord::UnfenceBroker { broker_id, incarnation }];
+            out.extend(away);
             out.extend(leaderless_to(image, broker_id, &self.config.topic_defaults));
             return Ok(out);
         }
-        Ok(Vec::new())
+        Ok(away)
     }
 
     /// The records fencing the first broker whose session expired by `now`, if any. One at a
@@ -217,7 +257,8 @@ impl ControllerLogic {
             if now.saturating_duration_since(last) > self.config.session_timeout {
                 let incarnation = broker.registration.incarnation;
                 let mut batch = vec![MetadataRecord::FenceBroker { broker_id: id, incarnation }];
-                batch.extend(leadership_away_from(image, id, &self.config.topic_defaults));
+                batch
+                    .extend(leadership_away_from(image, id, &self.config.topic_defaults, |_| true));
                 return Some(batch);
             }
         }
@@ -445,7 +486,8 @@ fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
     }
 }
 
-/// Partition records moving leadership away from `broker` (fenced or shutting down): the next
+/// Partition records moving leadership away from `broker` (fenced, shutting down, or with its
+/// log offline), for the partitions `only` admits: the next
 /// live in-sync replica leads; with none, a live out-of-sync replica where the topic allows
 /// unclean election (it becomes the whole ISR), else none. The broker leaves the ISR unless it
 /// is the last member (the last member keeps the partition's committed data: only it may lead
@@ -454,10 +496,11 @@ fn leadership_away_from(
     image: &MetadataImage,
     broker: BrokerId,
     defaults: &TopicConfig,
+    only: impl Fn(&PartitionRecord) -> bool,
 ) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for topic in image.topics.values() {
-        for p in topic.partitions.values() {
+        for p in topic.partitions.values().filter(|p| only(p)) {
             if p.leader != broker && !(p.isr.contains(&broker) && p.isr.len() > 1) {
                 continue;
             }

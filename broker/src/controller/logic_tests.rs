@@ -137,12 +137,13 @@ fn a_silent_broker_is_fenced_and_loses_leadership_then_gets_it_back() {
     create(&mut image, &mut logic, topic("solo", 2, 1), 1);
     create(&mut image, &mut logic, topic("pair", 1, 2), 2);
     for b in [1, 2] {
-        let hb = logic.heartbeat(&image, b, Incarnation(b as u128 * 100), false, at(5)).unwrap();
+        let hb =
+            logic.heartbeat(&image, b, Incarnation(b as u128 * 100), false, &[], at(5)).unwrap();
         assert!(hb.is_empty(), "a live broker's heartbeat changes nothing");
     }
     assert!(logic.expire(&image, at(14)).is_none(), "within the session");
     // Broker 1 goes silent; broker 2 keeps heartbeating.
-    logic.heartbeat(&image, 2, Incarnation(200), false, at(14)).unwrap();
+    logic.heartbeat(&image, 2, Incarnation(200), false, &[], at(14)).unwrap();
     let batch = logic.expire(&image, at(15)).expect("broker 1 expired");
     apply(&mut image, &batch);
     assert!(logic.expire(&image, at(15)).is_none(), "broker 2 heartbeated");
@@ -157,7 +158,7 @@ fn a_silent_broker_is_fenced_and_loses_leadership_then_gets_it_back() {
         }
     }
     // It comes back with the same incarnation: unfenced, and its leaderless partitions return.
-    let records = logic.heartbeat(&image, 1, Incarnation(100), false, at(20)).unwrap();
+    let records = logic.heartbeat(&image, 1, Incarnation(100), false, &[], at(20)).unwrap();
     apply(&mut image, &records);
     assert!(!image.brokers[&1].fenced);
     for p in image.topic("solo").unwrap().partitions.values() {
@@ -165,7 +166,7 @@ fn a_silent_broker_is_fenced_and_loses_leadership_then_gets_it_back() {
     }
     // A heartbeat from an old run is refused.
     assert_eq!(
-        logic.heartbeat(&image, 1, Incarnation(7), false, at(21)),
+        logic.heartbeat(&image, 1, Incarnation(7), false, &[], at(21)),
         Err(ControllerError::StaleBroker(1))
     );
 }
@@ -174,13 +175,13 @@ fn a_silent_broker_is_fenced_and_loses_leadership_then_gets_it_back() {
 fn controlled_shutdown_moves_leadership_away() {
     let (mut image, mut logic) = cluster(&[None, None]);
     create(&mut image, &mut logic, topic("pair", 4, 2), 1);
-    let records = logic.heartbeat(&image, 1, Incarnation(100), true, at(1)).unwrap();
+    let records = logic.heartbeat(&image, 1, Incarnation(100), true, &[], at(1)).unwrap();
     apply(&mut image, &records);
     assert!(!image.is_live(1));
     for p in image.topic("pair").unwrap().partitions.values() {
         assert_eq!(p.leader, 2);
     }
-    let again = logic.heartbeat(&image, 1, Incarnation(100), true, at(2)).unwrap();
+    let again = logic.heartbeat(&image, 1, Incarnation(100), true, &[], at(2)).unwrap();
     assert!(again.is_empty());
 }
 
@@ -272,4 +273,91 @@ fn after_an_unclean_shutdown_a_replica_leaves_the_isr_of_interval_topics_only() 
     apply(&mut image, &records);
     let last_standing = image.partition("i", 0).unwrap();
     assert_eq!(last_standing.isr, vec![last]);
+}
+
+#[test]
+fn a_controller_taking_over_runs_sessions_from_the_last_heartbeat_it_saw() {
+    let (image, _) = cluster(&[None, None, None]);
+    let config = LogicConfig {
+        topic_defaults: TopicConfig::with_defaults(Default::default()),
+        num_partitions: 1,
+        default_replication_factor: 1,
+        session_timeout: SESSION,
+    };
+    // Taking over at 100 s: broker 1 last seen at 95 s (its session ends at 104 s), broker 2 at
+    // 50 s (its session ended long ago; it gets the grace), broker 3 never (a full session).
+    let seen = BTreeMap::from([(1, at(95)), (2, at(50))]);
+    let mut logic = ControllerLogic::taking_over(config, &image, at(100), &seen);
+    let fenced = |batch: Option<Vec<MetadataRecord>>| -> Option<BrokerId> {
+        batch?.iter().find_map(|r| match r {
+            MetadataRecord::FenceBroker { broker_id, .. } => Some(*broker_id),
+            _ => None,
+        })
+    };
+    let grace = TAKEOVER_GRACE;
+    let after = |t: Instant| Instant::from_nanos(t.as_nanos() + 1);
+    assert_eq!(fenced(logic.expire(&image, at(100) + grace)), None, "within the grace");
+    let mut image = image;
+    let batch = logic.expire(&image, after(at(100) + grace));
+    assert_eq!(fenced(batch.clone()), Some(2), "silent for long: fenced after the grace");
+    apply(&mut image, &batch.unwrap_or_default());
+    assert_eq!(fenced(logic.expire(&image, at(104))), None);
+    let batch = logic.expire(&image, after(at(104)));
+    assert_eq!(fenced(batch.clone()), Some(1), "a session after it was seen");
+    apply(&mut image, &batch.unwrap_or_default());
+    assert_eq!(fenced(logic.expire(&image, at(109))), None);
+    assert_eq!(fenced(logic.expire(&image, after(at(109)))), Some(3), "never seen: a full session");
+}
+
+#[test]
+fn a_broker_reporting_an_offline_log_loses_that_partition_only() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("t", 3, 3), 1);
+    create(&mut image, &mut logic, topic("solo", 3, 1), 2);
+    let led: Vec<i32> = image
+        .topic("t")
+        .unwrap()
+        .partitions
+        .values()
+        .filter(|p| p.leader == 1)
+        .map(|p| p.partition)
+        .collect();
+    let kept: Vec<i32> = image
+        .topic("t")
+        .unwrap()
+        .partitions
+        .values()
+        .filter(|p| p.leader != 1)
+        .map(|p| p.partition)
+        .collect();
+    let (gone, still) = (led[0], kept[0]);
+    let before = image.partition("t", gone).unwrap().clone();
+    let solo = image.topic("solo").unwrap().partitions.values().find(|p| p.leader == 1).unwrap();
+    let solo = solo.partition;
+    let offline = [(TopicId([1; 16]), gone), (TopicId([1; 16]), still), (TopicId([2; 16]), solo)];
+    let records = logic.heartbeat(&image, 1, Incarnation(100), false, &offline, at(1)).unwrap();
+    apply(&mut image, &records);
+    // The partition it led moves to another in-sync replica, in a new leader epoch, without it.
+    let after = image.partition("t", gone).unwrap();
+    assert_ne!(after.leader, 1);
+    assert!(before.isr.contains(&after.leader));
+    assert!(!after.isr.contains(&1));
+    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    // Where it only followed, it leaves the ISR; the leader stays.
+    let followed = image.partition("t", still).unwrap();
+    assert!(!followed.isr.contains(&1));
+    assert_ne!(followed.leader, 1);
+    // Partitions it did not report keep it.
+    for p in image.topic("t").unwrap().partitions.values() {
+        if p.partition != gone && p.partition != still {
+            assert!(p.isr.contains(&1), "{p:?}");
+        }
+    }
+    // Where it was the only replica, no other can lead; it stays in the ISR for its return.
+    let solo_after = image.partition("solo", solo).unwrap();
+    assert_eq!(solo_after.isr, vec![1]);
+    assert_eq!(solo_after.leader, NO_LEADER);
+    assert!(image.is_live(1), "the broker itself stays live");
+    let again = logic.heartbeat(&image, 1, Incarnation(100), false, &offline, at(2)).unwrap();
+    assert!(again.is_empty(), "a repeated report changes nothing: {again:?}");
 }

@@ -16,6 +16,7 @@ use super::records::{BrokerId, BrokerRegistration, Incarnation};
 use super::rpc::{Request, Response};
 use super::service::decode_entry;
 use crate::io::{Env, Instant, timeout};
+use crate::model::TopicId;
 
 /// How long a metadata fetch waits at the controller for something new.
 pub const METADATA_WAIT: Duration = Duration::from_millis(1_000);
@@ -52,6 +53,8 @@ pub struct Membership {
     registered: AtomicBool,
     last_heartbeat: Mutex<Option<Instant>>,
     shutting_down: AtomicBool,
+    /// Partitions whose log here went offline, reported with every heartbeat.
+    offline: Mutex<Vec<(TopicId, i32)>>,
     /// Woken whenever the image changes.
     pub changed: Notify,
 }
@@ -78,11 +81,19 @@ impl Membership {
             registered: AtomicBool::new(false),
             last_heartbeat: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
+            offline: Mutex::new(Vec::new()),
             changed: Notify::new(),
         });
         env.spawn("broker-heartbeat", heartbeat_loop(Arc::downgrade(&membership)));
         env.spawn("broker-metadata", metadata_loop(Arc::downgrade(&membership)));
         membership
+    }
+
+    /// Sets the partitions whose log here went offline (a failed write or sync): every
+    /// heartbeat reports them, and the controller moves their leadership and ISR membership
+    /// to other replicas, as Kafka does for a failed log directory.
+    pub fn set_offline(&self, partitions: Vec<(TopicId, i32)>) {
+        *self.offline.lock().unwrap_or_else(|p| p.into_inner()) = partitions;
     }
 
     /// This broker's id.
@@ -173,6 +184,7 @@ impl Membership {
             broker_id: self.node(),
             incarnation: self.registration.incarnation,
             shutdown: true,
+            offline: Vec::new(),
         };
         match self.call(&request, limit).await {
             Ok(Response::Done { offset, .. }) => {
@@ -230,11 +242,15 @@ async fn heartbeat_loop(membership: Weak<Membership>) {
                 broker_id: m.node(),
                 incarnation: m.registration.incarnation,
                 shutdown: false,
+                offline: m.offline.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             }
         } else {
             Request::Register(m.registration.clone())
         };
         let sent = m.env.clock.now();
+        if matches!(request, Request::Heartbeat { .. }) {
+            m.client.copy_to_others(&request, interval);
+        }
         match m.client.call(&request, Lane::Control, interval * 2).await {
             Ok(Response::Done { .. }) => {
                 if !m.registered.swap(true, Ordering::AcqRel) {

@@ -67,6 +67,9 @@ pub enum Request {
         incarnation: Incarnation,
         /// Whether it asks for a controlled shutdown.
         shutdown: bool,
+        /// Partitions whose log here went offline (a failed write or sync): leadership and
+        /// ISR membership move away from this broker for them.
+        offline: Vec<(TopicId, i32)>,
     },
     /// Create a topic.
     CreateTopic {
@@ -266,8 +269,12 @@ impl Request {
                     .opt_str(b.rack.as_deref())
                     .bool(b.unclean_shutdown);
             }
-            Request::Heartbeat { broker_id, incarnation, shutdown } => {
+            Request::Heartbeat { broker_id, incarnation, shutdown, offline } => {
                 w.u8(2).i32(*broker_id).u128(incarnation.0).bool(*shutdown);
+                w.u32(offline.len() as u32);
+                for (topic_id, partition) in offline {
+                    w.topic_id(*topic_id).i32(*partition);
+                }
             }
             Request::CreateTopic { topic, validate_only } => {
                 w.u8(3);
@@ -330,6 +337,9 @@ impl Request {
                 broker_id: r.i32("broker id")?,
                 incarnation: Incarnation(r.u128("incarnation")?),
                 shutdown: r.bool("shutdown")?,
+                offline: r.list("offline partitions", 20, |r| {
+                    Ok((r.topic_id("topic id")?, r.i32("partition")?))
+                })?,
             },
             3 => Request::CreateTopic {
                 topic: read_topic(&mut r)?,
@@ -469,7 +479,12 @@ mod tests {
                 rack: None,
                 unclean_shutdown: false,
             }),
-            Request::Heartbeat { broker_id: 3, incarnation: Incarnation(5), shutdown: true },
+            Request::Heartbeat {
+                broker_id: 3,
+                incarnation: Incarnation(5),
+                shutdown: true,
+                offline: vec![(TopicId([7; 16]), 2)],
+            },
             Request::CreateTopic {
                 topic: NewTopic {
                     name: "t".into(),

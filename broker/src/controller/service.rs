@@ -22,7 +22,15 @@ use super::rpc::{Channel, Hello, MetadataDelta, Request, Response, read_frame, w
 use crate::io::{Conn, Env, Listener, timeout};
 
 /// Raft's tick.
-pub const TICK: Duration = Duration::from_millis(100);
+pub const TICK: Duration = Duration::from_millis(50);
+/// Ticks a follower lets pass without hearing from a leader before it campaigns (each tick
+/// passes with probability ½ for jitter, so on average 0.6 s; see `quorum::Quorum::tick`), and
+/// the leader's window for hearing from a quorum before it steps down (0.3 s). Short, because a
+/// broker that dies with the active controller is fenced only once a new controller is
+/// elected: with 1 s of election ticks, split votes pushed failover past 4 s.
+pub const ELECTION_TICKS: usize = 6;
+/// Ticks between the leader's heartbeats.
+pub const HEARTBEAT_TICKS: usize = 2;
 /// Committed entries kept after the snapshot before a new snapshot is taken.
 pub const SNAPSHOT_EVERY_ENTRIES: usize = 1_000;
 /// How long a request waits for its records to commit.
@@ -109,6 +117,9 @@ pub struct Controller {
     applied: Notify,
     logic: tokio::sync::Mutex<Option<ControllerLogic>>,
     nonce: AtomicU64,
+    /// When each broker's heartbeat last reached this controller, active or not (brokers copy
+    /// theirs to every voter), so a controller taking over knows who went silent before it did.
+    seen: Mutex<BTreeMap<BrokerId, crate::io::Instant>>,
 }
 
 impl Controller {
@@ -128,8 +139,8 @@ impl Controller {
             node: config.node as u64,
             voters: config.voters.keys().map(|&v| v as u64).collect(),
             seed: env.entropy.next_u64(),
-            election_ticks: 10,
-            heartbeat_ticks: 2,
+            election_ticks: ELECTION_TICKS,
+            heartbeat_ticks: HEARTBEAT_TICKS,
         };
         let quorum = Quorum::new(quorum_config, recovered)?;
         let (events, queue) = mpsc::unbounded_channel();
@@ -141,6 +152,7 @@ impl Controller {
             applied: Notify::new(),
             logic: tokio::sync::Mutex::new(None),
             nonce: AtomicU64::new(env.entropy.next_u64() | 1),
+            seen: Mutex::new(BTreeMap::new()),
         });
         let peers = Peers::new(&controller);
         env.spawn("controller-raft", run(Arc::downgrade(&controller), quorum, store, queue, peers));
@@ -213,6 +225,25 @@ impl Controller {
         }
     }
 
+    fn seen(&self) -> std::sync::MutexGuard<'_, BTreeMap<BrokerId, crate::io::Instant>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The decisions' state for this controller becoming active now, with the brokers' sessions
+    /// running from when it last heard from each.
+    fn take_over(&self, image: &MetadataImage, now: crate::io::Instant) -> ControllerLogic {
+        ControllerLogic::taking_over(self.config.logic.clone(), image, now, &self.seen())
+    }
+
+    /// The committed metadata after `after` for this node's own broker, waiting up to
+    /// `max_wait` for some, whether this controller is active or not: what it has applied was
+    /// committed by the quorum, so it may lag the active controller's but never disagree with
+    /// it, and it is there while no controller is active (the broker's own registration in it
+    /// tells the broker when it has caught up).
+    pub async fn local_metadata(&self, after: u64, max_wait: Duration) -> Response {
+        self.fetch_metadata(after, max_wait, false).await
+    }
+
     fn not_controller(&self) -> Response {
         Response::Error { error: ControllerError::NotController, leader: self.leader() }
     }
@@ -220,7 +251,11 @@ impl Controller {
     /// Answers one request (from this node's broker directly, or from the network).
     pub async fn handle(&self, request: Request) -> Response {
         if let Request::FetchMetadata { after, max_wait_ms } = request {
-            return self.fetch_metadata(after, Duration::from_millis(u64::from(max_wait_ms))).await;
+            let wait = Duration::from_millis(u64::from(max_wait_ms));
+            return self.fetch_metadata(after, wait, true).await;
+        }
+        if let Request::Heartbeat { broker_id, .. } = request {
+            self.seen().insert(broker_id, self.env.clock.now());
         }
         let mut logic = self.logic.lock().await;
         if !self.is_active() {
@@ -229,12 +264,11 @@ impl Controller {
         }
         let image = self.image();
         let now = self.env.clock.now();
-        let logic = logic
-            .get_or_insert_with(|| ControllerLogic::new(self.config.logic.clone(), &image, now));
+        let logic = logic.get_or_insert_with(|| self.take_over(&image, now));
         let outcome = match request {
             Request::Register(registration) => Ok(logic.register(&image, registration, now)),
-            Request::Heartbeat { broker_id, incarnation, shutdown } => {
-                logic.heartbeat(&image, broker_id, incarnation, shutdown, now)
+            Request::Heartbeat { broker_id, incarnation, shutdown, offline } => {
+                logic.heartbeat(&image, broker_id, incarnation, shutdown, &offline, now)
             }
             Request::CreateTopic { topic, validate_only } => {
                 let mut id = [0u8; 16];
@@ -351,8 +385,8 @@ impl Controller {
     /// Only the active controller with a current image answers: a restarted or lagging
     /// controller may not yet have applied everything committed, and a broker that took its
     /// image for the whole truth would remove partitions it still owns.
-    async fn fetch_metadata(&self, after: u64, max_wait: Duration) -> Response {
-        if !self.is_active() {
+    async fn fetch_metadata(&self, after: u64, max_wait: Duration, only_active: bool) -> Response {
+        if only_active && !self.is_active() {
             return self.not_controller();
         }
         let wait = async {
@@ -367,7 +401,7 @@ impl Controller {
             }
         };
         let _ = timeout(&*self.env.clock, max_wait, wait).await;
-        if !self.is_active() {
+        if only_active && !self.is_active() {
             return self.not_controller();
         }
         let p = self.published();
@@ -390,8 +424,7 @@ impl Controller {
         }
         let image = self.image();
         let now = self.env.clock.now();
-        let logic = logic
-            .get_or_insert_with(|| ControllerLogic::new(self.config.logic.clone(), &image, now));
+        let logic = logic.get_or_insert_with(|| self.take_over(&image, now));
         // Each fence is computed from the image with the previous one applied.
         for _ in 0..image.brokers.len() {
             let Some(batch) = logic.expire(&self.image(), now) else { return };

@@ -38,6 +38,12 @@ impl Instant {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// `self - d`, saturating at the clock's origin.
+    pub fn saturating_sub(self, d: Duration) -> Instant {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Instant(self.0.saturating_sub(nanos))
+    }
+
     /// `self + d`, saturating at the end of time rather than overflowing.
     pub fn saturating_add(self, d: Duration) -> Instant {
         let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);

@@ -109,6 +109,15 @@ impl Log {
                 .map_err(&err)?;
         let log_start =
             saved.log_start.max(recovered.keys().next().copied().unwrap_or(saved.log_start));
+        if recovered.values().next_back().is_some_and(|last| last.next_offset < log_start) {
+            // Every segment lies below the log start: the log was restarted past its end (see
+            // `Log::restart_at`), or a power failure took back more than DeleteRecords had
+            // already deleted. It continues, empty, from its start.
+            for &base in recovered.keys() {
+                remove_segment_files(disk, &dir, base).await.map_err(&err)?;
+            }
+            recovered.clear();
+        }
         if recovered.is_empty() {
             let base = log_start;
             let file = disk.create(&segment::path(&dir, base, LOG_EXT)).await.map_err(&err)?;

@@ -1,5 +1,5 @@
 //! Truncation: a follower cutting the tail of its log that diverges from its leader's (see
-//! `replication::follower`).
+//! `replication::follower`), or emptying it to start again past its end.
 //!
 //! The cut falls on a batch boundary: the batch holding the target offset goes with everything
 //! after it. The order makes a crash at any moment recover to a prefix of the old log no
@@ -141,6 +141,55 @@ impl Log {
         }
         tracing::info!(log = %self.dir.display(), end = %end, "truncated");
         Ok(end)
+    }
+
+    /// Empties the log and starts it again at `start`, past its end (Kafka's truncate fully
+    /// and start at): a follower whose whole log lies below its leader's log start cannot copy
+    /// what the leader has deleted, so it continues from the leader's start. The new start is
+    /// checkpointed first, so a crash at any later moment reopens an empty log at `start` (see
+    /// [`Log::open`]) and one before it the old log. A `start` within the log changes nothing.
+    /// Producer state kept above the log is the caller's to reset.
+    pub async fn restart_at(&self, start: Offset) -> Result<(), MaintenanceError> {
+        let _append = self.append_lock.lock().await;
+        let point = RecoveryPoint { offset: start, segment: start, position: 0 };
+        {
+            let mut state = self.state();
+            state.check_online()?;
+            if start <= state.log_end {
+                return Ok(());
+            }
+            state.log_start = start;
+            state.high_watermark = start;
+            state.checkpointed = point;
+            state.epochs = Default::default();
+        }
+        // 1. The new start, durable: from here on a reopen drops every old segment.
+        self.write_checkpoint_point(point).await.map_err(|e| self.failed(e))?;
+        // 2. No epoch vouches for an offset below it.
+        let epochs = self.state().epochs.encode();
+        self.write_epochs(epochs).await?;
+        // 3. A fresh active segment at the start replaces the old ones.
+        let disk = &*self.env.disk;
+        let file = disk
+            .create(&segment::path(&self.dir, start, LOG_EXT))
+            .await
+            .map_err(|e| self.failed(e))?;
+        let old: Vec<Offset> = {
+            let mut state = self.state();
+            let old = state.segments.keys().copied().collect();
+            state.segments.clear();
+            state.segments.insert(start, Segment::new_active(start, file));
+            state.log_end = start;
+            state.durable = point;
+            state.unsynced.clear();
+            old
+        };
+        for base in old {
+            remove_segment_files(disk, &self.dir, base).await.map_err(|e| self.failed(e))?;
+        }
+        disk.sync_dir(&self.dir).await.map_err(|e| self.failed(e))?;
+        tracing::info!(log = %self.dir.display(), start = %start, "restarted past its end");
+        Ok(())
     }
 
     /// Forgets the leader epochs begun at the log end, in which nothing was written: a leader

@@ -251,6 +251,17 @@ impl Partition {
         Ok(end)
     }
 
+    /// Empties the log and starts it again at `start`, past its end: a follower whose leader
+    /// has deleted everything it lacks (see [`crate::log::Log::restart_at`]). The producer
+    /// state starts over too; what it knew was about offsets no longer held.
+    pub async fn restart_at(&self, start: Offset) -> Result<(), TruncateError> {
+        let mut state = self.producers.lock().await;
+        self.log.restart_at(start).await?;
+        *state = producers::recover(&self.log, &*self.env.disk).await?;
+        self.follower_high_watermark(start);
+        Ok(())
+    }
+
     /// Checkpoints the log and snapshots the producer state, so that recovery after a crash
     /// rescans and replays only what came after.
     pub async fn checkpoint(&self, producer_expiration_ms: i64) -> Result<(), MaintenanceError> {

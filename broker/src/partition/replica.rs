@@ -131,11 +131,12 @@ impl Partition {
         self.set_leader_epoch(committed.leader_epoch);
         let config = self.leader_config(min_insync_replicas, lag);
         let mut state = self.replica_state();
+        let mut moved = None;
         let transition = match &mut state.role {
             Role::Leader { epoch, replica } if *epoch == committed.leader_epoch => {
                 if committed.leader == me {
                     replica.set_config(config);
-                    replica.on_isr_committed(
+                    moved = replica.on_isr_committed(
                         committed.assignment.isr,
                         committed.assignment.partition_epoch,
                     );
@@ -185,6 +186,9 @@ impl Partition {
             }
         };
         drop(state);
+        if let Some(hw) = moved {
+            self.log.set_high_watermark(hw);
+        }
         self.notify();
         transition
     }
@@ -286,8 +290,13 @@ impl Partition {
     /// stale: then the image brings what changed, and that settles it): forget it, so that the
     /// next check may ask for another.
     pub fn isr_proposal_refused(&self) {
-        if let Role::Leader { replica, .. } = &mut self.replica_state().role {
-            replica.clear_pending();
+        let moved = match &mut self.replica_state().role {
+            Role::Leader { replica, .. } => replica.on_refused(),
+            _ => None,
+        };
+        if let Some(hw) = moved {
+            self.log.set_high_watermark(hw);
+            self.notify();
         }
     }
 

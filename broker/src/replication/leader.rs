@@ -45,6 +45,10 @@ pub struct FollowerState {
     pub fetched: Offset,
     /// The last time a fetch of it reached the leader's log end.
     pub caught_up_at: Instant,
+    /// The controller refused to add it to the ISR, and it has not fetched since: it is not
+    /// proposed again until it does (a dead follower that looked caught up would otherwise be
+    /// proposed over and over, each proposal holding back the high watermark while in flight).
+    pub refused: bool,
 }
 
 /// Where an `acks=all` produce stands.
@@ -140,7 +144,7 @@ impl LeaderReplica {
             .replicas
             .iter()
             .filter(|&&r| r != leader)
-            .map(|&r| (r, FollowerState { fetched: Offset(0), caught_up_at: now }))
+            .map(|&r| (r, FollowerState { fetched: Offset(0), caught_up_at: now, refused: false }))
             .collect();
         let mut isr: BTreeSet<BrokerId> = assignment.isr.iter().copied().collect();
         isr.insert(leader);
@@ -163,10 +167,19 @@ impl LeaderReplica {
         self.config = config;
     }
 
-    /// Forgets the ISR change in flight (the controller refused it, or the call failed), so
-    /// that the next [`LeaderReplica::propose`] may ask again.
-    pub fn clear_pending(&mut self) {
-        self.pending = None;
+    /// The controller refused the ISR change in flight: forgets it, so that the next
+    /// [`LeaderReplica::propose`] may ask again, but not to add a follower it refused until that
+    /// follower fetches again. Returns the new high watermark if it moved (a member being added
+    /// no longer bounds it).
+    pub fn on_refused(&mut self) -> Option<Offset> {
+        if let Some(pending) = self.pending.take() {
+            for joining in pending.isr.difference(&self.isr) {
+                if let Some(f) = self.followers.get_mut(joining) {
+                    f.refused = true;
+                }
+            }
+        }
+        self.advance()
     }
 
     /// The high watermark: consumers read below it, and `acks=all` waits for it.
@@ -214,6 +227,7 @@ impl LeaderReplica {
             self.followers.get_mut(&follower).ok_or(ReplicationError::NotAReplica(follower))?;
         // A follower that truncated (a new leader epoch) may fetch from lower than before.
         state.fetched = offset.min(log_end);
+        state.refused = false;
         if offset >= log_end {
             state.caught_up_at = now;
         }
@@ -266,7 +280,7 @@ impl LeaderReplica {
             let joining = self
                 .followers
                 .iter()
-                .find(|(r, f)| !self.isr.contains(r) && f.fetched >= ready)
+                .find(|(r, f)| !self.isr.contains(r) && !f.refused && f.fetched >= ready)
                 .map(|(&r, _)| r)?;
             let mut isr = self.isr.clone();
             isr.insert(joining);

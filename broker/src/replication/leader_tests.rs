@@ -108,6 +108,22 @@ fn a_lagging_follower_is_dropped_and_a_caught_up_one_rejoins() {
 }
 
 #[test]
+fn a_refused_follower_is_not_proposed_again_until_it_fetches() {
+    // Follower 2 is out of the ISR and looks caught up (the log is empty), but it is dead:
+    // the controller refuses to add it (fenced).
+    let mut r = leader(config(1, false), &[1, 2], &[1], (1, 0), (0, 0, 0));
+    let expand = r.propose(at(1)).expect("follower 2 looks caught up");
+    assert_eq!(expand.isr, BTreeSet::from([1, 2]));
+    r.on_append(Offset(3));
+    assert_eq!(r.on_durable(Offset(3)), None, "the member being added bounds the watermark");
+    assert_eq!(r.on_refused(), Some(Offset(3)), "the refusal frees the high watermark at once");
+    assert_eq!(r.ack_status(Offset(3)), AckStatus::Done);
+    assert_eq!(r.propose(at(2)), None, "not proposed again before it fetches");
+    r.on_fetch(2, Offset(3), at(3)).expect("a replica");
+    assert_eq!(r.propose(at(3)).map(|p| p.isr), Some(BTreeSet::from([1, 2])));
+}
+
+#[test]
 fn a_follower_behind_the_start_of_the_leader_epoch_does_not_rejoin() {
     let mut r = leader(config(1, false), &[1, 2], &[1], (3, 10), (10, 10, 8));
     r.on_fetch(2, Offset(9), at(1)).expect("a replica");

@@ -11,6 +11,8 @@ use weir::log::batch::BatchError;
 use weir::log::records::records;
 use weir::log::split::split_batches;
 
+use kafka_protocol::ResponseError;
+
 use super::admin::name;
 use super::{Client, ClientError, versions};
 
@@ -153,8 +155,8 @@ impl Client {
 }
 
 impl Client {
-    /// Every record of `topic`/`partition` from offset 0 up to the high watermark, by offset
-    /// (null values read as empty). An error code, a corrupt batch or a gap below the high
+    /// Every record of `topic`/`partition` from its log start up to the high watermark, by
+    /// offset (null values read as empty). An error code, a corrupt batch or a gap below the high
     /// watermark is an error.
     pub async fn read_to_end(
         &mut self,
@@ -168,6 +170,11 @@ impl Client {
             let parts = self.fetch(&[want], Duration::from_millis(100)).await;
             let part = parts.map_err(|e| e.to_string())?.into_iter().next();
             let Some(p) = part else { return Err("no partition answer".to_owned()) };
+            if p.error_code == ResponseError::OffsetOutOfRange.code() && at < p.log_start_offset {
+                // Deleted below the log start: what is readable begins there.
+                at = p.log_start_offset;
+                continue;
+            }
             if p.error_code != 0 {
                 return Err(format!("error code {}", p.error_code));
             }

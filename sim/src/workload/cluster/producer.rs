@@ -22,7 +22,7 @@ pub const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// How long one write may take before the producer gives up on it and looks for the leader
 /// again (a dead leader's connections may never answer; a live cluster answers in
 /// milliseconds), so the pauses measured are the cluster's, not a client timeout's.
-pub const WRITE_DEADLINE: Duration = Duration::from_millis(1_000);
+pub const WRITE_DEADLINE: Duration = Duration::from_millis(250);
 
 /// One acknowledged write.
 #[derive(Clone, Debug, PartialEq, Eq)]
