@@ -59,3 +59,28 @@ fn cluster_survives_disk_faults_too() {
     };
     assert_seeds_pass(DISK_FAULT_SEEDS, run, |seed| format!("{} --disk-faults", replay(seed)));
 }
+
+/// Seeds that once failed a sweep (60 simulated seconds of faults), kept in the default run:
+/// `(seed, disk faults)`. Each replays the exact schedule that found its bug on the code of
+/// that day; later changes move the schedule, so these guard the neighbourhood rather than the
+/// exact interleaving.
+const FOUND_BY_SWEEPS: &[(u64, bool)] = &[
+    // A deposed controller refused a leader's ISR expansion from its stale image (the
+    // expansion had committed elsewhere); the leader stopped counting the new member and
+    // acknowledged writes it alone held, which the member, elected later, never had.
+    (0x57a, true),
+];
+
+#[test]
+fn seeds_found_by_sweeps_pass() {
+    const SWEEP_FAULT_PHASE: Duration = Duration::from_secs(60);
+    for &(seed, disk_faults) in FOUND_BY_SWEEPS {
+        let report = swarm::run_with(seed, SWEEP_FAULT_PHASE, swarm::Options { disk_faults });
+        let flag = if disk_faults { " --disk-faults" } else { "" };
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed:#x}: {:?}\nreplay: cargo run -p weir-sim --release -- --seed {seed:#x} --workload cluster --fault-secs 60{flag} --verbose",
+            report.violations
+        );
+    }
+}

@@ -314,7 +314,20 @@ impl Controller {
                         partition_epoch,
                         isr: &isr,
                     };
-                    ControllerLogic::alter_partition(&image, &change)
+                    match ControllerLogic::alter_partition(&image, &change) {
+                        // The leader acts on a refusal (it stops counting the follower it asked
+                        // to add), so a refusal must come from the current state, not from a
+                        // controller deposed without knowing it whose image misses a change
+                        // that did commit: an empty entry committed first proves this one
+                        // still leads, and the change is judged again on what it applied.
+                        Err(ControllerError::IneligibleReplica(_)) => {
+                            if let Err(error) = self.commit(Vec::new()).await {
+                                return Response::Error { error, leader: self.leader() };
+                            }
+                            ControllerLogic::alter_partition(&self.image(), &change)
+                        }
+                        other => other,
+                    }
                 } else {
                     Err(ControllerError::StaleBroker(broker_id))
                 }

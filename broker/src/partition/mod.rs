@@ -47,6 +47,9 @@ pub enum TruncateError {
     /// The producer state could not be rebuilt from what remains.
     #[error("rebuilding producer state: {0}")]
     Producers(#[from] ReadError),
+    /// The producer snapshots of the emptied log could not be removed.
+    #[error("removing producer snapshots: {0}")]
+    Snapshots(#[from] std::io::Error),
 }
 
 /// Why an appended batch could not be acknowledged.
@@ -105,6 +108,10 @@ pub struct Partition {
     /// Held by the follower's fetcher while it cuts or appends, so that a fetcher of an older
     /// epoch can never write after a newer one has truncated.
     pub(crate) follow: tokio::sync::Mutex<()>,
+    /// Held while a producer snapshot is written and while the log is cut: a snapshot taken
+    /// before a cut and written after it would describe offsets the log no longer holds (and
+    /// be trusted once the log grew past it again).
+    snapshotting: tokio::sync::Mutex<()>,
 }
 
 /// The rest of a produce after its append: resolves when the batch may be acknowledged.
@@ -146,6 +153,7 @@ impl Partition {
             replica: std::sync::Mutex::new(replica),
             replicated: tokio::sync::Notify::new(),
             follow: tokio::sync::Mutex::new(()),
+            snapshotting: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -243,8 +251,12 @@ impl Partition {
     /// Cuts the log at `offset` (a follower's divergent tail) and rebuilds the producer state
     /// from what remains.
     pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, TruncateError> {
+        let _snapshot = self.snapshotting.lock().await;
         let mut state = self.producers.lock().await;
         let end = self.log.truncate_to(offset).await?;
+        // The cut state first, so that a rebuild that fails (a read error) leaves no batch
+        // past the log end behind; then Kafka's exact state, rebuilt from what remains.
+        state.truncate_from(end);
         *state = producers::recover(&self.log, &*self.env.disk).await?;
         let hw = self.replica_state().high_watermark().min(end);
         self.follower_high_watermark(hw);
@@ -255,9 +267,11 @@ impl Partition {
     /// has deleted everything it lacks (see [`crate::log::Log::restart_at`]). The producer
     /// state starts over too; what it knew was about offsets no longer held.
     pub async fn restart_at(&self, start: Offset) -> Result<(), TruncateError> {
+        let _snapshot = self.snapshotting.lock().await;
         let mut state = self.producers.lock().await;
         self.log.restart_at(start).await?;
-        *state = producers::recover(&self.log, &*self.env.disk).await?;
+        producers::remove_all(&*self.env.disk, self.log.dir()).await?;
+        *state = ProducerStateManager::new();
         self.follower_high_watermark(start);
         Ok(())
     }
@@ -266,6 +280,7 @@ impl Partition {
     /// rescans and replays only what came after.
     pub async fn checkpoint(&self, producer_expiration_ms: i64) -> Result<(), MaintenanceError> {
         self.log.checkpoint().await?;
+        let _snapshot = self.snapshotting.lock().await;
         let (bytes, end) = {
             let mut state = self.producers.lock().await;
             state.expire(self.env.clock.wall_ms(), producer_expiration_ms);

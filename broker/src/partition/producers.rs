@@ -84,6 +84,15 @@ async fn replay(
     Ok(())
 }
 
+/// Removes every snapshot: the log was emptied and starts again past them all, so what they
+/// describe is no longer in it (a snapshot at the new start would otherwise be loaded).
+pub async fn remove_all(disk: &dyn Disk, dir: &Path) -> std::io::Result<()> {
+    for offset in snapshots(disk, dir).await? {
+        disk.remove(&dir.join(snapshot_file_name(offset))).await?;
+    }
+    Ok(())
+}
+
 /// Writes a snapshot of `state` as of `end` and removes all but the newest snapshots.
 pub async fn save(
     state_bytes: Bytes,

@@ -32,9 +32,10 @@
 //! With [`Options::disk_faults`] the nemesis also fails reads, writes and syncs and flips bits in
 //! what reads return. A partition whose log a failed write or sync took offline stays offline
 //! until its broker restarts (a failed sync may have dropped pages, so nothing is trusted
-//! before recovery), so after the heal every node is restarted once before the checks; a
-//! corrupt batch a reader catches by its CRC is then the system working, counted, not a
-//! violation.
+//! before recovery); its broker reports it to the controller, which moves the partition's
+//! leadership to another in-sync replica and takes the broker out of its ISR. After the heal
+//! every node is restarted once before the checks; a corrupt batch a reader catches by its CRC
+//! is then the system working, counted, not a violation.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
