@@ -167,6 +167,9 @@ impl Partition {
                 };
                 let assignment = Assignment { epoch_start: end, ..committed.assignment };
                 let replica = LeaderReplica::new(config, me, assignment, ends, now);
+                if replica.high_watermark() > hw {
+                    moved = Some(replica.high_watermark());
+                }
                 state.role = Role::Leader { epoch: committed.leader_epoch, replica };
                 Transition::BecameLeader(committed.leader_epoch)
             }

@@ -130,8 +130,8 @@ pub struct LeaderReplica {
 
 impl LeaderReplica {
     /// The state of broker `leader` that just became leader of a partition assigned as
-    /// `assignment`, with its log at `ends`. Every follower gets a full lag allowance from
-    /// `now`.
+    /// `assignment`, with its log at `ends`, its high watermark already advanced as far as
+    /// they allow. Every follower gets a full lag allowance from `now`.
     pub fn new(
         config: LeaderConfig,
         leader: BrokerId,
@@ -148,7 +148,7 @@ impl LeaderReplica {
             .collect();
         let mut isr: BTreeSet<BrokerId> = assignment.isr.iter().copied().collect();
         isr.insert(leader);
-        LeaderReplica {
+        let mut replica = LeaderReplica {
             config,
             leader,
             epoch_start: assignment.epoch_start,
@@ -159,7 +159,12 @@ impl LeaderReplica {
             log_end,
             durable_end: durable_end.min(log_end),
             high_watermark: high_watermark.min(log_end),
-        }
+        };
+        // What the ends already allow (a leader alone in its ISR with a synced tail past the
+        // high watermark it was given): otherwise the first reads of the new epoch would show
+        // a high watermark below one acknowledged before.
+        replica.advance();
+        replica
     }
 
     /// Adopts changed settings (the topic's configuration changed).

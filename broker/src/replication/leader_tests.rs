@@ -55,6 +55,22 @@ fn the_leaders_durable_end_bounds_the_high_watermark_under_the_ack_policy() {
 }
 
 #[test]
+fn a_new_leader_alone_in_its_isr_starts_at_its_durable_end() {
+    // Re-elected over its own log, synced to 9 while its last high watermark said 6 (a sync
+    // had completed, and acknowledged, just before the election).
+    let r = leader(config(1, true), &[1], &[1], (1, 9), (9, 9, 6));
+    assert_eq!(r.high_watermark(), Offset(9));
+    // Under the interval policy the log end counts; with followers in the ISR nothing moves
+    // until they fetch.
+    let r = leader(config(1, false), &[1, 2], &[1], (1, 9), (9, 4, 6));
+    assert_eq!(r.high_watermark(), Offset(9));
+    let r = leader(config(1, true), &[1, 2], &[1, 2], (1, 9), (9, 9, 6));
+    assert_eq!(r.high_watermark(), Offset(6));
+    let r = leader(config(2, true), &[1, 2], &[1], (1, 9), (9, 9, 6));
+    assert_eq!(r.high_watermark(), Offset(6), "below min.insync.replicas it stays");
+}
+
+#[test]
 fn a_follower_out_of_the_isr_does_not_hold_the_high_watermark_back() {
     let mut r = leader(config(2, false), &[1, 2, 3], &[1, 2], (0, 0), (0, 0, 0));
     r.on_append(Offset(4));
