@@ -76,3 +76,19 @@ fn parse_seed(text: &str) -> u64 {
 pub fn ensure(condition: bool, why: impl FnOnce() -> String) -> Result<(), String> {
     if condition { Ok(()) } else { Err(why()) }
 }
+
+/// Checks that every write in `acked` reads back from `read` (offset to value, as
+/// `Cluster::read_all` returns it) at its offset with its value; `label` names the partition
+/// in the error.
+pub fn acked_read_back<'a>(
+    label: &str,
+    read: &std::collections::BTreeMap<i64, impl AsRef<[u8]> + std::fmt::Debug>,
+    acked: impl IntoIterator<Item = &'a weir_sim::workload::cluster::producer::Acked>,
+) -> Result<(), String> {
+    for a in acked {
+        ensure(read.get(&a.offset).is_some_and(|v| v.as_ref() == a.value.as_bytes()), || {
+            format!("{label}@{}: acked {:?}, read {:?}", a.offset, a.value, read.get(&a.offset))
+        })?;
+    }
+    Ok(())
+}

@@ -67,11 +67,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.run_for(Duration::from_secs(2));
     let now_leader = c.committed_partition("t", 0).ok_or("no partition")?.leader;
     let read = c.read_all(c.ix_of(now_leader).ok_or("no leader")?, "t", 0)?;
-    for a in producer.acked() {
-        ensure(read.get(&a.offset).is_some_and(|v| v.as_ref() == a.value.as_bytes()), || {
-            format!("t-0@{}: acked {:?}, read {:?}", a.offset, a.value, read.get(&a.offset))
-        })?;
-    }
+    weir_scenarios::acked_read_back("t-0", &read, &producer.acked())?;
     c.replicas_converged("t", 0)?;
     c.watch_verdict()
 }

@@ -62,11 +62,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.produce(leader, "t", 0, "after", Duration::from_secs(20))
         .ok_or("no write after the restart")?;
     let read = c.read_all(leader, "t", 0)?;
-    for a in &acked {
-        ensure(read.get(&a.offset).is_some_and(|v| v.as_ref() == a.value.as_bytes()), || {
-            format!("t-0@{}: acked {:?}, read {:?}", a.offset, a.value, read.get(&a.offset))
-        })?;
-    }
+    weir_scenarios::acked_read_back("t-0", &read, &acked)?;
     let full = c.run_until(Duration::from_secs(30), |c| {
         c.committed_image()
             .is_some_and(|i| i.topic("t").is_some_and(|t| t.partitions[&0].isr.len() == 3))
