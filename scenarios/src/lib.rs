@@ -1,8 +1,8 @@
 //! Shared helpers for the fault scenarios in `tests/`.
 
 /// Runs `scenario` for every seed in `seeds` (or only the seed in `WEIR_SEED`, decimal or
-/// 0x-hex, when it is set) and panics listing every failing seed with the command that
-/// replays it: `WEIR_SEED=<seed> cargo test -p weir-scenarios --test <test>`. `WEIR_LOG=weir=info`
+/// 0x-hex, when it is set) and panics listing every failing (or panicking) seed with the
+/// command that replays it: `WEIR_SEED=<seed> cargo test -p weir-scenarios --test <test>`. `WEIR_LOG=weir=info`
 /// prints the nodes' logs.
 pub fn for_each_seed(
     test: &str,
@@ -16,7 +16,7 @@ pub fn for_each_seed(
     };
     let mut failures = Vec::new();
     for &seed in &seeds {
-        if let Err(why) = scenario(seed) {
+        if let Err(why) = weir_sim::catch_panic(|| scenario(seed)).and_then(|outcome| outcome) {
             let failure = format!(
                 "seed {seed:#x} FAILED: {why}\n  replay: WEIR_SEED={seed:#x} cargo test -p weir-scenarios --test {test}"
             );
@@ -34,8 +34,8 @@ pub fn for_each_seed(
 }
 
 /// Runs `run` for every seed in `seeds`; it returns a one-line description of what the seed
-/// drew and the violations found. Panics listing every failing seed with its violations and
-/// `replay(seed)`, the command that replays it.
+/// drew and the violations found. Panics listing every failing (or panicking) seed with its
+/// violations and `replay(seed)`, the command that replays it.
 pub fn assert_seeds_pass(
     seeds: impl IntoIterator<Item = u64>,
     mut run: impl FnMut(u64) -> (String, Vec<String>),
@@ -45,7 +45,8 @@ pub fn assert_seeds_pass(
     let mut count = 0;
     for seed in seeds {
         count += 1;
-        let (shape, violations) = run(seed);
+        let (shape, violations) = weir_sim::catch_panic(|| run(seed))
+            .unwrap_or_else(|panic| ("the run panicked".to_owned(), vec![panic]));
         if !violations.is_empty() {
             let failure = format!(
                 "seed {seed:#x} FAILED ({shape})\n    {}\n  replay: {}",

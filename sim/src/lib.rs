@@ -54,3 +54,31 @@ pub fn log_from_env() {
             .try_init();
     }
 }
+
+/// Runs one seed's `run`, turning a panic (a broken assertion in the code under test) into an
+/// error carrying its message, so that a sweep reports the seed with its replay command instead
+/// of dying without naming it. The panic's own message and location still go to stderr.
+pub fn catch_panic<T>(run: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned());
+        format!("panicked: {message}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::catch_panic;
+
+    #[test]
+    fn a_panicking_run_becomes_an_error_with_its_message() {
+        assert_eq!(catch_panic(|| 7), Ok(7));
+        let seed = 0x2a;
+        let failed = catch_panic(|| -> u32 { panic!("batch at {seed} out of order") });
+        assert_eq!(failed, Err("panicked: batch at 42 out of order".to_owned()));
+        assert_eq!(catch_panic(|| -> u32 { panic!("static") }), Err("panicked: static".to_owned()));
+    }
+}

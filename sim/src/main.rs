@@ -115,7 +115,17 @@ fn main() -> ExitCode {
         if single || cli.verbose {
             println!("seed {seed:#x} (commit {}, {})", env!("WEIR_COMMIT"), rustc_version());
         }
-        let report = run_workload(cli.workload, seed, Duration::from_secs(cli.fault_secs), options);
+        let fault_secs = Duration::from_secs(cli.fault_secs);
+        let report =
+            weir_sim::catch_panic(|| run_workload(cli.workload, seed, fault_secs, options))
+                .unwrap_or_else(|panic| Outcome {
+                    seed,
+                    trace_hash: 0,
+                    summary: "the run panicked".to_owned(),
+                    faults: Vec::new(),
+                    violations: vec![panic],
+                    measured: None,
+                });
         measured.extend(report.measured);
         if single || cli.verbose {
             print_report(&report, cli.verbose, &replay_command);
