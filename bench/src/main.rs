@@ -4,7 +4,9 @@
 //! - `baselines`: what the disk and loopback network can do;
 //! - `log`: the partition log alone through the production runtime (issue 3);
 //! - `broker`: a whole broker driven by librdkafka, optionally side by side with a `--peer`
-//!   (issue 5).
+//!   (issue 5);
+//! - `cluster`: three brokers, and what a follower catching up from far behind costs the
+//!   leader's producers (issue 7).
 //!
 //! A benchmark measures the real machine: clocks, files, sockets and threads are its subject,
 //! so the workspace's bans on OS access (clippy.toml) are lifted for this whole crate.
@@ -12,6 +14,7 @@
 
 mod baselines;
 mod broker;
+mod cluster;
 mod counting;
 mod logbench;
 mod machine;
@@ -59,6 +62,8 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         peer: Option<String>,
     },
+    /// Three brokers: producers' latency while a follower catches up from far behind.
+    Cluster(Common),
 }
 
 #[derive(Args)]
@@ -81,6 +86,10 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The in-process brokers' logs, when asked for.
+    if std::env::var_os("WEIR_LOG").is_some() {
+        weir::runtime::init_logging();
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -92,7 +101,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     let common = match &cli.command {
-        Command::Baselines(common) => common,
+        Command::Baselines(common) | Command::Cluster(common) => common,
         Command::Log { common, .. } | Command::Broker { common, .. } => common,
     };
     let scratch = scratch_dir(&common.dir)?;
@@ -113,6 +122,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Log { common, appenders } => {
             let settings = logbench::Settings::new(common.quick, *appenders);
             logbench::run(&scratch, &settings, common.quick, &mut report)
+        }
+        Command::Cluster(c) => {
+            cluster::run(&cluster::Options { dir: &scratch, quick: c.quick }, &mut report)
         }
         Command::Broker { common, peer } => {
             let options =

@@ -3,7 +3,7 @@
 //! (start + i / rate), so a client that falls behind is charged for it (no coordinated
 //! omission).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -30,18 +30,18 @@ pub fn now_ns() -> u64 {
     EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// Creates a topic with `partitions` partitions and `configs`, and waits until every
-/// partition has a leader.
+/// Creates a topic with `partitions` partitions of `replicas` replicas each and `configs`,
+/// and waits until every partition has a leader.
 pub fn create_topic(
     rt: &tokio::runtime::Runtime,
     bootstrap: &str,
     name: &str,
-    partitions: i32,
+    (partitions, replicas): (i32, i32),
     configs: &[(&str, &str)],
 ) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> =
         ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
-    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replicas));
     for (k, v) in configs {
         topic = topic.set(k, v);
     }
@@ -209,6 +209,25 @@ pub fn consumer(bootstrap: &str, group: &str, settings: &[(&str, &str)]) -> Resu
     Ok(config.create()?)
 }
 
+/// The leader and in-sync replicas of `topic`'s partition 0, as the cluster's metadata says.
+pub fn leader_and_isr(probe: &BaseConsumer, topic: &str) -> Result<(i32, Vec<i32>)> {
+    let metadata = probe.fetch_metadata(Some(topic), Duration::from_secs(5))?;
+    let partition = metadata
+        .topics()
+        .first()
+        .and_then(|t| t.partitions().iter().find(|p| p.id() == 0))
+        .ok_or_else(|| format!("no metadata for {topic}"))?;
+    Ok((partition.leader(), partition.isr().to_vec()))
+}
+
+/// Writes back every dirty page on the machine (`sync(1)`), so that a latency phase does not
+/// pay for the writeback of what an earlier phase wrote: the baselines it is compared with
+/// were measured on a settled disk.
+pub fn settle_disk() -> Result<()> {
+    let status = std::process::Command::new("sync").status()?;
+    if status.success() { Ok(()) } else { Err(format!("sync: {status}").into()) }
+}
+
 /// The high watermark of `topic`/`partition`.
 pub fn high_watermark(bootstrap: &str, topic: &str, partition: i32) -> Result<i64> {
     let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
@@ -217,11 +236,21 @@ pub fn high_watermark(bootstrap: &str, topic: &str, partition: i32) -> Result<i6
 
 /// Calls `send(i, intended_ns)` for records i = 0, 1, … at `rate` per second for `secs`
 /// seconds; returns how many were sent.
-pub fn paced(rate: f64, secs: f64, mut send: impl FnMut(u64, u64) -> Result<()>) -> Result<u64> {
+pub fn paced(rate: f64, secs: f64, send: impl FnMut(u64, u64) -> Result<()>) -> Result<u64> {
+    paced_until(rate, secs, &AtomicBool::new(false), send)
+}
+
+/// [`paced`], ending early once `stop` is set.
+pub fn paced_until(
+    rate: f64,
+    secs: f64,
+    stop: &AtomicBool,
+    mut send: impl FnMut(u64, u64) -> Result<()>,
+) -> Result<u64> {
     let start_ns = now_ns();
     let total = (rate * secs).round() as u64;
     let mut sent = 0u64;
-    while sent < total {
+    while sent < total && !stop.load(Ordering::Relaxed) {
         let elapsed = (now_ns() - start_ns) as f64 / 1e9;
         let due = ((elapsed * rate) as u64 + 1).min(total);
         while sent < due {

@@ -256,7 +256,8 @@ fn notes(report: &mut Report, plan: &Plan, peer: Option<&str>) {
     report.notes.push(format!(
         "latency runs: 1 KiB records, acks=1, linger.ms={}, {} s per rate; latencies are from each \
          record's intended send time; the lagging-consumer producers run at {:.0}% of the \
-         acks=1 maximum",
+         acks=1 maximum; each latency phase starts on a settled disk (sync(1) first), as the \
+         baselines did",
         workload::LATENCY_LINGER_MS,
         plan.rate_secs,
         plan.lag_fraction * 100.0

@@ -224,7 +224,7 @@ impl Run<'_> {
             self.rt,
             &self.bootstrap,
             &topic,
-            partitions,
+            (partitions, 1),
             &self.topic_configs(policy),
         )?;
         Ok(topic)
@@ -416,6 +416,7 @@ impl Run<'_> {
             &self.bootstrap,
             &[("acks", "1".to_owned()), ("linger.ms", LATENCY_LINGER_MS.to_owned())],
         )?;
+        client::settle_disk()?;
         let mut payload = pattern(SIZE);
         // A first record, so the consumer is fetching before the timed records start.
         client::stamp(&mut payload, now_ns());
@@ -507,6 +508,7 @@ impl Run<'_> {
         producer.send(&topic, &payload, now_ns())?;
         producer.flush()?;
         let mut timed = |name: &str| -> Result<hdrhistogram::Histogram<u64>> {
+            client::settle_disk()?;
             // One untimed second at the rate first: the broker may still be draining what
             // the previous phase left (writeback, a client backlog), which is not this
             // phase's latency.
@@ -597,6 +599,7 @@ impl Run<'_> {
         let payload = pattern(SIZE);
         producer.send(&topic, &payload, now_ns())?;
         producer.flush()?;
+        client::settle_disk()?;
         let bar = progress::timed(&format!("{name} at {ACK_RATE}/s"), self.plan.rate_secs);
         producer.tally.record_latency();
         let start = Instant::now();
