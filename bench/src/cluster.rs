@@ -8,7 +8,7 @@
 //! 1. with all three replicas in sync (for reference);
 //! 2. after one follower has been shut down and a backlog written past it: with the follower
 //!    stopped, the ISR is the leader and one follower — the baseline;
-//! 3. while that follower, started again, copies the backlog from far behind at full speed —
+//! 3. while that follower, started again, copies the backlog from far behind as fast as it may —
 //!    the same ISR, plus the catch-up's traffic on the leader. This phase lasts until the
 //!    follower is back in the ISR.
 //!
@@ -16,7 +16,9 @@
 //! the catch-up's own speed is reported. Every write must be acknowledged: a lagging follower
 //! must not stall the leader. All three brokers share this machine's disk and cores, so the
 //! catch-up's writes and syncs compete with the leader's own — more than they would on three
-//! machines.
+//! machines. The follower copies within the brokers' catch-up budget
+//! (`replica_catch_up_bytes_per_sec`, 100 MiB/s by default; `--catch-up-bytes-per-sec` sets
+//! it, 0 for no limit).
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
@@ -56,6 +58,8 @@ pub struct Options<'a> {
     pub dir: &'a Path,
     /// Shorter phases and a smaller backlog.
     pub quick: bool,
+    /// The brokers' `replica_catch_up_bytes_per_sec`, if not their default.
+    pub catch_up_bytes_per_sec: Option<u64>,
 }
 
 /// Sizes and durations.
@@ -97,7 +101,7 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start(dir: &Path) -> Result<Cluster> {
+    fn start(dir: &Path, catch_up_bytes_per_sec: u64) -> Result<Cluster> {
         let ports = free_ports(2 * NODES)?;
         let voters: Vec<String> =
             (0..NODES).map(|i| format!("{}@{}", i + 1, ports[NODES + i])).collect();
@@ -108,6 +112,7 @@ impl Cluster {
                 controller_listener: Some(ports[NODES + i]),
                 controller_quorum_voters: voters.clone(),
                 data_dir: dir.join(format!("node{}", i + 1)),
+                replica_catch_up_bytes_per_sec: catch_up_bytes_per_sec,
                 ..BrokerConfig::default()
             })
             .collect();
@@ -187,7 +192,10 @@ pub fn run(options: &Options<'_>, report: &mut Report) -> Result<()> {
     let plan = Plan::new(options.quick);
     let admin = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let tag = format!("{}-{}", std::process::id(), now_ns() % 1_000_000);
-    let mut cluster = Cluster::start(&options.dir.join("weir-cluster"))?;
+    let catch_up = options
+        .catch_up_bytes_per_sec
+        .unwrap_or(BrokerConfig::default().replica_catch_up_bytes_per_sec);
+    let mut cluster = Cluster::start(&options.dir.join("weir-cluster"), catch_up)?;
     let mut outcomes = Vec::new();
     for policy in [Policy::Ack, Policy::Interval] {
         let outcome = lagging_follower(&mut cluster, &admin, &plan, &tag, policy)?;
@@ -204,7 +212,7 @@ pub fn run(options: &Options<'_>, report: &mut Report) -> Result<()> {
         outcomes.push(outcome);
     }
     drop(cluster);
-    figures(report, &plan, &outcomes);
+    figures(report, &plan, &outcomes, catch_up);
     Ok(())
 }
 
@@ -331,6 +339,7 @@ fn timed_from_now(
     stop: &AtomicBool,
     name: &str,
 ) -> Result<hdrhistogram::Histogram<u64>> {
+    eprintln!("cluster: timing {name}");
     let bar = progress::timed(name, secs);
     producer.tally.record_latency();
     let start = Instant::now();
@@ -369,7 +378,7 @@ fn backlog(bootstrap: &str, topic: &str, bytes: u64) -> Result<()> {
     Ok(())
 }
 
-fn figures(report: &mut Report, plan: &Plan, outcomes: &[Outcome]) {
+fn figures(report: &mut Report, plan: &Plan, outcomes: &[Outcome], catch_up: u64) {
     let s = "cluster";
     for o in outcomes {
         let policy = o.policy.name();
@@ -428,8 +437,9 @@ fn figures(report: &mut Report, plan: &Plan, outcomes: &[Outcome]) {
          min.insync.replicas=2; producers acks=all, linger.ms={LATENCY_LINGER_MS}, \
          {RECORD_BYTES} B records at {RATE:.0}/s, latency from each record's intended send \
          time; {} s per fixed phase; backlog {} MiB written with acks=1 while the follower was \
-         stopped",
+         stopped; replica_catch_up_bytes_per_sec={}",
         plan.secs,
-        plan.backlog_bytes / MIB
+        plan.backlog_bytes / MIB,
+        if catch_up == 0 { "0 (no limit)".to_owned() } else { catch_up.to_string() }
     ));
 }

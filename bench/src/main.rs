@@ -63,7 +63,13 @@ enum Command {
         peer: Option<String>,
     },
     /// Three brokers: producers' latency while a follower catches up from far behind.
-    Cluster(Common),
+    Cluster {
+        #[command(flatten)]
+        common: Common,
+        /// The brokers' `replica_catch_up_bytes_per_sec` (0: no limit; default: the broker's).
+        #[arg(long, value_name = "BYTES")]
+        catch_up_bytes_per_sec: Option<u64>,
+    },
 }
 
 #[derive(Args)]
@@ -101,8 +107,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     let common = match &cli.command {
-        Command::Baselines(common) | Command::Cluster(common) => common,
-        Command::Log { common, .. } | Command::Broker { common, .. } => common,
+        Command::Baselines(common) => common,
+        Command::Log { common, .. }
+        | Command::Broker { common, .. }
+        | Command::Cluster { common, .. } => common,
     };
     let scratch = scratch_dir(&common.dir)?;
     let mut report = Report {
@@ -123,8 +131,13 @@ fn run(cli: Cli) -> Result<()> {
             let settings = logbench::Settings::new(common.quick, *appenders);
             logbench::run(&scratch, &settings, common.quick, &mut report)
         }
-        Command::Cluster(c) => {
-            cluster::run(&cluster::Options { dir: &scratch, quick: c.quick }, &mut report)
+        Command::Cluster { common, catch_up_bytes_per_sec } => {
+            let options = cluster::Options {
+                dir: &scratch,
+                quick: common.quick,
+                catch_up_bytes_per_sec: *catch_up_bytes_per_sec,
+            };
+            cluster::run(&options, &mut report)
         }
         Command::Broker { common, peer } => {
             let options =

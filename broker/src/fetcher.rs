@@ -13,6 +13,9 @@
 //! partition's follow lock after checking that, so an older task can never write after a
 //! newer one has cut. A replica whose whole log lies below the leader's log start (the leader
 //! deleted the rest by retention while it was away) starts its log again at the leader's start.
+//! A follower out of the ISR copies within the broker's catch-up budget
+//! ([`crate::replication::catch_up`]): after each fetch it waits as long as the budget says, so
+//! a replica restarted far behind does not take its leader's capacity from clients.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};
@@ -40,6 +43,10 @@ use crate::replication::follower::{self, Divergence};
 pub const FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
 /// Most bytes one fetch asks for.
 pub const FETCH_MAX_BYTES: i32 = 8 << 20;
+/// Most bytes one fetch asks for while the follower is out of the ISR (Kafka's
+/// `replica.fetch.max.bytes` default): the copy arrives in small steps that interleave with
+/// the leader's and this broker's other work, instead of in bursts that hold a core.
+pub const CATCH_UP_FETCH_MAX_BYTES: i32 = 1 << 20;
 /// Pause after a failed step before starting over.
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a call may take beyond the fetch's own wait.
@@ -94,6 +101,7 @@ pub async fn follow(
         let env = b.env.clone();
         let me = b.config.node_id;
         let addr = leader_addr(&b, leader);
+        let catching_up = !in_isr(&b, &partition, me);
         drop(b);
         let step = async {
             let addr = addr.ok_or(StepError::NoAddress)?;
@@ -102,21 +110,47 @@ pub async fn follow(
                 _ => conn.insert(Connection::new(env.clone(), addr, &format!("weir-replica-{me}"))),
             };
             if diverged_checked {
-                fetch_once(c, &partition, me, leader, epoch).await
+                let max_bytes =
+                    if catching_up { CATCH_UP_FETCH_MAX_BYTES } else { FETCH_MAX_BYTES };
+                fetch_once(c, &partition, (me, leader, epoch), max_bytes).await
             } else {
                 diverged_checked = truncate_divergence(c, &partition, me, leader, epoch).await?;
-                Ok(())
+                Ok(0)
             }
         };
-        if let Err(e) = step.await {
-            if matches!(e, StepError::Stale) {
-                continue;
+        match step.await {
+            Ok(copied) if catching_up && copied > 0 => {
+                let Some(b) = broker.upgrade() else { return };
+                let wait = b
+                    .catch_up
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .charge(env.clock.now(), copied);
+                drop(b);
+                if !wait.is_zero() {
+                    env.clock.sleep(wait).await;
+                }
             }
-            tracing::debug!(partition = %partition.tp, leader, ?epoch, "replica fetcher: {e}");
-            diverged_checked = false;
-            env.clock.sleep(RETRY_BACKOFF).await;
+            Ok(_) => {}
+            Err(StepError::Stale) => {}
+            Err(e) => {
+                tracing::debug!(partition = %partition.tp, leader, ?epoch, "replica fetcher: {e}");
+                diverged_checked = false;
+                env.clock.sleep(RETRY_BACKOFF).await;
+            }
         }
     }
+}
+
+/// Whether the committed metadata has broker `me` in the ISR of `partition`: a follower out
+/// of it copies within the broker's catch-up budget
+/// ([`crate::config::BrokerConfig::replica_catch_up_bytes_per_sec`]).
+fn in_isr(broker: &Broker, partition: &Partition, me: BrokerId) -> bool {
+    broker.membership().is_some_and(|m| {
+        m.image()
+            .partition(&partition.tp.topic, partition.tp.partition.0)
+            .is_some_and(|record| record.isr.contains(&me))
+    })
 }
 
 /// Whether the catalog still hosts this very partition and its role is to follow `leader`
@@ -219,18 +253,18 @@ async fn held(partition: &Partition) -> Result<Offset, StepError> {
 }
 
 /// One fetch from the log end: appends what the leader sent and takes its high watermark.
+/// Returns the bytes appended.
 async fn fetch_once(
     conn: &mut Connection,
     partition: &Partition,
-    me: BrokerId,
-    leader: BrokerId,
-    epoch: LeaderEpoch,
-) -> Result<(), StepError> {
+    (me, leader, epoch): (BrokerId, BrokerId, LeaderEpoch),
+    max_bytes: i32,
+) -> Result<u64, StepError> {
     let mut request = FetchRequest::default();
     request.replica_id = WireBrokerId(me);
     request.max_wait_ms = FETCH_MAX_WAIT.as_millis() as i32;
     request.min_bytes = 1;
-    request.max_bytes = FETCH_MAX_BYTES;
+    request.max_bytes = max_bytes;
     request.session_epoch = -1;
     let mut topic = FetchTopic::default();
     topic.topic = TopicName(StrBytes::from_string(partition.tp.topic.clone()));
@@ -241,7 +275,7 @@ async fn fetch_once(
     wanted.fetch_offset = wanted_offset;
     wanted.last_fetched_epoch = -1;
     wanted.log_start_offset = partition.log.log_start_offset().0;
-    wanted.partition_max_bytes = FETCH_MAX_BYTES;
+    wanted.partition_max_bytes = max_bytes;
     topic.partitions.push(wanted);
     request.topics.push(topic);
     let response = conn.call(&request, FETCH_VERSION, FETCH_MAX_WAIT + CALL_MARGIN).await?;
@@ -266,7 +300,7 @@ async fn fetch_once(
         }
         tracing::info!(partition = %partition.tp, from = wanted_offset, to = leader_start.0, "the leader's log starts past this replica's end: starting again there");
         partition.restart_at(leader_start).await?;
-        return Ok(());
+        return Ok(0);
     }
     if data.error_code != 0 {
         return Err(StepError::Kafka(data.error_code));
@@ -280,5 +314,5 @@ async fn fetch_once(
     }
     partition.append_replicated(&batches).await?;
     partition.follower_high_watermark(Offset(data.high_watermark));
-    Ok(())
+    Ok(batches.iter().map(|b| b.len() as u64).sum())
 }

@@ -26,6 +26,7 @@ use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::partition::Partition;
 use crate::partition::replica::Role as ReplicaRole;
 use crate::producer_ids::ProducerIds;
+use crate::replication::catch_up::CatchUpBudget;
 use crate::server;
 use crate::topics::OFFSETS_TOPIC;
 
@@ -97,6 +98,8 @@ pub struct Broker {
     bound: OnceLock<std::net::SocketAddr>,
     /// The previous run ended with a clean shutdown (see [`CLEAN_SHUTDOWN_MARKER`]).
     clean_start: bool,
+    /// The byte rate this broker's followers out of the ISR copy at, together.
+    pub catch_up: std::sync::Mutex<CatchUpBudget>,
 }
 
 /// An empty file in the data folder written once a shutdown has flushed and closed every log,
@@ -138,6 +141,7 @@ impl Broker {
             controller.clone(),
         ));
         let appended = Arc::new(tokio::sync::Notify::new());
+        let catch_up_rate = config.replica_catch_up_bytes_per_sec;
         let catalog = Catalog::new(env.clone(), config.clone(), Arc::clone(&appended));
         let groups = Groups::start(env.clone(), coordinator_config(&config)).await;
         let broker = Arc::new(Broker {
@@ -154,6 +158,7 @@ impl Broker {
             reconciled_changed: tokio::sync::Notify::new(),
             bound: OnceLock::new(),
             clean_start,
+            catch_up: std::sync::Mutex::new(CatchUpBudget::new(catch_up_rate)),
         });
         broker.spawn_maintenance();
         Ok(broker)

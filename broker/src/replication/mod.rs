@@ -4,7 +4,9 @@
 //!
 //! [`leader`]: the leader's view — followers' positions, the ISR, the high watermark, `acks=all`.
 //! [`follower`]: where a follower's log diverges from a new leader's (KIP-101, KIP-279).
+//! [`catch_up`]: the byte rate followers out of the ISR may copy at.
 
+pub mod catch_up;
 pub mod follower;
 pub mod leader;
 

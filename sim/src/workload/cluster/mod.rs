@@ -64,6 +64,8 @@ pub struct ClusterSpec {
     pub replication: i32,
     /// `log.retention.check.interval.ms`.
     pub retention_check_ms: i64,
+    /// `replica_catch_up_bytes_per_sec` (0: no limit).
+    pub catch_up_bytes_per_sec: u64,
 }
 
 impl ClusterSpec {
@@ -78,6 +80,7 @@ impl ClusterSpec {
             replica_lag_ms: defaults.replica_lag_time_max_ms,
             replication: 1,
             retention_check_ms: defaults.log_retention_check_interval_ms,
+            catch_up_bytes_per_sec: defaults.replica_catch_up_bytes_per_sec,
         }
     }
 
@@ -105,6 +108,7 @@ impl ClusterSpec {
             broker_session_timeout_ms: self.session_timeout_ms,
             replica_lag_time_max_ms: self.replica_lag_ms,
             log_retention_check_interval_ms: self.retention_check_ms,
+            replica_catch_up_bytes_per_sec: self.catch_up_bytes_per_sec,
             ..BrokerConfig::default()
         }
     }
