@@ -17,8 +17,7 @@
 //! must not stall the leader. All three brokers share this machine's disk and cores, so the
 //! catch-up's writes and syncs compete with the leader's own — more than they would on three
 //! machines. The follower copies within the brokers' catch-up budget
-//! (`replica_catch_up_bytes_per_sec`, 100 MiB/s by default; `--catch-up-bytes-per-sec` sets
-//! it, 0 for no limit).
+//! (`replica_catch_up_bytes_per_sec`: none by default; `--catch-up-bytes-per-sec` sets one).
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;

@@ -66,7 +66,7 @@ enum Command {
     Cluster {
         #[command(flatten)]
         common: Common,
-        /// The brokers' `replica_catch_up_bytes_per_sec` (0: no limit; default: the broker's).
+        /// The brokers' `replica_catch_up_bytes_per_sec` (default: the broker's, no limit).
         #[arg(long, value_name = "BYTES")]
         catch_up_bytes_per_sec: Option<u64>,
     },

@@ -89,13 +89,13 @@ pub struct BrokerConfig {
     /// for this long leaves the ISR.
     pub replica_lag_time_max_ms: u64,
     /// The byte rate at which this broker's followers that are out of the ISR copy from their
-    /// leaders, together (0: no limit), so a follower catching up from far behind does not
-    /// take the leader's capacity from its clients. In-sync followers are never held back.
+    /// leaders, together (0, the default: no limit), so that a follower catching up from far
+    /// behind does not take the leader's capacity from its clients. In-sync followers are never
+    /// held back. A limit below the rate at which this broker's partitions are written would
+    /// keep a restarted replica out of the ISR for good, so there is none unless one is set
+    /// (Kafka's replication throttles are off by default too).
     pub replica_catch_up_bytes_per_sec: u64,
 }
-
-/// Default of [`BrokerConfig::replica_catch_up_bytes_per_sec`]: 100 MiB/s.
-pub const REPLICA_CATCH_UP_BYTES_PER_SEC_DEFAULT: u64 = 100 << 20;
 
 /// A node's role (`process.roles`).
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -134,7 +134,7 @@ impl Default for BrokerConfig {
             broker_heartbeat_interval_ms: 500,
             broker_session_timeout_ms: 2_000,
             replica_lag_time_max_ms: 30_000,
-            replica_catch_up_bytes_per_sec: REPLICA_CATCH_UP_BYTES_PER_SEC_DEFAULT,
+            replica_catch_up_bytes_per_sec: 0,
         }
     }
 }
