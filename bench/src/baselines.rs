@@ -154,10 +154,27 @@ fn create(path: &Path) -> Result<File> {
 }
 
 /// Sequential 1 MiB `write(2)`s of `total` bytes to a new file at `path`, MB/s.
+///
+/// The same amount is written and deleted once, untimed, first. On a virtual machine, the first
+/// write into memory the host has taken back costs a host fault per page, several times the
+/// copy itself; the runs measured against this baseline write into pages freed just before
+/// them, so the baseline must too, or every ratio to it flatters the run.
 pub fn buffered_write(path: &Path, total: u64) -> Result<f64> {
+    let chunk = pattern(CHUNK_BYTES);
+    {
+        let bar = progress::bar("baseline: buffered write (warming pages)", total / MIB, "MiB");
+        let mut file = create(path)?;
+        let mut written = 0;
+        while written < total {
+            file.write_all(&chunk)?;
+            written += CHUNK_BYTES as u64;
+            bar.set_position(written / MIB);
+        }
+        bar.finish_and_clear();
+    }
+    std::fs::remove_file(path)?;
     let bar = progress::bar("baseline: buffered write", total / MIB, "MiB");
     let mut file = create(path)?;
-    let chunk = pattern(CHUNK_BYTES);
     let start = Instant::now();
     let mut written = 0;
     while written < total {

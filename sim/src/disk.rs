@@ -20,6 +20,7 @@ mod namespace;
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -58,6 +59,9 @@ pub struct DiskFaults {
     pub latency_min: Duration,
     /// Greatest latency of an operation; no latency at all when zero.
     pub latency_max: Duration,
+    /// Further latency of every sync (`sync_data`, `sync_dir`), on top of the operation's: a
+    /// device flush costs far more than a write into the page cache.
+    pub sync_latency: Duration,
 }
 
 /// Which lives of the host may still use the disk.
@@ -75,6 +79,8 @@ pub struct DiskState {
     names: Mutex<Namespace>,
     faults: Mutex<DiskFaults>,
     lives: Mutex<Lives>,
+    /// File syncs (`sync_data`) that succeeded.
+    file_syncs: AtomicU64,
 }
 
 impl DiskState {
@@ -169,13 +175,27 @@ impl Ctx {
     /// Waits out the operation's latency, then fails if this life of the host is over. Returns
     /// the faults in force.
     async fn begin(&self) -> io::Result<DiskFaults> {
-        let (min, max) = {
+        self.begin_op(false).await
+    }
+
+    /// [`Ctx::begin`] for a sync, which also waits out [`DiskFaults::sync_latency`].
+    async fn begin_sync(&self) -> io::Result<DiskFaults> {
+        self.begin_op(true).await
+    }
+
+    async fn begin_op(&self, sync: bool) -> io::Result<DiskFaults> {
+        let (min, max, extra) = {
             let faults = lock(&self.state.faults);
-            (nanos(faults.latency_min), nanos(faults.latency_max))
+            let extra = if sync { nanos(faults.sync_latency) } else { 0 };
+            (nanos(faults.latency_min), nanos(faults.latency_max), extra)
         };
+        let mut delay = extra;
         if max > 0 {
             let min = min.min(max);
-            let delay = min + self.draw(Fault::Latency, (max - min).saturating_add(1));
+            delay = delay
+                .saturating_add(min + self.draw(Fault::Latency, (max - min).saturating_add(1)));
+        }
+        if delay > 0 {
             let at = self.world.now_nanos().saturating_add(delay);
             SimSleep::new(Arc::clone(&self.world), at).await;
         }
@@ -336,7 +356,7 @@ impl Disk for SimDisk {
         let path = checked_path(path);
         Box::pin(async move {
             let result = async {
-                let faults = self.ctx.begin().await?;
+                let faults = self.ctx.begin_sync().await?;
                 let path = path?;
                 let mut names = lock(&self.ctx.state.names);
                 if self.ctx.inject(faults.sync_error, Fault::SyncError) {
@@ -417,13 +437,14 @@ impl SimFile {
     }
 
     async fn sync(&self) -> io::Result<()> {
-        let faults = self.ctx.begin().await?;
+        let faults = self.ctx.begin_sync().await?;
         let mut inode = lock(&self.file.inode);
         if self.ctx.inject(faults.sync_error, Fault::SyncError) {
             inode.drop_pending();
             return Err(injected("fsync failed; unsynced writes are lost to the device"));
         }
         inode.sync();
+        self.ctx.state.file_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -486,6 +507,11 @@ impl Sim {
     /// Bytes held by the files the host's disk names now (page cache included).
     pub fn disk_usage(&self, host: Host) -> u64 {
         self.disk_state(host).live_bytes()
+    }
+
+    /// File syncs (`sync_data`) of the host's disk that have succeeded, over all its lives.
+    pub fn file_syncs(&self, host: Host) -> u64 {
+        self.disk_state(host).file_syncs.load(Ordering::Relaxed)
     }
 
     /// A latent sector error: flips one bit, chosen by the seed, of the byte at `pos` of the file

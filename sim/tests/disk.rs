@@ -479,6 +479,26 @@ fn appends_land_in_call_order_despite_latency() {
 }
 
 #[test]
+fn syncs_take_their_latency_and_are_counted_writes_do_not() {
+    let sim = Sim::new(3);
+    let h = sim.add_client("h");
+    let sync = Duration::from_millis(7);
+    sim.set_disk_faults(h, DiskFaults { sync_latency: sync, ..DiskFaults::default() });
+    let f =
+        run(&sim, h, |env| async move { env.disk.create(Path::new("f")).await }).expect("created");
+    let (began, syncs) = (sim.now(), sim.file_syncs(h));
+    let file = Arc::clone(&f);
+    run(&sim, h, move |_| async move { file.write_at(0, pattern(100, 1)).await }).expect("written");
+    assert_eq!(sim.now(), began, "a write waits for no sync latency");
+    let file = Arc::clone(&f);
+    run(&sim, h, move |_| async move { file.sync_data().await }).expect("synced");
+    assert!(sim.now() - began >= sync, "a sync took {:?}", sim.now() - began);
+    let file = Arc::clone(&f);
+    run(&sim, h, move |_| async move { file.sync_data().await }).expect("synced");
+    assert_eq!(sim.file_syncs(h) - syncs, 2);
+}
+
+#[test]
 fn names_behave_like_linux() {
     let sim = Sim::new(8);
     let h = sim.add_client("h");
@@ -518,6 +538,7 @@ fn noisy() -> DiskFaults {
         capacity_bytes: Some(40_000),
         latency_min: Duration::from_micros(10),
         latency_max: Duration::from_millis(2),
+        sync_latency: Duration::from_millis(1),
     }
 }
 

@@ -2,9 +2,11 @@
 //!
 //! Group commit: a caller that needs its offsets durable either finds a sync already covering
 //! them, or becomes the one task that syncs everything written so far while the others wait for
-//! it. The leader first lets the appends already under way finish (it queues once on the fair
-//! append lock), and however many appends arrive during a sync, the next sync covers them all,
-//! so the size of each `fdatasync` adapts to the load by itself.
+//! it. The leader first lets in the appends that are ready to run (yielding to the scheduler
+//! while the log keeps growing: the appenders the last sync released, connections whose requests
+//! just arrived) and those already under way (it queues once on the fair append lock), and
+//! however many appends arrive during a sync, the next sync covers them all, so the size of each
+//! `fdatasync` adapts to the load by itself.
 //!
 //! A failed sync takes the log offline for good (fsyncgate): the kernel may have dropped the
 //! unsynced pages, and a retried sync that succeeds proves nothing.
@@ -19,6 +21,12 @@ use super::partition_log::Log;
 use super::segment::{self, SegmentIndex};
 
 use crate::model::Offset;
+
+/// Most scheduler passes a sync's leader spends letting ready appends in first (see
+/// [`Log::gather`]).
+const GATHER_PASSES_MAX: usize = 32;
+/// Passes in a row without a new append after which the leader stops waiting.
+const GATHER_IDLE_PASSES: usize = 3;
 
 impl Log {
     /// Waits until every offset below `target` is durable, syncing if no sync in flight covers
@@ -37,13 +45,35 @@ impl Log {
                 !std::mem::replace(&mut state.syncing, true)
             };
             if lead {
-                // Appends already under way (holding or queued for the append lock, which is
-                // fair) finish first, so this one sync covers them too: the more producers are
-                // writing, the more each sync carries, with no timer and no cost when idle.
+                // Appends ready to run, and those already under way (holding or queued for the
+                // append lock, which is fair), go first, so this one sync covers them too: the
+                // more producers are writing, the more each sync carries, with no timer, and
+                // a few scheduler passes when idle.
+                self.gather().await;
                 drop(self.append_lock.lock().await);
                 self.sync_once().await?;
             } else {
                 notified.await;
+            }
+        }
+    }
+
+    /// Lets appends that are ready to run reach the log before a sync starts: the appenders
+    /// the last sync released, and connections whose requests arrived meanwhile. Each pass
+    /// yields to the scheduler once; passes go on while the log keeps growing.
+    async fn gather(&self) {
+        let mut seen = self.log_end_offset();
+        let mut idle = 0;
+        for _ in 0..GATHER_PASSES_MAX {
+            tokio::task::yield_now().await;
+            let now = self.log_end_offset();
+            if now == seen {
+                idle += 1;
+                if idle == GATHER_IDLE_PASSES {
+                    break;
+                }
+            } else {
+                (seen, idle) = (now, 0);
             }
         }
     }
