@@ -1,16 +1,18 @@
-//! Production storage: `std::fs` under a root folder. Each operation runs on tokio's blocking
-//! pool so that a slow disk (a cold read, an `fdatasync`) never stalls the tasks serving
-//! sockets.
+//! Production storage: `std::fs` under a root folder. Operations that may wait for the device
+//! (a cold read, an `fdatasync`, metadata) run on tokio's blocking pool, so that a slow disk
+//! never stalls the tasks serving sockets; small writes into the page cache, and reads the page
+//! cache can serve whole, run on the calling task.
 
 use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 
+use super::cached::{self, Cached};
 use crate::io::disk::checked_path;
 use crate::io::{BoxFuture, Disk, File};
 
@@ -36,6 +38,16 @@ impl FsDisk {
 /// read, sync and metadata operation (which may wait on the device), still run on the blocking
 /// pool.
 const INLINE_WRITE_BYTES_MAX: usize = 128 << 10;
+
+/// Reads up to this size are first served from the page cache on the calling task
+/// ([`cached::read_cached`]), falling back to the blocking pool for whatever is not cached. A
+/// fetch reads its byte budget (1 MiB per partition by default) plus a little slack; copying
+/// that from memory costs less than the pool's round trip.
+const INLINE_READ_BYTES_MAX: usize = 2 << 20;
+
+/// Whether page-cache-only reads work on this kernel and file system; cleared for good on the
+/// first refusal.
+static CACHED_READS: AtomicBool = AtomicBool::new(true);
 
 /// Runs blocking file-system work off the async worker threads.
 async fn blocking<T, F>(work: F) -> io::Result<T>
@@ -122,9 +134,29 @@ impl File for FsFile {
     fn read_at(&self, pos: u64, len: usize) -> BoxFuture<'_, io::Result<Bytes>> {
         let file = Arc::clone(&self.file);
         Box::pin(async move {
+            let mut buf = BytesMut::zeroed(len);
+            let mut filled = 0;
+            if len <= INLINE_READ_BYTES_MAX && CACHED_READS.load(Ordering::Relaxed) {
+                while filled < len {
+                    match cached::read_cached(&file, &mut buf[filled..], pos + filled as u64)? {
+                        Cached::Read(0) => {
+                            buf.truncate(filled);
+                            return Ok(buf.freeze());
+                        }
+                        Cached::Read(n) => filled += n,
+                        Cached::Miss => break,
+                        Cached::Unsupported => {
+                            CACHED_READS.store(false, Ordering::Relaxed);
+                            break;
+                        }
+                    }
+                }
+                if filled == len {
+                    return Ok(buf.freeze());
+                }
+            }
+            // The rest needs the device: read it on the blocking pool.
             blocking(move || {
-                let mut buf = BytesMut::zeroed(len);
-                let mut filled = 0;
                 while filled < len {
                     match file.read_at(&mut buf[filled..], pos + filled as u64) {
                         Ok(0) => break,

@@ -5,6 +5,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod alloc;
+mod cached;
 mod clock;
 mod disk;
 mod entropy;
@@ -35,8 +36,10 @@ pub fn production_env(data_dir: PathBuf) -> Env {
     }
 }
 
-/// Builds the multi-threaded tokio runtime the `weir` binary runs on.
+/// Builds the multi-threaded tokio runtime the `weir` binary runs on, and tunes the C
+/// allocator for the broker's buffers ([`alloc::keep_freed_buffers`]).
 pub fn build_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    alloc::keep_freed_buffers();
     tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("weir").build()
 }
 
