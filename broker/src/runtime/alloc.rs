@@ -103,7 +103,7 @@ fn map(size: usize) -> *mut u8 {
 /// Blocks up to this size come from the C allocator's heaps, to be reused once freed.
 pub const HEAP_BLOCK_BYTES_MAX: usize = 8 << 20;
 /// Free memory at the top of a heap that the C allocator keeps rather than hands back.
-pub const HEAP_KEEP_BYTES: usize = 64 << 20;
+pub const HEAP_KEEP_BYTES: usize = 16 << 20;
 
 /// Tunes glibc's allocator for a broker's I/O buffers. A fetch reads up to a MiB per partition
 /// into a fresh buffer and a produce request arrives in one, many times a second. By default
