@@ -22,6 +22,33 @@ use super::segment::{self, SegmentIndex};
 
 use crate::model::Offset;
 
+/// A sync's leadership (`syncing`), held by the task that leads it. If that task is dropped
+/// before the sync ends — its request timed out, its connection went — the claim gives the
+/// leadership back and returns what it had taken to sync (sealed segments' files, a folder
+/// change), so that the next waiter leads a sync covering them; otherwise the log would never
+/// sync again.
+struct SyncClaim<'a> {
+    log: &'a Log,
+    files: Vec<Arc<dyn crate::io::File>>,
+    dir_dirty: bool,
+    /// The sync ended (and gave the leadership back itself).
+    ended: bool,
+}
+
+impl Drop for SyncClaim<'_> {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let mut state = self.log.state();
+        state.syncing = false;
+        state.unsynced.append(&mut self.files);
+        state.dir_dirty |= self.dir_dirty;
+        drop(state);
+        self.log.synced.notify_waiters();
+    }
+}
+
 /// Most scheduler passes a sync's leader spends letting ready appends in first (see
 /// [`Log::gather`]).
 const GATHER_PASSES_MAX: usize = 32;
@@ -49,9 +76,11 @@ impl Log {
                 // append lock, which is fair), go first, so this one sync covers them too: the
                 // more producers are writing, the more each sync carries, with no timer, and
                 // a few scheduler passes when idle.
+                let mut claim =
+                    SyncClaim { log: self, files: Vec::new(), dir_dirty: false, ended: false };
                 self.gather().await;
                 drop(self.append_lock.lock().await);
-                self.sync_once().await?;
+                self.sync_once(&mut claim).await?;
             } else {
                 notified.await;
             }
@@ -65,6 +94,9 @@ impl Log {
         let mut seen = self.log_end_offset();
         let mut idle = 0;
         for _ in 0..GATHER_PASSES_MAX {
+            // tokio's yield, not `io::yield_now`: a task that wakes itself may be run again at
+            // once by tokio's scheduler; this one runs the thread's other ready tasks (and
+            // polls for I/O) first. Outside tokio (the simulator) it is a plain yield.
             tokio::task::yield_now().await;
             let now = self.log_end_offset();
             if now == seen {
@@ -101,21 +133,20 @@ impl Log {
         if due { self.flush().await } else { Ok(()) }
     }
 
-    /// One sync of everything written so far; the caller has set `syncing`.
-    async fn sync_once(&self) -> Result<(), Offline> {
-        let (target, active, files, dir_dirty, records) = {
+    /// One sync of everything written so far, under `claim` (the caller has set `syncing`).
+    async fn sync_once(&self, claim: &mut SyncClaim<'_>) -> Result<(), Offline> {
+        let (target, active, records) = {
             let mut state = self.state();
-            let target = state.end_point();
+            claim.files = std::mem::take(&mut state.unsynced);
+            claim.dir_dirty = std::mem::take(&mut state.dir_dirty);
             let active = state.active().map(|a| Arc::clone(&a.log));
-            let files = std::mem::take(&mut state.unsynced);
-            let dir_dirty = std::mem::take(&mut state.dir_dirty);
-            (target, active, files, dir_dirty, state.unflushed_records)
+            (state.end_point(), active, state.unflushed_records)
         };
         let result = async {
-            for file in files.iter().chain(active.iter()) {
+            for file in claim.files.iter().chain(active.iter()) {
                 file.sync_data().await?;
             }
-            if dir_dirty {
+            if claim.dir_dirty {
                 self.env.disk.sync_dir(&self.dir).await?;
             }
             std::io::Result::Ok(())
@@ -124,6 +155,7 @@ impl Log {
         let outcome = {
             let mut state = self.state();
             state.syncing = false;
+            claim.ended = true;
             match result {
                 Ok(()) => {
                     if target.offset > state.durable.offset {
