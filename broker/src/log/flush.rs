@@ -94,9 +94,9 @@ impl Log {
         let mut seen = self.log_end_offset();
         let mut idle = 0;
         for _ in 0..GATHER_PASSES_MAX {
-            // tokio's yield, not `io::yield_now`: a task that wakes itself may be run again at
-            // once by tokio's scheduler; this one runs the thread's other ready tasks (and
-            // polls for I/O) first. Outside tokio (the simulator) it is a plain yield.
+            // tokio's yield, not `io::yield_now`: it also waits until the thread has polled for
+            // I/O, so connections whose requests just arrived get their turn, not only the
+            // tasks already queued. Outside tokio (the simulator) it is a plain yield.
             tokio::task::yield_now().await;
             let now = self.log_end_offset();
             if now == seen {
