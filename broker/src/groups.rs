@@ -23,6 +23,10 @@ use crate::partition::{Acks, CompletionError, Partition, ProduceError};
 
 /// Bytes read at a time when loading `__consumer_offsets`.
 pub const LOAD_CHUNK_BYTES: usize = 1 << 20;
+/// Reads of an offsets partition's log a load tries before it gives up on the partition.
+const LOAD_READ_ATTEMPTS: u32 = 10;
+/// The pause between those tries.
+const LOAD_READ_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Why a group request got no answer from the coordinator.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +82,20 @@ impl Groups {
         let unloaded = self.lock().unload();
         self.dispatch(unloaded);
         for partition in led {
-            let (records, end) = load_records(partition).await;
+            let (records, end) = match load_records(&self.env, partition).await {
+                Ok(read) => read,
+                Err(e) => {
+                    // Serving a group from part of its records would hand out generations and
+                    // offsets its log contradicts: its requests are refused instead, until the
+                    // partition's leadership changes (a log that cannot be read goes offline
+                    // and moves).
+                    tracing::error!(
+                        partition = %partition.tp,
+                        "cannot load the groups of this offsets partition; not serving them: {e}"
+                    );
+                    continue;
+                }
+            };
             let loaded = self.lock().load(records, self.now());
             self.dispatch(loaded);
             self.loaded
@@ -262,12 +279,30 @@ async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), Pe
 /// end: a new leader's log is what its followers will copy, so its tail past the high watermark
 /// becomes committed too — unless leadership moves on first, which is why the groups are served
 /// only once it has (see [`Groups::is_loaded`]).
-async fn load_records(partition: &Partition) -> (Vec<Record>, Offset) {
+///
+/// A read that fails is tried again (a read error or a corrupt copy in the page cache may pass);
+/// if it keeps failing the load fails: stopping at the failure would serve the groups from part
+/// of their records, as if the rest had never been written.
+async fn load_records(
+    env: &Env,
+    partition: &Partition,
+) -> Result<(Vec<Record>, Offset), crate::log::ReadError> {
     let mut out = Vec::new();
     let end = partition.log.log_end_offset();
     let mut from = partition.log.log_start_offset();
     while from < end {
-        let Ok(result) = partition.log.read(from, LOAD_CHUNK_BYTES, end).await else { break };
+        let mut attempt = 1;
+        let result = loop {
+            match partition.log.read(from, LOAD_CHUNK_BYTES, end).await {
+                Ok(result) => break result,
+                Err(e) if attempt >= LOAD_READ_ATTEMPTS => return Err(e),
+                Err(e) => {
+                    tracing::warn!(partition = %partition.tp, attempt, "reading groups: {e}");
+                    attempt += 1;
+                    env.clock.sleep(LOAD_READ_BACKOFF).await;
+                }
+            }
+        };
         if result.records.is_empty() {
             break;
         }
@@ -276,7 +311,7 @@ async fn load_records(partition: &Partition) -> (Vec<Record>, Offset) {
         }
         from = result.next_offset.max(Offset(from.0 + 1));
     }
-    (out, end)
+    Ok((out, end))
 }
 
 fn decode_batch(batch: &Bytes, out: &mut Vec<Record>) {

@@ -3,13 +3,15 @@
 //! replica of that partition is elected and takes the group over from its copy of the log:
 //! FindCoordinator names it, the member's session carries on (its heartbeat is accepted, or it
 //! is asked to rejoin and gets back in), and every offset the group committed before the
-//! failover is fetched back from the new coordinator.
+//! failover is fetched back from the new coordinator — also when the new coordinator's disk
+//! fails some of the reads that load the group from its log.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::DiskFaults;
 use weir_sim::client::group::MemberConfig;
 use weir_sim::client::{Client, ClientError, codes};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
@@ -55,7 +57,9 @@ macro_rules! retry {
     }};
 }
 
-fn scenario(seed: u64) -> Result<(), String> {
+/// `read_error`: the probability that a read of the surviving brokers' disks fails, from the
+/// failover on.
+fn scenario(seed: u64, read_error: f64) -> Result<(), String> {
     let spec = ClusterSpec { replication: 3, ..ClusterSpec::combined(3) };
     let mut c = Cluster::new_settled(seed, spec)?;
     c.create_replicated_topic(0, "data", 3, 3, &[("flush.policy", "ack")])
@@ -87,6 +91,11 @@ fn scenario(seed: u64) -> Result<(), String> {
     });
     let (coordinator, joined) = joined.ok_or("joining did not finish")??;
     let victim = c.ix_of(coordinator).ok_or("no node")?;
+    for (ix, &node) in c.nodes.iter().enumerate() {
+        if ix != victim {
+            c.sim.set_disk_faults(node, DiskFaults { read_error, ..DiskFaults::default() });
+        }
+    }
     if seed.is_multiple_of(2) {
         c.sim.kill(c.nodes[victim]);
     } else {
@@ -118,6 +127,9 @@ fn scenario(seed: u64) -> Result<(), String> {
     });
     let new = after.ok_or("the failover calls did not finish")??;
     ensure(new != coordinator, || "the coordinator did not move".to_owned())?;
+    for &node in &c.nodes {
+        c.sim.set_disk_faults(node, DiskFaults::default());
+    }
     c.watch_verdict()
 }
 
@@ -139,5 +151,14 @@ async fn find(
 
 #[test]
 fn consumer_group_survives_coordinator_failover() {
-    for_each_seed("consumer_group_survives_coordinator_failover", 0..8, scenario);
+    for_each_seed("consumer_group_survives_coordinator_failover", 0..8, |seed| scenario(seed, 0.0));
+}
+
+#[test]
+fn consumer_group_survives_coordinator_failover_despite_read_errors() {
+    for_each_seed(
+        "consumer_group_survives_coordinator_failover_despite_read_errors",
+        0..8,
+        |seed| scenario(seed, 0.3),
+    );
 }
