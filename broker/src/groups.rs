@@ -110,13 +110,15 @@ impl Groups {
     /// may be served: read to the log end, and that end committed. A new leader's log may end
     /// in records no quorum holds yet; served before they commit, a group could hand out a
     /// generation's assignment that a later leader, without those records, gives out again
-    /// differently.
+    /// differently. Nor are they served once the partition's log has gone offline: its
+    /// leadership is moving away, and the next leader may take commits this broker never sees
+    /// before this broker learns of the move.
     pub fn is_loaded(&self, index: i32) -> bool {
-        self.loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&index)
-            .is_some_and(|(partition, end)| partition.high_watermark() >= *end)
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&index).is_some_and(
+            |(partition, end)| {
+                partition.log.offline().is_none() && partition.high_watermark() >= *end
+            },
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {

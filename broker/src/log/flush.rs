@@ -135,12 +135,12 @@ impl Log {
 
     /// One sync of everything written so far, under `claim` (the caller has set `syncing`).
     async fn sync_once(&self, claim: &mut SyncClaim<'_>) -> Result<(), Offline> {
-        let (target, active, records) = {
+        let (target, active, records, cuts) = {
             let mut state = self.state();
             claim.files = std::mem::take(&mut state.unsynced);
             claim.dir_dirty = std::mem::take(&mut state.dir_dirty);
             let active = state.active().map(|a| Arc::clone(&a.log));
-            (state.end_point(), active, state.unflushed_records)
+            (state.end_point(), active, state.unflushed_records, state.cuts)
         };
         let result = async {
             for file in claim.files.iter().chain(active.iter()) {
@@ -158,7 +158,7 @@ impl Log {
             claim.ended = true;
             match result {
                 Ok(()) => {
-                    if target.offset > state.durable.offset {
+                    if target.offset > state.durable.offset && state.cuts == cuts {
                         state.durable = target;
                     }
                     state.unflushed_records -= records;

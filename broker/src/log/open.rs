@@ -167,6 +167,7 @@ impl Log {
             checkpointed: RecoveryPoint::default(),
             high_watermark,
             syncing: false,
+            cuts: 0,
             unsynced: Vec::new(),
             dir_dirty: true,
             offline: None,

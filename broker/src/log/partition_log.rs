@@ -51,6 +51,10 @@ pub(super) struct State {
     /// The high watermark to record in the next checkpoint (kept by the partition above).
     pub(super) high_watermark: Offset,
     pub(super) syncing: bool,
+    /// Cuts of the log's end or start (truncation, a restart at a new start) so far. A sync
+    /// that began before a cut must not mark its old end durable: offsets below it may since
+    /// hold new, unsynced batches.
+    pub(super) cuts: u64,
     /// Files of sealed segments (and their indexes) written since the last sync.
     pub(super) unsynced: Vec<Arc<dyn File>>,
     /// A segment file was created or removed since the last folder sync.

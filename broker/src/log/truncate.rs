@@ -114,6 +114,7 @@ impl Log {
             state.segments.insert(base, kept);
             state.log_end = end;
             state.durable = lower(state.durable);
+            state.cuts += 1;
             state.unsynced.retain(|f| !Arc::ptr_eq(f, &log));
         }
         if natural < end {
@@ -181,6 +182,7 @@ impl Log {
             state.segments.insert(start, Segment::new_active(start, file));
             state.log_end = start;
             state.durable = point;
+            state.cuts += 1;
             state.unsynced.clear();
             old
         };
