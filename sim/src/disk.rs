@@ -437,13 +437,16 @@ impl SimFile {
     }
 
     async fn sync(&self) -> io::Result<()> {
+        // A sync vouches for what was written before it began, not for what is written while
+        // it takes its time.
+        let mark = lock(&self.file.inode).sync_mark();
         let faults = self.ctx.begin_sync().await?;
         let mut inode = lock(&self.file.inode);
         if self.ctx.inject(faults.sync_error, Fault::SyncError) {
             inode.drop_pending();
             return Err(injected("fsync failed; unsynced writes are lost to the device"));
         }
-        inode.sync();
+        inode.sync(mark);
         self.ctx.state.file_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Opening a log: find its segments, trust what the last checkpoint says was durable, and
 //! re-verify only the tail after it — so recovery time depends on the unflushed tail, not on
 //! the size of the log. A torn or corrupt batch ends the log: the file is cut at the last valid
-//! batch and every later segment is dropped.
+//! batch and every later segment is dropped; so does an unsynced segment that ends short of the
+//! next one's base.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -263,16 +264,13 @@ async fn recover_segments(
         let resume = (recovery_ix == Some(ix)).then_some(saved.recovery);
         // Below the recovery point every batch was durable: a bad one there is damage to keep
         // reporting (reads fail their checksum), never a tail to cut off with what follows it.
+        let dense = !gapped && !config.cleanup_policy.compacts();
         let (mut seg, clean) = rescan(
             disk,
             dir,
             base,
             log,
-            Rescan {
-                resume,
-                may_truncate: !trusted,
-                dense: !gapped && !config.cleanup_policy.compacts(),
-            },
+            Rescan { resume, may_truncate: !trusted, dense },
             config,
             epochs,
         )
@@ -281,10 +279,21 @@ async fn recover_segments(
             // Offsets past the damage still exist; reads reaching them report the corruption.
             seg.next_offset = next_base.unwrap_or(seg.next_offset);
         }
+        // An unsynced segment can come back shorter than the one after it begins (a power
+        // failure kept the later file's pages but not all of this one's): the log ends at the
+        // hole, as at a torn batch. Only a log without offset gaps can tell a hole from a
+        // compacted-away tail; offsets below the log start are no hole (a cut that left the
+        // log ending below its start continues it in a segment at the start).
+        let hole =
+            dense && next_base.is_some_and(|next| next > seg.next_offset.max(saved.log_start));
+        if hole && !trusted {
+            tracing::warn!(log = %dir.display(), segment = %base, end = %seg.next_offset, "the log ends short of the next segment");
+        }
+        let ends_here = !trusted && (!clean || hole);
         segments.insert(base, seg);
-        if !clean && !trusted {
+        if ends_here {
             for &later in &bases[ix + 1..] {
-                tracing::warn!(log = %dir.display(), segment = %later, "dropping segment after a corrupt tail");
+                tracing::warn!(log = %dir.display(), segment = %later, "dropping segment past the end of the recovered log");
                 remove_segment_files(disk, dir, later).await?;
             }
             break;

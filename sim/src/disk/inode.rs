@@ -43,12 +43,19 @@ impl CrashFate {
     }
 }
 
+/// How far a sync reaches: the count of operations issued to the file when it began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SyncMark(u64);
+
 /// The contents of one file.
 #[derive(Default)]
 pub(crate) struct Inode {
     live: Vec<u8>,
     durable: Vec<u8>,
     pending: Vec<PendingOp>,
+    /// Operations ever issued to this file (applied, pending or lost): `pending` holds the last
+    /// `pending.len()` of them.
+    issued: u64,
     /// Where the next append goes if it is later than the live end: appends reserve their range
     /// when called, so that they land in call order whatever their latencies.
     append_next: u64,
@@ -154,14 +161,24 @@ impl Inode {
             return;
         }
         write_bytes(&mut self.live, pos, &data);
-        self.pending.push(PendingOp::Write { pos, data });
+        self.push(PendingOp::Write { pos, data });
     }
 
     /// Sets the live length, in the page cache.
     pub(crate) fn truncate(&mut self, len: u64) {
         self.live.resize(index(len), 0);
         self.append_next = len;
-        self.pending.push(PendingOp::Truncate { len });
+        self.push(PendingOp::Truncate { len });
+    }
+
+    fn push(&mut self, op: PendingOp) {
+        self.pending.push(op);
+        self.issued += 1;
+    }
+
+    /// Where a sync starting now must reach: every operation issued so far.
+    pub(crate) fn sync_mark(&self) -> SyncMark {
+        SyncMark(self.issued)
     }
 
     /// Reserves `len` bytes at the end of the file for an append and returns their position.
@@ -178,9 +195,13 @@ impl Inode {
         }
     }
 
-    /// `fdatasync`: the pending operations reach the device, in order.
-    pub(crate) fn sync(&mut self) {
-        for op in self.pending.drain(..) {
+    /// `fdatasync` ending: the operations issued before it began (`mark`) reach the device, in
+    /// order. Those issued while it was under way stay pending — a real sync may or may not
+    /// carry them, so nothing may count on it (a power failure keeps a random prefix of them).
+    pub(crate) fn sync(&mut self, mark: SyncMark) {
+        let first_pending = self.issued - self.pending.len() as u64;
+        let covered = mark.0.saturating_sub(first_pending).min(self.pending.len() as u64);
+        for op in self.pending.drain(..index(covered)) {
             apply(&mut self.durable, &op);
         }
     }
@@ -248,9 +269,32 @@ mod tests {
         inode.write(6, filled(2, 2));
         assert_eq!(inode.read(0, 100), vec![1, 1, 1, 1, 0, 0, 2, 2]);
         assert_eq!(inode.durable_len(), 0);
-        inode.sync();
+        inode.sync(inode.sync_mark());
         assert_eq!(inode.durable, inode.live);
         assert!(inode.pending.is_empty());
+    }
+
+    #[test]
+    fn sync_carries_only_what_was_issued_before_it_began() {
+        let mut inode = Inode::default();
+        inode.write(0, filled(4, 1));
+        let mark = inode.sync_mark();
+        // Written while the sync is under way.
+        inode.write(4, filled(4, 2));
+        inode.sync(mark);
+        assert_eq!(inode.durable, vec![1, 1, 1, 1]);
+        assert_eq!(inode.pending.len(), 1);
+        // A power failure may keep the later write or not; a power failure that keeps none of
+        // the pending operations leaves exactly what the sync carried.
+        inode.power_fail(&mut |_| 0);
+        assert_eq!(inode.read(0, 100), vec![1, 1, 1, 1]);
+        // A mark taken before a power failure covers nothing issued after it.
+        let stale = inode.sync_mark();
+        inode.write(0, filled(2, 3));
+        inode.sync(stale);
+        assert_eq!(inode.durable, vec![1, 1, 1, 1]);
+        inode.sync(inode.sync_mark());
+        assert_eq!(inode.durable, vec![3, 3, 1, 1]);
     }
 
     #[test]
@@ -268,7 +312,7 @@ mod tests {
         inode.write(0, filled(4, 1));
         inode.drop_pending();
         inode.write(4, filled(4, 2));
-        inode.sync();
+        inode.sync(inode.sync_mark());
         assert_eq!(inode.live, vec![1, 1, 1, 1, 2, 2, 2, 2]);
         assert_eq!(inode.durable, vec![0, 0, 0, 0, 2, 2, 2, 2]);
     }
@@ -318,7 +362,7 @@ mod tests {
     fn corrupt_flips_live_and_durable() {
         let mut inode = Inode::default();
         inode.write(0, filled(4, 0));
-        inode.sync();
+        inode.sync(inode.sync_mark());
         assert!(inode.corrupt(2, 3));
         assert_eq!(inode.live[2], 8);
         assert_eq!(inode.durable[2], 8);
