@@ -10,52 +10,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_scenarios::{ensure, for_each_seed};
+use weir_scenarios::group::find;
+use weir_scenarios::{ensure, for_each_seed, retry};
 use weir_sim::DiskFaults;
 use weir_sim::client::group::MemberConfig;
-use weir_sim::client::{Client, ClientError, codes};
+use weir_sim::client::{Client, codes};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
-
-/// Retries of a group call that the coordinator answers "not yet".
-const RETRIES: usize = 100;
-
-/// Whether a group call's error means "ask again shortly" during a coordinator move.
-fn transient(e: &ClientError) -> bool {
-    match e {
-        ClientError::Kafka(code) => [
-            codes::COORDINATOR_LOAD_IN_PROGRESS,
-            codes::NOT_COORDINATOR,
-            codes::COORDINATOR_NOT_AVAILABLE,
-        ]
-        .contains(code),
-        ClientError::Call(_) => true,
-        ClientError::Malformed(_) => false,
-    }
-}
-
-/// Evaluates the call expression until it succeeds or fails for good (up to [`RETRIES`]).
-macro_rules! retry {
-    ($env:expr, $call:expr) => {{
-        let mut outcome = Err(String::from("never tried"));
-        for _ in 0..RETRIES {
-            match $call.await {
-                Ok(value) => {
-                    outcome = Ok(value);
-                    break;
-                }
-                Err(e) if transient(&e) => {
-                    outcome = Err(e.to_string());
-                    $env.clock.sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => {
-                    outcome = Err(format!("{e} (code {:?})", e.code()));
-                    break;
-                }
-            }
-        }
-        outcome
-    }};
-}
 
 /// `read_error`: the probability that a read of the surviving brokers' disks fails, from the
 /// failover on.
@@ -131,22 +91,6 @@ fn scenario(seed: u64, read_error: f64) -> Result<(), String> {
         c.sim.set_disk_faults(node, DiskFaults::default());
     }
     c.watch_verdict()
-}
-
-/// The coordinator of `group` as some live broker names it.
-async fn find(
-    env: &weir::io::Env,
-    addrs: &[std::net::SocketAddr],
-    group: &str,
-) -> Result<i32, String> {
-    for attempt in 0..RETRIES {
-        let mut client = Client::new(env.clone(), addrs[attempt % addrs.len()], "finder");
-        if let Ok(found) = client.find_coordinator(group).await {
-            return Ok(found.node_id);
-        }
-        env.clock.sleep(Duration::from_millis(200)).await;
-    }
-    Err("no broker named a coordinator".to_owned())
 }
 
 #[test]

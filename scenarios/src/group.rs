@@ -1,0 +1,65 @@
+//! Helpers for scenarios that drive a consumer group through a coordinator move: which errors
+//! mean "ask again shortly", retrying a call on them, and finding the coordinator.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use weir_sim::client::{Client, ClientError, codes};
+
+/// Retries of a group call that the coordinator answers "not yet".
+pub const RETRIES: usize = 100;
+/// Pause between retries.
+pub const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Whether a group call's error means "ask again shortly" during a coordinator move.
+pub fn transient(e: &ClientError) -> bool {
+    match e {
+        ClientError::Kafka(code) => [
+            codes::COORDINATOR_LOAD_IN_PROGRESS,
+            codes::NOT_COORDINATOR,
+            codes::COORDINATOR_NOT_AVAILABLE,
+        ]
+        .contains(code),
+        ClientError::Call(_) => true,
+        ClientError::Malformed(_) => false,
+    }
+}
+
+/// Evaluates the call expression (a future) until it succeeds or fails for good, up to
+/// [`RETRIES`] times, sleeping [`RETRY_PAUSE`] on `$env`'s clock between tries. The outcome is
+/// `Result<_, String>`.
+#[macro_export]
+macro_rules! retry {
+    ($env:expr, $call:expr) => {{
+        let mut outcome = Err(String::from("never tried"));
+        for _ in 0..$crate::group::RETRIES {
+            match $call.await {
+                Ok(value) => {
+                    outcome = Ok(value);
+                    break;
+                }
+                Err(e) if $crate::group::transient(&e) => {
+                    outcome = Err(e.to_string());
+                    $env.clock.sleep($crate::group::RETRY_PAUSE).await;
+                }
+                Err(e) => {
+                    outcome = Err(format!("{e} (code {:?})", e.code()));
+                    break;
+                }
+            }
+        }
+        outcome
+    }};
+}
+
+/// The coordinator of `group` as some broker of `addrs` names it (asked in turn).
+pub async fn find(env: &weir::io::Env, addrs: &[SocketAddr], group: &str) -> Result<i32, String> {
+    for attempt in 0..RETRIES {
+        let mut client = Client::new(env.clone(), addrs[attempt % addrs.len()], "finder");
+        if let Ok(found) = client.find_coordinator(group).await {
+            return Ok(found.node_id);
+        }
+        env.clock.sleep(RETRY_PAUSE).await;
+    }
+    Err("no broker named a coordinator".to_owned())
+}
