@@ -1,9 +1,14 @@
 //! Helpers for scenarios that drive a consumer group through a coordinator move: which errors
-//! mean "ask again shortly", retrying a call on them, and finding the coordinator.
+//! mean "ask again shortly", retrying a call on them, finding the coordinator, and a group's
+//! first join and commit.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use bytes::Bytes;
+use weir_sim::client::group::{Joined, MemberConfig};
+use weir_sim::client::offsets::Tp;
 use weir_sim::client::{Client, ClientError, codes};
 
 /// Retries of a group call that the coordinator answers "not yet".
@@ -62,4 +67,28 @@ pub async fn find(env: &weir::io::Env, addrs: &[SocketAddr], group: &str) -> Res
         env.clock.sleep(RETRY_PAUSE).await;
     }
     Err("no broker named a coordinator".to_owned())
+}
+
+/// The group's only member joins at the coordinator some broker of `addrs` names (member id
+/// given by the coordinator), takes the whole assignment and commits `offsets`. Returns the
+/// coordinator's node id and the join.
+pub async fn join_and_commit(
+    env: &weir::io::Env,
+    addrs: &[SocketAddr],
+    member: &MemberConfig,
+    offsets: &BTreeMap<Tp, i64>,
+) -> Result<(i32, Joined), String> {
+    let coordinator = find(env, addrs, &member.group).await?;
+    let mut client = Client::new(env.clone(), addrs[(coordinator - 1) as usize], "member");
+    let joined = crate::retry!(env, client.join_group(member, "", Bytes::new()))?;
+    let assignment = vec![(joined.member_id.clone(), Bytes::new())];
+    crate::retry!(env, client.sync_group(member, &joined, assignment.clone()))?;
+    let answered = client
+        .offset_commit(&member.group, joined.generation, &joined.member_id, offsets)
+        .await
+        .map_err(|e| e.to_string())?;
+    if answered.values().any(|&code| code != codes::NONE) {
+        return Err(format!("commit: {answered:?}"));
+    }
+    Ok((coordinator, joined))
 }

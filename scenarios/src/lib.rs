@@ -1,6 +1,7 @@
 //! Shared helpers for the fault scenarios in `tests/`.
 
 pub mod group;
+pub mod log;
 
 /// Runs `scenario` for every seed in `seeds` (or only the seed in `WEIR_SEED`, decimal or
 /// 0x-hex, when it is set) and panics listing every failing (or panicking) seed with the

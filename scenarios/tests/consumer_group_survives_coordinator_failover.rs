@@ -9,8 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
-use weir_scenarios::group::find;
+use weir_scenarios::group::{find, join_and_commit};
 use weir_scenarios::{ensure, for_each_seed, retry};
 use weir_sim::DiskFaults;
 use weir_sim::client::group::MemberConfig;
@@ -33,21 +32,9 @@ fn scenario(seed: u64, read_error: f64) -> Result<(), String> {
     };
     let offsets: BTreeMap<(String, i32), i64> =
         (0..3).map(|p| (("data".to_owned(), p), 100 + i64::from(p) + seed as i64)).collect();
-    let (a, m, o, g) = (addrs.clone(), member.clone(), offsets.clone(), group.clone());
+    let (a, m, o) = (addrs.clone(), member.clone(), offsets.clone());
     let joined = c.client_call(Duration::from_secs(60), move |env| async move {
-        let coordinator = find(&env, &a, &g).await?;
-        let mut client = Client::new(env.clone(), a[(coordinator - 1) as usize], "member");
-        let joined = retry!(env, client.join_group(&m, "", Bytes::new()))?;
-        let assignment = vec![(joined.member_id.clone(), Bytes::new())];
-        retry!(env, client.sync_group(&m, &joined, assignment.clone()))?;
-        let answered = client
-            .offset_commit(&g, joined.generation, &joined.member_id, &o)
-            .await
-            .map_err(|e| e.to_string())?;
-        if answered.values().any(|&code| code != codes::NONE) {
-            return Err(format!("commit: {answered:?}"));
-        }
-        Ok((coordinator, joined))
+        join_and_commit(&env, &a, &m, &o).await
     });
     let (coordinator, joined) = joined.ok_or("joining did not finish")??;
     let victim = c.ix_of(coordinator).ok_or("no node")?;

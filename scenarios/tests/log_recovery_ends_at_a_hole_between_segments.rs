@@ -7,42 +7,18 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bytes::Bytes;
-use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use weir::log::split::split_batches;
-use weir::log::{Log, LogConfig};
+use weir::log::Log;
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::log::{BATCH_RECORDS, all_batches, batch, dir, segment_per_batch};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
 /// Records per batch.
-const RECORDS: i64 = 3;
+const RECORDS: i64 = BATCH_RECORDS;
 /// Batches appended after the synced first one, each in a segment of its own.
 const UNSYNCED: u8 = 4;
 /// Which of them loses its bytes (its segment file comes back empty).
 const LOST: u8 = 2;
-
-fn dir() -> PathBuf {
-    PathBuf::from("events-0")
-}
-
-fn config() -> LogConfig {
-    // Each batch fills a segment: every append seals the one before.
-    LogConfig { segment_bytes: 1_000, ..LogConfig::default() }
-}
-
-fn batch(n: u8) -> Bytes {
-    let records: Vec<RecordSpec> = (0..RECORDS as i32)
-        .map(|i| RecordSpec {
-            offset_delta: i,
-            timestamp: 1_000,
-            key: Some(Bytes::from(format!("k{n}-{i}"))),
-            value: Some(Bytes::from(vec![n; 200])),
-            headers: Vec::new(),
-        })
-        .collect();
-    encode_batch(&records, &BatchOptions::default()).expect("a valid batch")
-}
 
 fn segment_file(base: Offset) -> PathBuf {
     dir().join(format!("{:020}.log", base.0))
@@ -52,10 +28,11 @@ fn scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
     let host = sim.add_client("writer");
     sim.block_on(host, Duration::from_secs(60), |env| async move {
-        let log = Log::open(env.clone(), dir(), config()).await.map_err(|e| e.to_string())?;
-        log.append(batch(0), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
+        let log =
+            Log::open(env.clone(), dir(), segment_per_batch()).await.map_err(|e| e.to_string())?;
+        log.append(batch(0, None), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
         for n in 1..=UNSYNCED {
-            log.append_unsynced(batch(n), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
+            log.append_unsynced(batch(n, None), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
         }
         drop(log);
         // What the power failure left: the lost batch's segment holds nothing, the later
@@ -72,21 +49,13 @@ fn scenario(seed: u64) -> Result<(), String> {
     let hole = Offset(RECORDS * i64::from(LOST));
     let (end, read, appended) = sim
         .block_on(host, Duration::from_secs(60), move |env| async move {
-            let log = Log::open(env.clone(), dir(), config()).await.map_err(|e| e.to_string())?;
+            let log = Log::open(env.clone(), dir(), segment_per_batch())
+                .await
+                .map_err(|e| e.to_string())?;
             let end = log.log_end_offset();
-            let mut batches = Vec::new();
-            let mut at = Offset(0);
-            while at < end {
-                let got = log.read(at, 1 << 20, end).await.map_err(|e| e.to_string())?;
-                if got.next_offset <= at {
-                    return Err(format!("a read at {at} made no progress (log end {end})"));
-                }
-                for b in split_batches(&got.records) {
-                    batches.push(b.map_err(|e| e.to_string())?);
-                }
-                at = got.next_offset;
-            }
-            let appended = log.append(batch(9), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
+            let batches = all_batches(&log).await?;
+            let appended =
+                log.append(batch(9, None), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
             Ok::<_, String>((end, batches.len(), appended.base_offset))
         })
         .ok_or("the reopen did not finish")??;

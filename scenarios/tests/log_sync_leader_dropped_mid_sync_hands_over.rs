@@ -4,16 +4,13 @@
 //! that sync must also cover what the dropped one had taken on: here the file of a segment
 //! sealed just before, which a power failure would otherwise take with it.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use weir::io::timeout;
-use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use weir::log::split::split_batches;
-use weir::log::{Log, LogConfig};
-use weir::model::{LeaderEpoch, Offset};
+use weir::log::Log;
+use weir::model::LeaderEpoch;
+use weir_scenarios::log::{all_batches, batch, dir, segment_per_batch};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{DiskFaults, Sim};
 
@@ -22,36 +19,17 @@ const SYNC: Duration = Duration::from_secs(2);
 /// How long the first waiter waits before it gives up (and is dropped).
 const GIVE_UP: Duration = Duration::from_millis(500);
 
-fn dir() -> PathBuf {
-    PathBuf::from("events-0")
-}
-
-fn config() -> LogConfig {
-    // Each batch fills a segment: the second append seals the first segment.
-    LogConfig { segment_bytes: 1_000, ..LogConfig::default() }
-}
-
-fn batch(n: u8) -> Bytes {
-    let records: Vec<RecordSpec> = (0..3)
-        .map(|i| RecordSpec {
-            offset_delta: i,
-            timestamp: 1_000,
-            key: Some(Bytes::from(format!("k{n}-{i}"))),
-            value: Some(Bytes::from(vec![n; 200])),
-            headers: Vec::new(),
-        })
-        .collect();
-    encode_batch(&records, &BatchOptions::default()).expect("a valid batch")
-}
-
 fn scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
     let host = sim.add_client("writer");
     let log = sim
         .block_on(host, Duration::from_secs(60), |env| async move {
-            let log = Log::open(env, dir(), config()).await.map_err(|e| e.to_string())?;
+            let log =
+                Log::open(env, dir(), segment_per_batch()).await.map_err(|e| e.to_string())?;
             for n in 0..2 {
-                log.append_unsynced(batch(n), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
+                log.append_unsynced(batch(n, None), LeaderEpoch(1))
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
             Ok::<_, String>(Arc::new(log))
         })
@@ -79,21 +57,9 @@ fn scenario(seed: u64) -> Result<(), String> {
     sim.start(host);
     let batches = sim
         .block_on(host, Duration::from_secs(60), move |env| async move {
-            let log = Log::open(env, dir(), config()).await.map_err(|e| e.to_string())?;
-            let read = log.read(Offset(0), 1 << 20, Offset(i64::MAX)).await;
-            let mut batches = Vec::new();
-            let mut at = Offset(0);
-            let mut read = read.map_err(|e| e.to_string())?;
-            loop {
-                for b in split_batches(&read.records) {
-                    batches.push(b.map_err(|e| e.to_string())?);
-                }
-                if read.next_offset == at || read.next_offset >= log.log_end_offset() {
-                    break;
-                }
-                at = read.next_offset;
-                read = log.read(at, 1 << 20, Offset(i64::MAX)).await.map_err(|e| e.to_string())?;
-            }
+            let log =
+                Log::open(env, dir(), segment_per_batch()).await.map_err(|e| e.to_string())?;
+            let batches = all_batches(&log).await?;
             Ok::<_, String>(batches.len())
         })
         .ok_or("the reopen did not finish")??;

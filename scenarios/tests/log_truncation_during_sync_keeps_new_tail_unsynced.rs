@@ -6,22 +6,20 @@
 //! the new batches would be told they are durable when no sync has covered them. Then a power
 //! failure: everything below the offset the log called durable must come back, exactly.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use weir::log::split::split_batches;
-use weir::log::{Log, LogConfig};
+use weir::log::Log;
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::log::{BATCH_RECORDS, all_batches, batch, dir, segment_per_batch};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{DiskFaults, Sim};
 
 /// How long each sync takes once the disk turns slow.
 const SYNC: Duration = Duration::from_secs(2);
 /// Records per batch.
-const RECORDS: i64 = 3;
+const RECORDS: i64 = BATCH_RECORDS;
 /// Batches past the first when the old sync starts (each in a segment of its own, so that the
 /// old sync has many files to go through and is still under way after the cut).
 const OLD_TAIL: u8 = 12;
@@ -30,31 +28,9 @@ const NEW_TAIL: u8 = 14;
 /// The log epoch every batch carries.
 const EPOCH: i32 = 1;
 
-fn dir() -> PathBuf {
-    PathBuf::from("events-0")
-}
-
-fn config() -> LogConfig {
-    // Each batch fills a segment: every append seals the one before.
-    LogConfig { segment_bytes: 1_000, ..LogConfig::default() }
-}
-
-/// Batch `n` as a client sends it, or (`at`) as the log stores it from offset `at`.
-fn batch(n: u8, at: Option<Offset>) -> Bytes {
-    let records: Vec<RecordSpec> = (0..RECORDS as i32)
-        .map(|i| RecordSpec {
-            offset_delta: i,
-            timestamp: 1_000,
-            key: Some(Bytes::from(format!("k{n}-{i}"))),
-            value: Some(Bytes::from(vec![n; 200])),
-            headers: Vec::new(),
-        })
-        .collect();
-    let options = match at {
-        Some(at) => BatchOptions { base_offset: at.0, leader_epoch: EPOCH, ..Default::default() },
-        None => BatchOptions::default(),
-    };
-    encode_batch(&records, &options).expect("a valid batch")
+/// Batch `n` as the log stores it from offset `at`.
+fn stored(n: u8, at: Offset) -> Bytes {
+    batch(n, Some((at, LeaderEpoch(EPOCH))))
 }
 
 /// One past the last offset of a stored batch.
@@ -63,30 +39,13 @@ fn stored_end(batch: &Bytes) -> Offset {
     Offset(header.last_offset() + 1)
 }
 
-/// Every batch in the log, in order.
-async fn all_batches(log: &Log) -> Result<Vec<Bytes>, String> {
-    let end = log.log_end_offset();
-    let mut at = Offset(0);
-    let mut batches = Vec::new();
-    while at < end {
-        let read = log.read(at, 1 << 20, end).await.map_err(|e| e.to_string())?;
-        if read.next_offset <= at {
-            return Err(format!("a read at {at} made no progress"));
-        }
-        for b in split_batches(&read.records) {
-            batches.push(b.map_err(|e| e.to_string())?);
-        }
-        at = read.next_offset;
-    }
-    Ok(batches)
-}
-
 fn scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
     let host = sim.add_client("follower");
     let log = sim
         .block_on(host, Duration::from_secs(60), |env| async move {
-            let log = Log::open(env, dir(), config()).await.map_err(|e| e.to_string())?;
+            let log =
+                Log::open(env, dir(), segment_per_batch()).await.map_err(|e| e.to_string())?;
             log.append(batch(0, None), LeaderEpoch(EPOCH)).await.map_err(|e| e.to_string())?;
             for n in 1..=OLD_TAIL {
                 let appended = log.append_unsynced(batch(n, None), LeaderEpoch(EPOCH)).await;
@@ -145,13 +104,13 @@ fn scenario(seed: u64) -> Result<(), String> {
     sim.start(host);
     let batches = sim
         .block_on(host, Duration::from_secs(60), move |env| async move {
-            let log = Log::open(env, dir(), config()).await.map_err(|e| e.to_string())?;
+            let log =
+                Log::open(env, dir(), segment_per_batch()).await.map_err(|e| e.to_string())?;
             all_batches(&log).await
         })
         .ok_or("the reopen did not finish")??;
-    let mut expected = vec![batch(0, Some(Offset(0)))];
-    expected
-        .extend((0..NEW_TAIL).map(|n| batch(100 + n, Some(Offset(RECORDS * (1 + i64::from(n)))))));
+    let mut expected = vec![stored(0, Offset(0))];
+    expected.extend((0..NEW_TAIL).map(|n| stored(100 + n, Offset(RECORDS * (1 + i64::from(n))))));
     // Every batch below the durable offset survives, and nothing but what was appended.
     let must_keep = expected.iter().take_while(|b| stored_end(b) <= durable).count();
     ensure(batches.len() >= must_keep, || {
