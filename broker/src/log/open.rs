@@ -185,6 +185,7 @@ impl Log {
             config: Mutex::new(config),
             state: Mutex::new(state),
             append_lock: tokio::sync::Mutex::new(()),
+            queue: Mutex::new(Default::default()),
             synced: tokio::sync::Notify::new(),
             cleaner: Default::default(),
         }
