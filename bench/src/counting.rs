@@ -144,12 +144,6 @@ impl File for CountingFile {
         self.inner.write_at(pos, data)
     }
 
-    fn write_pieces_at(&self, pos: u64, pieces: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
-        let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
-        self.counters.written.fetch_add(len, Ordering::Relaxed);
-        self.inner.write_pieces_at(pos, pieces)
-    }
-
     fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
         self.counters.written.fetch_add(data.len() as u64, Ordering::Relaxed);
         self.inner.append(data)

@@ -82,8 +82,6 @@ pub struct DiskState {
     lives: Mutex<Lives>,
     /// File syncs (`sync_data`) that succeeded.
     file_syncs: AtomicU64,
-    /// Successful file writes (`write_at`, `write_pieces_at`), over all lives.
-    file_writes: AtomicU64,
 }
 
 impl DiskState {
@@ -471,21 +469,8 @@ impl File for SimFile {
                 Ok(faults) => self.write(&faults, pos, data),
                 Err(e) => Err(e),
             };
-            if result.is_ok() {
-                self.ctx.state.file_writes.fetch_add(1, Ordering::Relaxed);
-            }
             self.ctx.record(Op::Write, len, result)
         })
-    }
-
-    /// One operation, as `pwritev` is one system call: one latency, one fault, and at a power
-    /// failure one pending write that may be torn anywhere a sector ends.
-    fn write_pieces_at(&self, pos: u64, pieces: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
-        let mut whole = bytes::BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
-        for piece in &pieces {
-            whole.extend_from_slice(piece);
-        }
-        self.write_at(pos, whole.freeze())
     }
 
     fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
@@ -531,12 +516,6 @@ impl Sim {
     /// File syncs (`sync_data`) of the host's disk that have succeeded, over all its lives.
     pub fn file_syncs(&self, host: Host) -> u64 {
         self.disk_state(host).file_syncs.load(Ordering::Relaxed)
-    }
-
-    /// File writes of the host's disk that have succeeded (a `write_pieces_at` counts once),
-    /// over all its lives.
-    pub fn file_writes(&self, host: Host) -> u64 {
-        self.disk_state(host).file_writes.load(Ordering::Relaxed)
     }
 
     /// A latent sector error: flips one bit, chosen by the seed, of the byte at `pos` of the file

@@ -80,20 +80,6 @@ pub trait File: Send + Sync {
     /// Writes all of `data` at `pos`, extending the file if needed (a gap reads as zeros).
     fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>>;
 
-    /// Writes all of `pieces`, one after another, from `pos` — as `write_at` of their
-    /// concatenation, but without concatenating them. A failure may leave any prefix written.
-    fn write_pieces_at(&self, pos: u64, pieces: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
-        Box::pin(async move {
-            let mut at = pos;
-            for piece in pieces {
-                let len = piece.len() as u64;
-                self.write_at(at, piece).await?;
-                at += len;
-            }
-            Ok(())
-        })
-    }
-
     /// Writes all of `data` at the current end of the file and returns the position of its first
     /// byte. Appends through one handle land in call order.
     fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>>;

@@ -2,15 +2,13 @@
 //! segment (rolling first when the segment is full or old), and — under `flush.policy=ack` —
 //! complete only once it is synced.
 
-use std::collections::VecDeque;
 use std::io;
 
-use bytes::{Bytes, BytesMut};
-use tokio::sync::oneshot;
+use bytes::Bytes;
 
 use super::batch::{self, BatchHeader};
 use super::checkpoint;
-use super::config::{FlushPolicy, LogConfig, TimestampPolicy};
+use super::config::{FlushPolicy, TimestampPolicy};
 use super::epochs::EPOCH_CHECKPOINT;
 use super::error::{AppendError, Offline};
 use super::partition_log::Log;
@@ -50,11 +48,6 @@ impl Log {
     }
 
     /// Appends one batch a client produced without waiting for it to be durable.
-    ///
-    /// The batch joins the log's queue; whichever appender holds the append lock writes every
-    /// batch queued by then, in queue order, with one write where they follow one another in
-    /// the active segment (see [`Log::write_queued`]). Each caller still gets its own batch's
-    /// offsets or error.
     pub async fn append_unsynced(
         &self,
         batch: Bytes,
@@ -74,176 +67,15 @@ impl Log {
                 Some(now)
             }
         };
-        // Alone — nobody writing, nothing queued — it is written at once, without queueing.
-        if let Ok(_append) = self.append_lock.try_lock()
-            && self.queue().is_empty()
-        {
-            return self.append_alone(owned, &header, leader_epoch, log_append_time).await;
-        }
-        let (done, mut answer) = oneshot::channel();
-        self.queue().push_back(Queued {
-            owned,
-            header,
-            epoch: leader_epoch,
-            log_append_time,
-            done,
-        });
-        // Either another appender writes this batch, or this one takes the lock and writes
-        // it with everything queued before and after it.
-        let _append = tokio::select! {
-            biased;
-            answered = &mut answer => return answered.unwrap_or(Err(UNANSWERED)),
-            guard = self.append_lock.lock() => guard,
-        };
-        match answer.try_recv() {
-            Ok(answered) => return answered,
-            Err(oneshot::error::TryRecvError::Closed) => return Err(UNANSWERED),
-            Err(oneshot::error::TryRecvError::Empty) => {}
-        }
-        self.write_queued().await;
-        answer.await.unwrap_or(Err(UNANSWERED))
-    }
-
-    /// Writes one client batch at the log end; the caller holds the append lock.
-    async fn append_alone(
-        &self,
-        mut owned: BytesMut,
-        header: &BatchHeader,
-        epoch: LeaderEpoch,
-        log_append_time: Option<i64>,
-    ) -> Result<AppendInfo, AppendError> {
-        let (base, position, file) = self.ready_for(header, epoch).await?;
-        batch::stamp(&mut owned, base.0, epoch.0)?;
-        let stamped = owned.freeze();
-        let header = batch::parse_header(&stamped)?;
-        self.write(&*file, position, vec![stamped]).await?;
-        Ok(self.appended(header, position, log_append_time))
-    }
-
-    /// Brings the files up to a client batch with `header` in `epoch` (a roll if the active
-    /// segment is full or old, the epoch recorded if new) and says where it goes: its base
-    /// offset, its position and the active segment's file. The caller holds the append lock.
-    async fn ready_for(
-        &self,
-        header: &BatchHeader,
-        epoch: LeaderEpoch,
-    ) -> Result<(Offset, u64, std::sync::Arc<dyn crate::io::File>), AppendError> {
+        let _append = self.append_lock.lock().await;
         self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
         let (base, position, file) = self.tail()?;
-        self.record_epoch(epoch, base).await?;
-        Ok((base, position, file))
-    }
-
-    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Queued>> {
-        self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Writes every queued batch, in order; the caller holds the append lock. Batches that fit
-    /// the active segment in the current leader epoch are placed one after another and written
-    /// together (up to [`RUN_BYTES_MAX`]); one that needs a roll or a new epoch first has the
-    /// batches before it written, then goes the way a lone append does. If this future is
-    /// dropped midway, what it has not answered goes back to the head of the queue, for the
-    /// next holder of the lock to write.
-    async fn write_queued(&self) {
-        let entries: VecDeque<Queued> = {
-            let mut queue = self.queue();
-            // A batch whose caller is gone is not written, as if it never got the lock.
-            queue.drain(..).filter(|q| !q.done.is_closed()).collect()
-        };
-        let mut claim = QueueClaim { log: self, entries, run: Vec::new() };
-        while let Some(front) = claim.entries.front() {
-            let (incoming, last_delta, epoch) =
-                (front.header.total_bytes() as u64, front.header.last_offset_delta(), front.epoch);
-            let placed = self.place(&claim.run, incoming, last_delta, epoch);
-            let (base, position) = match placed {
-                Some(at) => at,
-                None => {
-                    // Bring the files up to this batch first, as a lone append does.
-                    self.write_run(&mut claim).await;
-                    let header = claim.entries.front().map(|q| q.header);
-                    let ready = match header {
-                        Some(header) => self.ready_for(&header, epoch).await,
-                        None => break,
-                    };
-                    match ready {
-                        Ok((base, position, _)) => (base, position),
-                        Err(e) => {
-                            if let Some(q) = claim.entries.pop_front() {
-                                let _ = q.done.send(Err(e));
-                            }
-                            continue;
-                        }
-                    }
-                }
-            };
-            let Some(mut q) = claim.entries.pop_front() else { break };
-            let stamped = batch::stamp(&mut q.owned, base.0, epoch.0).and_then(|()| {
-                let bytes = q.owned.split().freeze();
-                batch::parse_header(&bytes).map(|header| (bytes, header))
-            });
-            match stamped {
-                Ok((bytes, header)) => {
-                    let run_bytes = position + bytes.len() as u64
-                        - claim.run.first().map_or(position, |p| p.position);
-                    claim.run.push(Placed { queued: q, bytes, header, position });
-                    if run_bytes >= RUN_BYTES_MAX {
-                        self.write_run(&mut claim).await;
-                    }
-                }
-                Err(e) => {
-                    let _ = q.done.send(Err(e.into()));
-                }
-            }
-        }
-        self.write_run(&mut claim).await;
-    }
-
-    /// Where the next queued batch goes if it can join `run` without touching the files: the
-    /// log is online, the batch continues the run (or the log) in the active segment without
-    /// a roll, and its epoch is the log's newest. `None`: write the run, then take the slow way.
-    fn place(
-        &self,
-        run: &[Placed],
-        incoming: u64,
-        last_delta: i32,
-        epoch: LeaderEpoch,
-    ) -> Option<(Offset, u64)> {
-        let config = self.config();
-        let now = self.env.clock.wall_ms();
-        let state = self.state();
-        if state.offline.is_some() || state.epochs.latest().map(|(e, _)| e) != Some(epoch) {
-            return None;
-        }
-        let active = state.active()?;
-        let (end, size) = match run.last() {
-            Some(p) => (Offset(p.header.last_offset() + 1), p.position + p.bytes.len() as u64),
-            None => (state.log_end, active.size),
-        };
-        let roll = needs_roll(active, size, end, incoming, last_delta, run.len(), &config, now);
-        (!roll).then_some((end, size))
-    }
-
-    /// Writes the placed batches with one write and answers their callers.
-    async fn write_run(&self, claim: &mut QueueClaim<'_>) {
-        let Some(first) = claim.run.first() else { return };
-        let position = first.position;
-        let file = self.state().active().map(|a| std::sync::Arc::clone(&a.log));
-        let written = match file {
-            Some(file) => {
-                let pieces = claim.run.iter().map(|p| p.bytes.clone()).collect();
-                self.write(&*file, position, pieces).await
-            }
-            None => Err(WriteFailed::Offline(Offline::Closed)),
-        };
-        for placed in std::mem::take(&mut claim.run) {
-            let answer = match &written {
-                Ok(()) => {
-                    Ok(self.appended(placed.header, placed.position, placed.queued.log_append_time))
-                }
-                Err(failed) => Err(failed.clone().into()),
-            };
-            let _ = placed.queued.done.send(answer);
-        }
+        self.record_epoch(leader_epoch, base).await?;
+        batch::stamp(&mut owned, base.0, leader_epoch.0)?;
+        let stamped = owned.freeze();
+        let header = batch::parse_header(&stamped)?;
+        self.write(&*file, position, stamped).await?;
+        Ok(self.appended(header, position, log_append_time))
     }
 
     /// Appends one batch a leader already stamped, as a follower copying the leader's log
@@ -263,7 +95,7 @@ impl Log {
             return Err(AppendError::OutOfOrder { expected: end, got: base });
         }
         self.record_epoch(LeaderEpoch(header.partition_leader_epoch()), base).await?;
-        self.write(&*file, position, vec![batch]).await?;
+        self.write(&*file, position, batch).await?;
         Ok(self.appended(header, position, None))
     }
 
@@ -337,24 +169,23 @@ impl Log {
         }
     }
 
-    /// Writes `pieces` one after another from `position`; a failure leaves the tail unknown and
-    /// takes the log offline, except a full disk, where the partial write is cut off again and
-    /// the log stays usable.
+    /// Writes at `position`; a failure leaves the tail unknown and takes the log offline, except
+    /// a full disk, where the partial write is cut off again and the log stays usable.
     async fn write(
         &self,
         file: &dyn crate::io::File,
         position: u64,
-        pieces: Vec<Bytes>,
-    ) -> Result<(), WriteFailed> {
-        match file.write_pieces_at(position, pieces).await {
+        bytes: Bytes,
+    ) -> Result<(), AppendError> {
+        match file.write_at(position, bytes).await {
             Ok(()) => Ok(()),
             Err(e)
                 if e.kind() == io::ErrorKind::StorageFull
                     && file.truncate(position).await.is_ok() =>
             {
-                Err(WriteFailed::DiskFull)
+                Err(AppendError::DiskFull)
             }
-            Err(e) => Err(WriteFailed::Offline(self.go_offline(Offline::WriteFailed(e.kind())))),
+            Err(e) => Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
         }
     }
 
@@ -368,7 +199,14 @@ impl Log {
             let Some(active) = state.active() else {
                 return Err(Offline::Closed.into());
             };
-            needs_roll(active, active.size, state.log_end, incoming, last_delta, 0, &config, now)
+            let last = Offset(state.log_end.0 + i64::from(last_delta));
+            active.size > 0
+                && (active.size + incoming > config.segment_bytes
+                    || active
+                        .first_append_wall_ms
+                        .is_some_and(|t| now.saturating_sub(t) >= config.segment_ms)
+                    || active.index_bytes() + index_entry_bytes() > config.segment_index_bytes
+                    || active.relative(last).is_none())
         };
         if needed {
             self.roll_locked().await?;
@@ -425,99 +263,6 @@ impl Log {
 
 fn index_entry_bytes() -> u64 {
     super::index::OFFSET_ENTRY_BYTES as u64
-}
-
-/// Whether a batch of `incoming` bytes and `last_delta + 1` records, going at byte `size` and
-/// offset `end` of the active segment, needs a roll first: the segment holds something and is
-/// too big, too old, has a full index (counting an entry for each of `unindexed` batches
-/// placed but not yet recorded), or could not index the new offsets.
-#[allow(clippy::too_many_arguments)]
-fn needs_roll(
-    active: &Segment,
-    size: u64,
-    end: Offset,
-    incoming: u64,
-    last_delta: i32,
-    unindexed: usize,
-    config: &LogConfig,
-    now: i64,
-) -> bool {
-    let last = Offset(end.0 + i64::from(last_delta));
-    let index_bytes = active.index_bytes() + (unindexed as u64 + 1) * index_entry_bytes();
-    size > 0
-        && (size + incoming > config.segment_bytes
-            || active
-                .first_append_wall_ms
-                .is_some_and(|t| now.saturating_sub(t) >= config.segment_ms)
-            || index_bytes > config.segment_index_bytes
-            || active.relative(last).is_none())
-}
-
-/// Bytes of queued batches written with one write at most.
-const RUN_BYTES_MAX: u64 = 1 << 20;
-
-/// The answer of a caller whose batch was never answered: cannot happen while the log lives
-/// (a queued batch is answered, or handed back to the queue, by whoever took it).
-const UNANSWERED: AppendError = AppendError::Offline(Offline::Closed);
-
-/// A client batch, validated, waiting in the queue for its offsets.
-pub(super) struct Queued {
-    owned: BytesMut,
-    /// The header as the client sent it.
-    header: BatchHeader,
-    epoch: LeaderEpoch,
-    log_append_time: Option<i64>,
-    done: oneshot::Sender<Result<AppendInfo, AppendError>>,
-}
-
-/// A queued batch stamped with its offsets and placed at `position`, not yet written.
-struct Placed {
-    queued: Queued,
-    bytes: Bytes,
-    /// The header as stamped.
-    header: BatchHeader,
-    position: u64,
-}
-
-/// The batches one holder of the append lock took from the queue and has not answered yet.
-/// Dropped midway (the holder's caller went away), it hands them back to the head of the
-/// queue, in order: the next holder writes them, at the same offsets if the log has not moved.
-struct QueueClaim<'a> {
-    log: &'a Log,
-    entries: VecDeque<Queued>,
-    run: Vec<Placed>,
-}
-
-impl Drop for QueueClaim<'_> {
-    fn drop(&mut self) {
-        if self.entries.is_empty() && self.run.is_empty() {
-            return;
-        }
-        let placed = std::mem::take(&mut self.run)
-            .into_iter()
-            .map(|p| Queued { owned: BytesMut::from(&p.bytes[..]), ..p.queued });
-        let back: Vec<Queued> = placed.chain(std::mem::take(&mut self.entries)).collect();
-        let mut queue = self.log.queue();
-        for q in back.into_iter().rev() {
-            queue.push_front(q);
-        }
-    }
-}
-
-/// Why a write failed, for every batch it carried.
-#[derive(Clone, Debug)]
-enum WriteFailed {
-    DiskFull,
-    Offline(Offline),
-}
-
-impl From<WriteFailed> for AppendError {
-    fn from(failed: WriteFailed) -> AppendError {
-        match failed {
-            WriteFailed::DiskFull => AppendError::DiskFull,
-            WriteFailed::Offline(offline) => AppendError::Offline(offline),
-        }
-    }
 }
 
 /// Whether any record of the batch has a null key (decompressing if needed).

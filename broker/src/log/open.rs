@@ -90,24 +90,38 @@ impl Log {
         super::cleaner::complete_interrupted_swaps(disk, &dir).await.map_err(&err)?;
         let bases = clean_folder(disk, &dir).await.map_err(&err)?;
         let gapped = disk.list(&dir).await.map_err(&err)?.iter().any(|n| n == CLEANER_CHECKPOINT);
-        let saved =
+        // Whether the checkpoint could be read (or was never written). If it could not, the log
+        // start it held is unknown, and recovery cannot tell a hole between segments from
+        // offsets below the log start, so it cuts at no hole.
+        let (saved, known_start) =
             match checkpoint::read(disk, &dir, PARTITION_CHECKPOINT, PARTITION_CHECKPOINT_KIND)
                 .await
             {
-                Ok(Some((_, body))) => PartitionCheckpoint::decode(&body),
-                Ok(None) => None,
+                Ok(Some((_, body))) => {
+                    let decoded = PartitionCheckpoint::decode(&body);
+                    let known = decoded.is_some();
+                    (decoded, known)
+                }
+                Ok(None) => (None, true),
                 Err(e) => {
                     tracing::warn!(log = %dir.display(), "ignoring checkpoint: {e}");
-                    None
+                    (None, false)
                 }
             };
         let saved = saved.unwrap_or_default();
         let loaded_epochs = load_epochs(disk, &dir).await;
         let mut epochs = loaded_epochs.clone();
-        let mut recovered =
-            recover_segments(disk, &dir, &bases, saved, &config, &mut epochs, gapped)
-                .await
-                .map_err(&err)?;
+        let mut recovered = recover_segments(
+            disk,
+            &dir,
+            &bases,
+            saved,
+            &config,
+            &mut epochs,
+            Shape { gapped, known_start },
+        )
+        .await
+        .map_err(&err)?;
         let log_start =
             saved.log_start.max(recovered.keys().next().copied().unwrap_or(saved.log_start));
         if recovered.values().next_back().is_some_and(|last| last.next_offset < log_start) {
@@ -185,7 +199,6 @@ impl Log {
             config: Mutex::new(config),
             state: Mutex::new(state),
             append_lock: tokio::sync::Mutex::new(()),
-            queue: Mutex::new(Default::default()),
             synced: tokio::sync::Notify::new(),
             cleaner: Default::default(),
         }
@@ -236,6 +249,15 @@ async fn clean_folder(disk: &dyn crate::io::Disk, dir: &Path) -> io::Result<Vec<
     Ok(bases)
 }
 
+/// What recovery knows of a log beyond its segment files.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    /// The log may have offset gaps: it has been compacted.
+    gapped: bool,
+    /// The partition checkpoint's log start is known: it was read, or never written.
+    known_start: bool,
+}
+
 /// Opens the segments: those before the recovery point as sealed (trusted), the rest rescanned.
 async fn recover_segments(
     disk: &dyn crate::io::Disk,
@@ -244,8 +266,9 @@ async fn recover_segments(
     saved: PartitionCheckpoint,
     config: &LogConfig,
     epochs: &mut EpochCache,
-    gapped: bool,
+    shape: Shape,
 ) -> io::Result<BTreeMap<Offset, Segment>> {
+    let Shape { gapped, known_start } = shape;
     let mut segments = BTreeMap::new();
     // Segments wholly before the log start were deleted in all but name.
     let first_kept = bases.iter().rposition(|&b| b <= saved.log_start).unwrap_or(0);
@@ -284,9 +307,11 @@ async fn recover_segments(
         // failure kept the later file's pages but not all of this one's): the log ends at the
         // hole, as at a torn batch. Only a log without offset gaps can tell a hole from a
         // compacted-away tail; offsets below the log start are no hole (a cut that left the
-        // log ending below its start continues it in a segment at the start).
-        let hole =
-            dense && next_base.is_some_and(|next| next > seg.next_offset.max(saved.log_start));
+        // log ending below its start continues it in a segment at the start), so a log whose
+        // start is unknown (its checkpoint unreadable) is never cut at one.
+        let hole = dense
+            && known_start
+            && next_base.is_some_and(|next| next > seg.next_offset.max(saved.log_start));
         if hole && !trusted {
             tracing::warn!(log = %dir.display(), segment = %base, end = %seg.next_offset, "the log ends short of the next segment");
         }

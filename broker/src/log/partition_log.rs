@@ -22,9 +22,6 @@ pub struct Log {
     pub(super) config: Mutex<LogConfig>,
     pub(super) state: Mutex<State>,
     pub(super) append_lock: tokio::sync::Mutex<()>,
-    /// Client batches waiting for the append lock's holder to write them (see
-    /// [`Log::append_unsynced`]).
-    pub(super) queue: Mutex<std::collections::VecDeque<super::append::Queued>>,
     /// Woken whenever a sync finishes (or fails).
     pub(super) synced: tokio::sync::Notify,
     /// The compaction cleaner's per-log state.

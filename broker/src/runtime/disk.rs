@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::{Bytes, BytesMut};
 
 use super::cached::{self, Cached};
-use super::vectored;
 use crate::io::disk::checked_path;
 use crate::io::{BoxFuture, Disk, File};
 
@@ -194,20 +193,6 @@ impl File for FsFile {
                 blocking(move || file.write_all_at(&data, pos)).await?;
             }
             self.len.fetch_max(end, Ordering::SeqCst);
-            Ok(())
-        })
-    }
-
-    fn write_pieces_at(&self, pos: u64, pieces: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
-        let file = Arc::clone(&self.file);
-        let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
-        Box::pin(async move {
-            if len <= INLINE_WRITE_BYTES_MAX as u64 {
-                vectored::write_all_at(&file, &pieces, pos)?;
-            } else {
-                blocking(move || vectored::write_all_at(&file, &pieces, pos)).await?;
-            }
-            self.len.fetch_max(pos + len, Ordering::SeqCst);
             Ok(())
         })
     }

@@ -11,7 +11,6 @@ mod disk;
 mod entropy;
 mod net;
 mod spawn;
-mod vectored;
 
 use std::path::PathBuf;
 use std::sync::Arc;
