@@ -74,7 +74,11 @@ fn open_file(full: PathBuf, create: bool) -> io::Result<Arc<dyn File>> {
     }
     let file = options.open(full)?;
     let len = file.metadata()?.len();
-    Ok(Arc::new(FsFile { file: Arc::new(file), len: AtomicU64::new(len) }))
+    Ok(Arc::new(FsFile {
+        file: Arc::new(file),
+        len: Arc::new(AtomicU64::new(len)),
+        changing: Arc::new(tokio::sync::Mutex::new(())),
+    }))
 }
 
 impl Disk for FsDisk {
@@ -132,7 +136,13 @@ impl Disk for FsDisk {
 /// An open file with its length tracked in process, so `len` costs no system call.
 struct FsFile {
     file: Arc<std::fs::File>,
-    len: AtomicU64,
+    len: Arc<AtomicU64>,
+    /// Held by every write, append and truncation from its start to its end, also by one on
+    /// the blocking pool whose caller went away meanwhile (the guard goes with the work), so
+    /// that they reach the file in the order they began: a write that was abandoned while it
+    /// ran can never land after, and over, a later write to the same range, nor past a later
+    /// truncation.
+    changing: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl File for FsFile {
@@ -184,39 +194,46 @@ impl File for FsFile {
     }
 
     fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>> {
-        let file = Arc::clone(&self.file);
+        let (file, len) = (Arc::clone(&self.file), Arc::clone(&self.len));
         let end = pos + data.len() as u64;
         Box::pin(async move {
-            if data.len() <= INLINE_WRITE_BYTES_MAX {
+            let changing = Arc::clone(&self.changing).lock_owned().await;
+            let work = move || {
+                let _changing = changing;
                 file.write_all_at(&data, pos)?;
-            } else {
-                blocking(move || file.write_all_at(&data, pos)).await?;
-            }
-            self.len.fetch_max(end, Ordering::SeqCst);
-            Ok(())
+                len.fetch_max(end, Ordering::SeqCst);
+                Ok(())
+            };
+            if end - pos <= INLINE_WRITE_BYTES_MAX as u64 { work() } else { blocking(work).await }
         })
     }
 
     fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
         let file = Arc::clone(&self.file);
-        // Reserving the range up front keeps appends in call order without a lock.
+        // Reserving the range up front keeps appends in call order.
         let pos = self.len.fetch_add(data.len() as u64, Ordering::SeqCst);
         Box::pin(async move {
-            if data.len() <= INLINE_WRITE_BYTES_MAX {
-                file.write_all_at(&data, pos)?;
-            } else {
-                blocking(move || file.write_all_at(&data, pos)).await?;
-            }
-            Ok(pos)
+            let changing = Arc::clone(&self.changing).lock_owned().await;
+            let small = data.len() <= INLINE_WRITE_BYTES_MAX;
+            let work = move || {
+                let _changing = changing;
+                file.write_all_at(&data, pos).map(|()| pos)
+            };
+            if small { work() } else { blocking(work).await }
         })
     }
 
-    fn truncate(&self, len: u64) -> BoxFuture<'_, io::Result<()>> {
-        let file = Arc::clone(&self.file);
+    fn truncate(&self, to: u64) -> BoxFuture<'_, io::Result<()>> {
+        let (file, len) = (Arc::clone(&self.file), Arc::clone(&self.len));
         Box::pin(async move {
-            blocking(move || file.set_len(len)).await?;
-            self.len.store(len, Ordering::SeqCst);
-            Ok(())
+            let changing = Arc::clone(&self.changing).lock_owned().await;
+            blocking(move || {
+                let _changing = changing;
+                file.set_len(to)?;
+                len.store(to, Ordering::SeqCst);
+                Ok(())
+            })
+            .await
         })
     }
 
@@ -227,5 +244,59 @@ impl File for FsFile {
     fn sync_data(&self) -> BoxFuture<'_, io::Result<()>> {
         let file = Arc::clone(&self.file);
         Box::pin(async move { blocking(move || file.sync_data()).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+    use std::task::Poll;
+
+    use super::*;
+
+    /// A large write goes to the blocking pool; its caller gives up before it has run. A later
+    /// small write to the same range, issued meanwhile, must still land after it.
+    #[test]
+    fn an_abandoned_write_never_lands_over_a_later_one() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .expect("a runtime");
+        let root = std::env::temp_dir().join(format!("weir-fs-order-{}", std::process::id()));
+        let disk = FsDisk::new(root.clone());
+        let big = INLINE_WRITE_BYTES_MAX * 2;
+        runtime.block_on(async {
+            disk.create_dir(Path::new("d")).await.expect("folder");
+            let file = disk.create(Path::new("d/f")).await.expect("file");
+            // The only blocking thread is busy until told to go on.
+            let (go_on, wait) = std::sync::mpsc::channel::<()>();
+            let busy = tokio::task::spawn_blocking(move || wait.recv());
+            // The large write starts (it queues on the blocking pool) and is abandoned.
+            let mut abandoned = file.write_at(0, Bytes::from(vec![1u8; big]));
+            std::future::poll_fn(|cx| {
+                let _ = abandoned.as_mut().poll(cx);
+                Poll::Ready(())
+            })
+            .await;
+            drop(abandoned);
+            let later = {
+                let file = Arc::clone(&file);
+                tokio::spawn(async move { file.write_at(0, Bytes::from(vec![2u8; 4096])).await })
+            };
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            go_on.send(()).expect("the busy thread waits");
+            busy.await.expect("joined").expect("told to go on");
+            later.await.expect("joined").expect("the later write");
+            // Whatever the pool still had queued has run once this has.
+            tokio::task::spawn_blocking(|| ()).await.expect("joined");
+        });
+        let written = std::fs::read(root.join("d/f")).expect("read back");
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!(written.len(), big);
+        assert!(written[..4096].iter().all(|&b| b == 2), "the abandoned write landed last");
+        assert!(written[4096..].iter().all(|&b| b == 1));
     }
 }
