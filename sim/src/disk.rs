@@ -357,14 +357,17 @@ impl Disk for SimDisk {
         let path = checked_path(path);
         Box::pin(async move {
             let result = async {
-                let faults = self.ctx.begin_sync().await?;
                 let path = path?;
+                // Like a file's, a folder's sync vouches for the changes made before it began.
+                let mark = lock(&self.ctx.state.names).sync_mark(&path);
+                let faults = self.ctx.begin_sync().await?;
                 let mut names = lock(&self.ctx.state.names);
                 if self.ctx.inject(faults.sync_error, Fault::SyncError) {
                     names.check_folder(&path)?;
                     return Err(injected("directory sync failed"));
                 }
-                names.sync(&path)
+                names.sync_to(mark?);
+                Ok(())
             }
             .await;
             self.ctx.record(Op::SyncDir, 0, result)

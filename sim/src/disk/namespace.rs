@@ -99,6 +99,13 @@ impl Live {
     }
 }
 
+/// A folder sync under way: the folder, and its changed names as they were when it began.
+#[derive(Debug)]
+pub(crate) struct DirSyncMark {
+    folder: FolderId,
+    changes: Vec<(String, Option<Entry>)>,
+}
+
 /// All names on one disk.
 #[derive(Debug)]
 pub(crate) struct Namespace {
@@ -324,13 +331,45 @@ impl Namespace {
     }
 
     /// Makes the folder's live entries its durable ones.
+    #[cfg(test)]
     pub(crate) fn sync(&mut self, path: &Path) -> io::Result<()> {
+        let mark = self.sync_mark(path)?;
+        self.sync_to(mark);
+        Ok(())
+    }
+
+    /// What a `sync_dir` of the folder at `path` starting now must make durable: its names
+    /// changed so far, as they are now.
+    pub(crate) fn sync_mark(&self, path: &Path) -> io::Result<DirSyncMark> {
         let id = self.folder_at(path)?;
-        let folder = self.folder_mut(id);
+        let folder = self.folder(id);
+        let changes = folder
+            .live
+            .dirty
+            .iter()
+            .map(|name| (name.clone(), folder.live.get(name).cloned()))
+            .collect();
+        Ok(DirSyncMark { folder: id, changes })
+    }
+
+    /// A `sync_dir` ending: the changes in `mark` become durable. A name changed again while
+    /// the sync ran stays to be synced (a real sync may or may not carry the later change, so
+    /// nothing may count on it); a folder removed meanwhile has nothing left to sync.
+    pub(crate) fn sync_to(&mut self, mark: DirSyncMark) {
+        let Some(folder) = self.folders.get_mut(&mark.folder) else {
+            return;
+        };
         let mut lost_folder = false;
-        for name in std::mem::take(&mut folder.live.dirty) {
-            let live = folder.live.get(&name).cloned();
-            let old = match live {
+        for (name, entry) in mark.changes {
+            let unchanged = match (&entry, folder.live.get(&name)) {
+                (Some(then), Some(now)) => then.same(now),
+                (None, None) => true,
+                _ => false,
+            };
+            if unchanged {
+                folder.live.dirty.remove(&name);
+            }
+            let old = match entry {
                 Some(entry) => folder.durable.insert(name.clone(), entry),
                 None => folder.durable.remove(&name),
             };
@@ -341,7 +380,6 @@ impl Namespace {
         if lost_folder {
             self.collect_garbage();
         }
-        Ok(())
     }
 
     /// Every inode a power failure keeps a name for, each once, in creation order.
@@ -491,6 +529,39 @@ mod tests {
         ns.revert_to_durable();
         assert_eq!(ns.list(p("a")).ok(), Some(Vec::new()), "the old a/b is not back");
         assert_eq!(ns.folder_count(), 2);
+    }
+
+    #[test]
+    fn a_folder_sync_carries_only_the_changes_made_before_it_began() {
+        let mut ns = Namespace::default();
+        ns.create_file(p("old")).expect("create");
+        let mark = ns.sync_mark(p("")).expect("a mark");
+        // Made while the sync runs.
+        ns.create_file(p("new")).expect("create");
+        ns.rename(p("old"), p("moved")).expect("rename");
+        ns.sync_to(mark);
+        ns.revert_to_durable();
+        assert_eq!(ns.list(p("")).ok(), Some(vec!["old".into()]));
+        // The later changes are still to be synced, not forgotten.
+        ns.create_file(p("new")).expect("create again");
+        ns.rename(p("old"), p("moved")).expect("rename again");
+        let mark = ns.sync_mark(p("")).expect("a mark");
+        ns.sync_to(mark);
+        ns.revert_to_durable();
+        assert_eq!(ns.list(p("")).ok(), Some(vec!["moved".into(), "new".into()]));
+    }
+
+    #[test]
+    fn a_name_changed_during_a_sync_stays_to_be_synced() {
+        let mut ns = Namespace::default();
+        ns.create_file(p("f")).expect("create");
+        let mark = ns.sync_mark(p("")).expect("a mark");
+        ns.remove(p("f")).expect("remove while the sync runs");
+        ns.sync_to(mark);
+        // The next sync carries the removal.
+        ns.sync(p("")).expect("sync");
+        ns.revert_to_durable();
+        assert_eq!(ns.list(p("")).ok(), Some(Vec::new()));
     }
 
     #[test]
