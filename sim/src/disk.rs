@@ -3,14 +3,14 @@
 //! breaks them.
 //!
 //! A host's [`DiskState`] outlives its processes. Every write lands in the page cache (visible at
-//! once, durable later): file contents become durable on `sync_data` — those written before the
-//! sync began; what is written while a slow sync runs stays pending, as nothing promises more —
-//! names on `sync_dir` of their folder (see `namespace` and `inode` for the two halves). Killing the process loses
-//! nothing but invalidates the old life's handles; a power failure loses the page cache, keeping
-//! for each file a random prefix of its pending writes, the last one possibly torn at a sector
-//! boundary. On top, [`DiskFaults`] injects the gray failures production disks have: I/O errors,
-//! failed fsyncs that silently drop dirty pages ("fsyncgate"), bit flips on read, a full disk and
-//! latency.
+//! once, durable later): file contents become durable on `sync_data`, names on `sync_dir` of
+//! their folder (see `namespace` and `inode` for the two halves) — those changed before the sync
+//! began; what changes while a slow sync runs stays pending, as nothing promises more. Killing
+//! the process loses nothing but invalidates the old life's handles; a power failure loses the
+//! page cache, keeping for each file a random prefix of its pending writes, the last one possibly
+//! torn at a sector boundary. On top, [`DiskFaults`] injects the gray failures production disks
+//! have: I/O errors, failed fsyncs that silently drop dirty pages ("fsyncgate"), bit flips on
+//! read, a full disk and latency.
 //!
 //! Every random choice is drawn from the world's seeded stream, and every operation's kind, size
 //! and outcome is folded into the trace, so a run replays bit for bit. Faults whose probability

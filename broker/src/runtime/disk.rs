@@ -145,6 +145,24 @@ struct FsFile {
     changing: Arc<tokio::sync::Mutex<()>>,
 }
 
+impl FsFile {
+    /// Runs `work`, a change to the file, under its change lock: on the calling task if
+    /// `inline`, else on the blocking pool, where the lock stays held until the work is done
+    /// even if the caller goes away.
+    async fn change<T, F>(&self, inline: bool, work: F) -> io::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> io::Result<T> + Send + 'static,
+    {
+        let changing = Arc::clone(&self.changing).lock_owned().await;
+        let work = move || {
+            let _changing = changing;
+            work()
+        };
+        if inline { work() } else { blocking(work).await }
+    }
+}
+
 impl File for FsFile {
     fn read_at(&self, pos: u64, len: usize) -> BoxFuture<'_, io::Result<Bytes>> {
         let file = Arc::clone(&self.file);
@@ -196,45 +214,29 @@ impl File for FsFile {
     fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>> {
         let (file, len) = (Arc::clone(&self.file), Arc::clone(&self.len));
         let end = pos + data.len() as u64;
-        Box::pin(async move {
-            let changing = Arc::clone(&self.changing).lock_owned().await;
-            let work = move || {
-                let _changing = changing;
-                file.write_all_at(&data, pos)?;
-                len.fetch_max(end, Ordering::SeqCst);
-                Ok(())
-            };
-            if end - pos <= INLINE_WRITE_BYTES_MAX as u64 { work() } else { blocking(work).await }
-        })
+        let inline = data.len() <= INLINE_WRITE_BYTES_MAX;
+        Box::pin(self.change(inline, move || {
+            file.write_all_at(&data, pos)?;
+            len.fetch_max(end, Ordering::SeqCst);
+            Ok(())
+        }))
     }
 
     fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
         let file = Arc::clone(&self.file);
         // Reserving the range up front keeps appends in call order.
         let pos = self.len.fetch_add(data.len() as u64, Ordering::SeqCst);
-        Box::pin(async move {
-            let changing = Arc::clone(&self.changing).lock_owned().await;
-            let small = data.len() <= INLINE_WRITE_BYTES_MAX;
-            let work = move || {
-                let _changing = changing;
-                file.write_all_at(&data, pos).map(|()| pos)
-            };
-            if small { work() } else { blocking(work).await }
-        })
+        let inline = data.len() <= INLINE_WRITE_BYTES_MAX;
+        Box::pin(self.change(inline, move || file.write_all_at(&data, pos).map(|()| pos)))
     }
 
     fn truncate(&self, to: u64) -> BoxFuture<'_, io::Result<()>> {
         let (file, len) = (Arc::clone(&self.file), Arc::clone(&self.len));
-        Box::pin(async move {
-            let changing = Arc::clone(&self.changing).lock_owned().await;
-            blocking(move || {
-                let _changing = changing;
-                file.set_len(to)?;
-                len.store(to, Ordering::SeqCst);
-                Ok(())
-            })
-            .await
-        })
+        Box::pin(self.change(false, move || {
+            file.set_len(to)?;
+            len.store(to, Ordering::SeqCst);
+            Ok(())
+        }))
     }
 
     fn len(&self) -> u64 {
