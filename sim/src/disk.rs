@@ -82,6 +82,8 @@ pub struct DiskState {
     lives: Mutex<Lives>,
     /// File syncs (`sync_data`) that succeeded.
     file_syncs: AtomicU64,
+    /// Bytes returned by reads that succeeded.
+    bytes_read: AtomicU64,
 }
 
 impl DiskState {
@@ -460,6 +462,9 @@ impl File for SimFile {
     fn read_at(&self, pos: u64, len: usize) -> BoxFuture<'_, io::Result<Bytes>> {
         Box::pin(async move {
             let result = self.read(pos, len).await;
+            if let Ok(bytes) = &result {
+                self.ctx.state.bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
             let got = result.as_ref().map_or(len as u64, |b| b.len() as u64);
             self.ctx.record(Op::Read, got, result)
         })
@@ -519,6 +524,11 @@ impl Sim {
     /// File syncs (`sync_data`) of the host's disk that have succeeded, over all its lives.
     pub fn file_syncs(&self, host: Host) -> u64 {
         self.disk_state(host).file_syncs.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the host's disk has returned from reads, over all its lives.
+    pub fn bytes_read(&self, host: Host) -> u64 {
+        self.disk_state(host).bytes_read.load(Ordering::Relaxed)
     }
 
     /// A latent sector error: flips one bit, chosen by the seed, of the byte at `pos` of the file

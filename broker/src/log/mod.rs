@@ -34,5 +34,5 @@ pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
 pub use error::{AppendError, MaintenanceError, Offline, OpenError, ReadError};
 pub use open::PartitionCheckpoint;
 pub use partition_log::{Log, RecoveryPoint};
-pub use read::ReadResult;
+pub use read::{INDEX_SLACK_BYTES, ReadResult};
 pub use retention::RetentionOutcome;

@@ -232,6 +232,18 @@ async fn read_segment(
     let mut pieces: Vec<Bytes> = Vec::new();
     let (mut first, mut taken, mut next) = (0u64, 0usize, start);
     loop {
+        if !pieces.is_empty() {
+            // Whether the next batch is wanted shows in its header: decide before reading the
+            // whole of it (a batch as large as the budget would otherwise be read, checked and
+            // dropped on every read, and the batches kept copied out of two buffers).
+            match walker.peek().await {
+                Ok(Some(next)) if taken + next.total_bytes() > max_bytes => break,
+                Ok(Some(next)) if next.last_offset() >= upper.0 => break,
+                Ok(_) => {}
+                // Return what came before; the next read starts there and reports it.
+                Err(_) => break,
+            }
+        }
         let walked = match walker.next().await {
             Ok(Some(walked)) => walked,
             Ok(None) => break,

@@ -197,6 +197,21 @@ impl<'a> Walker<'a> {
         Ok(confirmed)
     }
 
+    /// The header of the batch at the cursor, unverified, read without disturbing the buffer:
+    /// enough for a reader to decide whether it wants that batch (its size, its offsets)
+    /// before the whole of it is read and checked. `None` at the end, or where no header can
+    /// be parsed (then [`Walker::next`] says why).
+    pub(crate) async fn peek(&self) -> std::io::Result<Option<BatchHeader>> {
+        if self.end.saturating_sub(self.cursor) < batch::BATCH_HEADER_BYTES as u64 {
+            return Ok(None);
+        }
+        let head = match self.buffered(batch::BATCH_HEADER_BYTES) {
+            Some(head) => head,
+            None => self.file.read_at(self.cursor, batch::BATCH_HEADER_BYTES).await?,
+        };
+        Ok(batch::parse_header(&head).ok())
+    }
+
     /// The bytes of the batch framed at the cursor, reading as needed.
     async fn frame(&mut self) -> std::io::Result<Result<Bytes, BatchError>> {
         let remaining = self.end - self.cursor;

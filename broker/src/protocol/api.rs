@@ -45,7 +45,7 @@ macro_rules! apis {
 
         impl Response {
             /// Encodes the body at `version`.
-            pub(crate) fn encode(&self, buf: &mut bytes::BytesMut, version: i16) -> anyhow_free::Result<()> {
+            pub(crate) fn encode<B: kafka_protocol::protocol::buf::ByteBufMut>(&self, buf: &mut B, version: i16) -> anyhow_free::Result<()> {
                 match self {
                     $(Response::$key(r) => r.encode(buf, version).map_err(anyhow_free::Error::from),)*
                 }

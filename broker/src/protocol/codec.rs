@@ -4,7 +4,7 @@
 //! only when Weir advertises that API at that version. Everything read comes from a frame whose
 //! size was already bounded.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, RequestHeader, ResponseHeader, api_versions_response::ApiVersion,
 };
@@ -12,6 +12,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::api::{Request, Response, SUPPORTED_APIS, supported_range};
 use super::frame::frame;
+use super::pieces::{Frame, Pieces, SHARE_MIN_BYTES};
 
 /// Bytes of a frame's size prefix.
 const FRAME_SIZE_BYTES: usize = 4;
@@ -88,37 +89,45 @@ pub fn decode_request(frame: Bytes) -> Result<Decoded, DecodeError> {
     Ok(Decoded { header, request })
 }
 
-/// Encodes and frames a response to a request with `header`.
-pub fn encode_response(header: &RequestHeader, response: &Response) -> Option<Bytes> {
+/// Encodes and frames a response to a request with `header`. A fetch's record batches are not
+/// copied into the frame: it references them, and the socket write gathers them (see
+/// [`Pieces`]).
+pub fn encode_response(header: &RequestHeader, response: &Response) -> Option<Frame> {
     let key = response.key();
     let version = header.request_api_version;
     let mut response_header = ResponseHeader::default();
     response_header.correlation_id = header.correlation_id;
     let header_version = key.response_header_version(version);
-    // Sized up front and framed in place: a fetch response is mostly record bytes, copied once
-    // into this buffer rather than again on every growth and once more to prefix the size.
+    // Sized up front, so that the buffer never grows (copying what it holds).
     let body_bytes = response_header
         .compute_size(header_version)
         .ok()
         .zip(response.compute_size(version).ok())
         .map_or(256, |(h, b)| h + b);
-    let mut buf = BytesMut::with_capacity(FRAME_SIZE_BYTES + body_bytes);
-    buf.put_u32(0);
+    let mut buf = Pieces::new(FRAME_SIZE_BYTES + body_bytes, shared_fields(response));
     let encoded = response_header
         .encode(&mut buf, header_version)
         .map_err(|e| e.to_string())
         .and_then(|()| response.encode(&mut buf, version).map_err(|e| e.0));
     match encoded {
-        Ok(()) => {
-            let size = (buf.len() - FRAME_SIZE_BYTES) as u32;
-            buf[..FRAME_SIZE_BYTES].copy_from_slice(&size.to_be_bytes());
-            Some(buf.freeze())
-        }
+        Ok(()) => buf.finish(),
         Err(error) => {
             tracing::error!(?key, version, "cannot encode response: {error}");
             None
         }
     }
+}
+
+/// The fields of `response` worth referencing rather than copying: a fetch's record batches.
+fn shared_fields(response: &Response) -> Vec<Bytes> {
+    let Response::Fetch(fetch) = response else { return Vec::new() };
+    fetch
+        .responses
+        .iter()
+        .flat_map(|topic| &topic.partitions)
+        .filter_map(|partition| partition.records.clone())
+        .filter(|records| records.len() >= SHARE_MIN_BYTES)
+        .collect()
 }
 
 /// The list of APIs and versions Weir advertises, for ApiVersions.
@@ -153,4 +162,58 @@ fn unsupported_api_versions(correlation_id: i32) -> Bytes {
 /// The client id of a request, for logs.
 pub fn client_id(header: &RequestHeader) -> &str {
     header.client_id.as_ref().map_or("", StrBytes::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BufMut;
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::{FetchResponse, TopicName};
+
+    use super::*;
+
+    fn fetch_response(records: &[Bytes]) -> Response {
+        let partitions = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                PartitionData::default()
+                    .with_partition_index(i as i32)
+                    .with_high_watermark(100)
+                    .with_records(Some(r.clone()))
+            })
+            .collect();
+        let topic = FetchableTopicResponse::default()
+            .with_topic(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(partitions);
+        Response::Fetch(FetchResponse::default().with_responses(vec![topic]))
+    }
+
+    #[test]
+    fn a_fetch_response_references_its_records_and_encodes_as_a_plain_buffer_would() {
+        let big: Bytes = (0..3 * SHARE_MIN_BYTES).map(|i| i as u8).collect::<Vec<_>>().into();
+        let small = Bytes::from_static(b"a few bytes of records");
+        let response = fetch_response(&[big.clone(), small, big.slice(SHARE_MIN_BYTES..)]);
+        for version in [4, 11, 12, 16] {
+            let mut header = RequestHeader::default();
+            header.request_api_key = ApiKey::Fetch as i16;
+            header.request_api_version = version;
+            header.correlation_id = 77;
+            let frame = encode_response(&header, &response).expect("encodes");
+            let referenced: Vec<_> = frame.pieces().iter().map(|p| p.as_ptr()).collect();
+            assert!(referenced.contains(&big.as_ptr()), "v{version}: records were copied");
+            assert!(referenced.contains(&big[SHARE_MIN_BYTES..].as_ptr()), "v{version}");
+
+            let mut plain = BytesMut::new();
+            plain.put_u32(0);
+            ResponseHeader::default()
+                .with_correlation_id(77)
+                .encode(&mut plain, ApiKey::Fetch.response_header_version(version))
+                .expect("header");
+            response.encode(&mut plain, version).expect("body");
+            let size = (plain.len() - FRAME_SIZE_BYTES) as u32;
+            plain[..FRAME_SIZE_BYTES].copy_from_slice(&size.to_be_bytes());
+            assert_eq!(frame.to_bytes(), plain.freeze(), "v{version}");
+        }
+    }
 }

@@ -7,7 +7,9 @@
 pub mod api;
 pub mod codec;
 pub mod frame;
+pub mod pieces;
 
 pub use api::{Request, Response, SUPPORTED_APIS, supported_range};
 pub use codec::{DecodeError, Decoded, decode_request, encode_response};
 pub use frame::{FrameError, read_frame};
+pub use pieces::Frame;

@@ -9,6 +9,8 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 
+use bytes::BytesMut;
+
 /// What a read from the page cache alone did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cached {
@@ -21,17 +23,24 @@ pub enum Cached {
     Unsupported,
 }
 
-/// Reads into `buf` from `pos` of `file`, from the page cache only.
-pub fn read_cached(file: &File, buf: &mut [u8], pos: u64) -> io::Result<Cached> {
+/// Reads up to `max` bytes from `pos` of `file`, from the page cache only, appending them to
+/// `buf` (into its spare capacity, which is not zeroed first: the kernel writes every byte it
+/// reports). `buf` grows to hold `max` more bytes if it must.
+pub fn read_cached(file: &File, buf: &mut BytesMut, max: usize, pos: u64) -> io::Result<Cached> {
     let Ok(offset) = libc::off_t::try_from(pos) else {
         return Ok(Cached::Unsupported);
     };
-    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    buf.reserve(max);
+    let spare = &mut buf.spare_capacity_mut()[..max];
+    let iov = libc::iovec { iov_base: spare.as_mut_ptr().cast(), iov_len: spare.len() };
     loop {
-        // SAFETY: `iov` describes `buf`, valid for writes of `buf.len()` bytes and borrowed
-        // mutably for the whole call; the descriptor belongs to `file`, open for the call.
+        // SAFETY: `iov` describes `spare`, valid for writes of its length and borrowed mutably
+        // for the whole call; the descriptor belongs to `file`, open for the call.
         let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
         if let Ok(n) = usize::try_from(n) {
+            // SAFETY: the kernel initialised the first `n` bytes of the spare capacity (at most
+            // `max`, which was reserved).
+            unsafe { buf.set_len(buf.len() + n) };
             return Ok(Cached::Read(n));
         }
         let error = io::Error::last_os_error();
@@ -65,19 +74,23 @@ mod tests {
     fn a_cached_read_returns_the_bytes_or_declines() {
         let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
         let (dir, file) = scratch("read", &bytes);
-        let mut buf = vec![0u8; 8_192];
-        match read_cached(&file, &mut buf, 5_000).expect("read") {
+        let mut buf = BytesMut::from(&b"kept"[..]);
+        match read_cached(&file, &mut buf, 8_192, 5_000).expect("read") {
             Cached::Read(n) => {
-                assert!(n > 0 && n <= buf.len(), "read {n}");
-                assert_eq!(&buf[..n], &bytes[5_000..5_000 + n]);
+                assert!(n > 0 && n <= 8_192, "read {n}");
+                assert_eq!(buf.len(), 4 + n, "the bytes read are appended");
+                assert_eq!(&buf[..4], b"kept");
+                assert_eq!(&buf[4..], &bytes[5_000..5_000 + n]);
             }
             // Just written, so cached, unless the file system cannot say.
             other => assert_eq!(other, Cached::Unsupported),
         }
-        let mut tail = vec![0u8; 100];
-        let at_end = read_cached(&file, &mut tail, bytes.len() as u64).expect("read at the end");
+        let mut tail = BytesMut::new();
+        let at_end =
+            read_cached(&file, &mut tail, 100, bytes.len() as u64).expect("read at the end");
         assert!(matches!(at_end, Cached::Read(0) | Cached::Unsupported), "{at_end:?}");
-        let past = read_cached(&file, &mut tail, u64::MAX).expect("a position past off_t");
+        assert!(tail.is_empty());
+        let past = read_cached(&file, &mut tail, 100, u64::MAX).expect("a position past off_t");
         assert_eq!(past, Cached::Unsupported);
         std::fs::remove_dir_all(dir).expect("clean up");
     }

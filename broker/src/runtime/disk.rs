@@ -167,22 +167,18 @@ impl File for FsFile {
     fn read_at(&self, pos: u64, len: usize) -> BoxFuture<'_, io::Result<Bytes>> {
         let file = Arc::clone(&self.file);
         Box::pin(async move {
-            let mut buf = BytesMut::zeroed(len);
-            let mut filled = 0;
+            // Not zeroed: the page cache's bytes are copied straight into the spare capacity.
+            let mut buf = BytesMut::with_capacity(len);
             if len <= INLINE_READ_BYTES_MAX && CACHED_READS.load(Ordering::Relaxed) {
-                while filled < len {
-                    if filled > 0 {
+                while buf.len() < len {
+                    if !buf.is_empty() {
                         // Between pieces, let the other tasks of this thread run.
                         tokio::task::yield_now().await;
                     }
-                    let piece = (len - filled).min(INLINE_READ_PIECE_BYTES);
-                    let into = &mut buf[filled..filled + piece];
-                    match cached::read_cached(&file, into, pos + filled as u64)? {
-                        Cached::Read(0) => {
-                            buf.truncate(filled);
-                            return Ok(buf.freeze());
-                        }
-                        Cached::Read(n) => filled += n,
+                    let (piece, at) = ((len - buf.len()).min(INLINE_READ_PIECE_BYTES), buf.len());
+                    match cached::read_cached(&file, &mut buf, piece, pos + at as u64)? {
+                        Cached::Read(0) => return Ok(buf.freeze()),
+                        Cached::Read(_) => {}
                         Cached::Miss => break,
                         Cached::Unsupported => {
                             CACHED_READS.store(false, Ordering::Relaxed);
@@ -190,10 +186,12 @@ impl File for FsFile {
                         }
                     }
                 }
-                if filled == len {
+                if buf.len() == len {
                     return Ok(buf.freeze());
                 }
             }
+            let mut filled = buf.len();
+            buf.resize(len, 0);
             // The rest needs the device: read it on the blocking pool.
             blocking(move || {
                 while filled < len {

@@ -11,12 +11,13 @@ pub mod handlers;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 
 use crate::io::{BoxFuture, Conn};
 use crate::node::Broker;
-use crate::protocol::{DecodeError, FrameError, decode_request, encode_response, read_frame};
+use crate::protocol::{
+    DecodeError, Frame, FrameError, decode_request, encode_response, read_frame,
+};
 
 /// Responses a connection may owe at once (requests read ahead of their answers).
 pub const CONNECTION_IN_FLIGHT_MAX: usize = 16;
@@ -33,8 +34,8 @@ pub enum Reply {
 
 /// What the writer does next.
 enum Outgoing {
-    /// Send these bytes.
-    Bytes(Bytes),
+    /// Send this frame.
+    Frame(Frame),
     /// A response could not be encoded: close the connection so the client retries, rather
     /// than leave it waiting.
     Close,
@@ -45,7 +46,7 @@ impl Outgoing {
         header: &kafka_protocol::messages::RequestHeader,
         response: &crate::protocol::Response,
     ) -> Outgoing {
-        encode_response(header, response).map_or(Outgoing::Close, Outgoing::Bytes)
+        encode_response(header, response).map_or(Outgoing::Close, Outgoing::Frame)
     }
 }
 
@@ -57,11 +58,15 @@ pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: So
     );
     broker.env.spawn("connection-writer", async move {
         while let Some(pending) = rx.recv().await {
-            match pending.await {
-                Some(Outgoing::Bytes(bytes)) if writer.write_all(&bytes).await.is_err() => return,
-                Some(Outgoing::Bytes(_)) => {}
+            let mut frame = match pending.await {
+                Some(Outgoing::Frame(frame)) => frame,
                 Some(Outgoing::Close) => break,
-                None => {}
+                None => continue,
+            };
+            // One gathered write per socket call: a fetch's records go out from where they
+            // were read, not from a copy.
+            if writer.write_all_buf(&mut frame).await.is_err() {
+                return;
             }
         }
         let _ = writer.shutdown().await;
@@ -80,7 +85,11 @@ pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: So
             Ok(decoded) => decoded,
             Err(DecodeError::UnsupportedVersion { reply: Some(bytes), key, version }) => {
                 tracing::debug!(%peer, ?key, version, "unsupported version; answering in the v0 format");
-                if tx.send(Box::pin(async move { Some(Outgoing::Bytes(bytes)) })).await.is_err() {
+                if tx
+                    .send(Box::pin(async move { Some(Outgoing::Frame(Frame::whole(bytes))) }))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 continue;
