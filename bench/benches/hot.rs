@@ -1,6 +1,7 @@
 //! Microbenchmarks of the broker's hot functions, so a regression shows up as a number: batch
-//! validation (CRC-32C and header checks) on produce, decoding a Produce request frame, the
-//! offset index lookup, and a fetch-sized read of whole batches from a log in the page cache.
+//! validation (CRC-32C and header checks) on produce, decoding a Produce request frame, framing
+//! a Fetch response, the offset index lookup, and a fetch-sized read of whole batches from a log
+//! in the page cache.
 //!
 //! A small harness rather than a framework: each case runs for a fixed time after a warm-up,
 //! and prints nanoseconds per operation (and MB/s where bytes move). `cargo bench -p weir-bench`
@@ -20,7 +21,7 @@ use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::index::{OffsetEntry, floor_offset};
 use weir::log::{FlushPolicy, Log, LogConfig};
 use weir::model::{LeaderEpoch, Offset};
-use weir::protocol::decode_request;
+use weir::protocol::{Response, decode_request, encode_response};
 
 /// How long each case is timed.
 const MEASURE: Duration = Duration::from_millis(700);
@@ -28,6 +29,22 @@ const MEASURE: Duration = Duration::from_millis(700);
 const WARM_UP: Duration = Duration::from_millis(150);
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A Fetch v12 response of one partition holding `records`, and the request header it answers.
+fn fetch_response(records: Bytes) -> (RequestHeader, Response) {
+    use kafka_protocol::messages::FetchResponse;
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    let partition =
+        PartitionData::default().with_high_watermark(1 << 20).with_records(Some(records));
+    let topic = FetchableTopicResponse::default()
+        .with_topic(TopicName(StrBytes::from_static_str("bench")))
+        .with_partitions(vec![partition]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(12)
+        .with_correlation_id(1);
+    (header, Response::Fetch(FetchResponse::default().with_responses(vec![topic])))
+}
 
 fn main() -> Result<()> {
     // `cargo bench` passes `--bench`; anything else is a name filter.
@@ -51,6 +68,16 @@ fn main() -> Result<()> {
     if wanted(&name) {
         time(&name, frame.len(), || {
             black_box(decode_request(black_box(frame.clone())).is_ok());
+        });
+    }
+
+    // A fetch response of 1 MiB of records: framing it should not cost a copy of them.
+    let records: Bytes = (0..1usize << 20).map(|i| i as u8).collect::<Vec<_>>().into();
+    let (header, response) = fetch_response(records);
+    let name = "encode_response Fetch v12, 1 MiB of records";
+    if wanted(name) {
+        time(name, 1 << 20, || {
+            black_box(encode_response(black_box(&header), black_box(&response)).is_some());
         });
     }
 
