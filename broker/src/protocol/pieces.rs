@@ -76,7 +76,8 @@ impl Pieces {
     /// The frame: its size prefix, then every piece. `None` if the body exceeds what a frame
     /// can declare.
     pub fn finish(mut self) -> Option<Frame> {
-        let body = u32::try_from(self.done_len + self.head.len()).ok()?;
+        // Clients read the size as a signed 32-bit number.
+        let body = i32::try_from(self.done_len + self.head.len()).ok()?.unsigned_abs();
         self.size.copy_from_slice(&body.to_be_bytes());
         let mut pieces = Vec::with_capacity(self.done.len() + 2);
         if self.done.is_empty() {
@@ -193,6 +194,7 @@ impl Buf for Frame {
     }
 
     fn advance(&mut self, mut cnt: usize) {
+        debug_assert!(cnt <= self.remaining(), "advanced past the end of a frame");
         while cnt > 0 {
             let Some(piece) = self.pieces.get_mut(self.at) else { return };
             let n = cnt.min(piece.len());
@@ -293,6 +295,83 @@ mod tests {
         }
         fn seek_to(&mut self, offset: usize) {
             self.seek(offset);
+        }
+    }
+
+    /// A writer that gathers, taking at most `per_call` bytes per call.
+    struct ShortWriter {
+        out: Vec<u8>,
+        per_call: usize,
+    }
+
+    impl ShortWriter {
+        fn take(&mut self, bufs: &[IoSlice<'_>]) -> usize {
+            let mut taken = 0;
+            for buf in bufs {
+                let n = buf.len().min(self.per_call - taken);
+                self.out.extend_from_slice(&buf[..n]);
+                taken += n;
+                if taken == self.per_call {
+                    break;
+                }
+            }
+            taken
+        }
+    }
+
+    impl tokio::io::AsyncWrite for ShortWriter {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::task::Poll::Ready(Ok(self.take(&[IoSlice::new(buf)])))
+        }
+
+        fn poll_write_vectored(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::task::Poll::Ready(Ok(self.take(bufs)))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_gathered_write_sends_the_pieces_in_order_across_short_writes() {
+        use tokio::io::AsyncWriteExt;
+        let fields = [field(SHARE_MIN_BYTES, 1), field(SHARE_MIN_BYTES * 3 + 5, 2)];
+        for per_call in [1, 7, 4096, 5000, 1 << 20] {
+            let mut pieces = Pieces::new(64, fields.to_vec());
+            pieces.put_u8(10);
+            pieces.put_slice(&fields[0]);
+            pieces.put_slice(&fields[1]);
+            pieces.put_u16(11);
+            pieces.put_slice(&fields[0]);
+            let mut frame = pieces.finish().expect("frame");
+            assert_eq!(frame.piece_count(), 6);
+            let whole = frame.to_bytes();
+            let mut writer = ShortWriter { out: Vec::new(), per_call };
+            writer.write_all_buf(&mut frame).await.expect("written");
+            assert_eq!(writer.out, whole, "{per_call} bytes per call");
         }
     }
 
