@@ -11,11 +11,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::api::{Request, Response, SUPPORTED_APIS, supported_range};
-use super::frame::frame;
+use super::frame::{FRAME_SIZE_BYTES, frame};
 use super::pieces::{Frame, Pieces, SHARE_MIN_BYTES};
-
-/// Bytes of a frame's size prefix.
-const FRAME_SIZE_BYTES: usize = 4;
 
 /// Kafka's UNSUPPORTED_VERSION error code.
 pub const UNSUPPORTED_VERSION: i16 = 35;

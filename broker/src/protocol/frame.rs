@@ -5,6 +5,9 @@
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+/// Bytes of a frame's size prefix.
+pub const FRAME_SIZE_BYTES: usize = 4;
+
 /// Why a frame could not be read. Any of these ends the connection.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -29,7 +32,7 @@ pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
     reader: &mut R,
     max_bytes: usize,
 ) -> Result<Bytes, FrameError> {
-    let mut size = [0u8; 4];
+    let mut size = [0u8; FRAME_SIZE_BYTES];
     match reader.read_exact(&mut size).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),

@@ -16,11 +16,10 @@ use bytes::buf::UninitSlice;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::buf::ByteBufMut;
 
+use super::frame::FRAME_SIZE_BYTES;
+
 /// Fields shorter than this are copied: each reference costs a piece in the gathered write.
 pub const SHARE_MIN_BYTES: usize = 4096;
-
-/// Bytes of a frame's size prefix.
-const SIZE_BYTES: usize = 4;
 
 /// An encoder's output buffer that keeps known large fields by reference.
 pub struct Pieces {
@@ -43,9 +42,9 @@ impl Pieces {
     /// `shared` are to be referenced rather than copied.
     pub fn new(capacity: usize, shared: Vec<Bytes>) -> Pieces {
         let copied = capacity.saturating_sub(shared.iter().map(Bytes::len).sum());
-        let mut head = BytesMut::with_capacity(copied.max(SIZE_BYTES));
+        let mut head = BytesMut::with_capacity(copied.max(FRAME_SIZE_BYTES));
         head.put_u32(0);
-        let size = head.split_to(SIZE_BYTES);
+        let size = head.split_to(FRAME_SIZE_BYTES);
         Pieces { size, done: Vec::new(), done_len: 0, head, shared, next: 0 }
     }
 
@@ -165,6 +164,7 @@ impl Frame {
     }
 
     /// How many pieces it was made of.
+    #[cfg(test)]
     pub fn piece_count(&self) -> usize {
         self.pieces.len()
     }
@@ -174,7 +174,8 @@ impl Frame {
         &self.pieces[self.at..]
     }
 
-    /// All of it in one buffer (a copy), for tests and diagnostics.
+    /// All of it in one buffer (a copy), for tests.
+    #[cfg(test)]
     pub fn to_bytes(&self) -> Bytes {
         let mut all = BytesMut::with_capacity(self.remaining());
         for piece in self.pieces() {
@@ -258,7 +259,7 @@ mod tests {
         pieces.put_slice(&copy);
         let frame = pieces.finish().expect("frame");
         assert_eq!(frame.piece_count(), 1, "only the field's own memory may be referenced");
-        assert_eq!(&frame.to_bytes()[SIZE_BYTES..], &copy[..]);
+        assert_eq!(&frame.to_bytes()[FRAME_SIZE_BYTES..], &copy[..]);
     }
 
     #[test]
@@ -276,7 +277,7 @@ mod tests {
             buf.put_all(&[6]);
         }
         let frame = pieces.finish().expect("frame");
-        assert_eq!(&frame.to_bytes()[SIZE_BYTES..], &plain[..]);
+        assert_eq!(&frame.to_bytes()[FRAME_SIZE_BYTES..], &plain[..]);
     }
 
     /// The operations of the test above, on either buffer.
