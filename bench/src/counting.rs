@@ -144,6 +144,12 @@ impl File for CountingFile {
         self.inner.write_at(pos, data)
     }
 
+    fn write_gathered_at(&self, pos: u64, parts: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
+        let size: usize = parts.iter().map(Bytes::len).sum();
+        self.counters.written.fetch_add(size as u64, Ordering::Relaxed);
+        self.inner.write_gathered_at(pos, parts)
+    }
+
     fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
         self.counters.written.fetch_add(data.len() as u64, Ordering::Relaxed);
         self.inner.append(data)

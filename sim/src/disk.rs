@@ -481,6 +481,11 @@ impl File for SimFile {
         })
     }
 
+    fn write_gathered_at(&self, pos: u64, parts: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
+        // One write of the joined bytes: it tears, fails or lands as a whole, as `pwritev` does.
+        self.write_at(pos, parts.concat().into())
+    }
+
     fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
         let len = data.len() as u64;
         // Reserved now, not when polled: appends land in call order whatever their latencies.

@@ -80,6 +80,10 @@ pub trait File: Send + Sync {
     /// Writes all of `data` at `pos`, extending the file if needed (a gap reads as zeros).
     fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>>;
 
+    /// Writes `parts` one after another from `pos`: one write, exactly as [`File::write_at`] of
+    /// the parts joined would be (durability, errors and tearing alike), without joining them.
+    fn write_gathered_at(&self, pos: u64, parts: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>>;
+
     /// Writes all of `data` at the current end of the file and returns the position of its first
     /// byte. Appends through one handle land in call order.
     fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>>;

@@ -6,7 +6,7 @@ use std::io;
 
 use bytes::Bytes;
 
-use super::batch::{self, BatchHeader};
+use super::batch::{self, BATCH_HEADER_BYTES, BatchHeader};
 use super::checkpoint;
 use super::config::{FlushPolicy, TimestampPolicy};
 use super::epochs::EPOCH_CHECKPOINT;
@@ -58,23 +58,23 @@ impl Log {
         if config.cleanup_policy.compacts() && has_keyless_record(&batch)? {
             return Err(AppendError::KeylessOnCompacted);
         }
-        let mut owned = segment::owned(batch);
-        let log_append_time = match config.timestamp_policy {
-            TimestampPolicy::CreateTime => None,
+        // The header is stamped as a copy and written in front of the records, which stay
+        // where the request put them: no copy of the batch, however its buffer is shared.
+        let (mut head, log_append_time) = match config.timestamp_policy {
+            TimestampPolicy::CreateTime => (batch::head(&batch)?, None),
             TimestampPolicy::LogAppendTime => {
                 let now = self.env.clock.wall_ms();
-                batch::set_log_append_time(&mut owned, now)?;
-                Some(now)
+                (batch::log_append_time_header(&batch, now)?, Some(now))
             }
         };
         let _append = self.append_lock.lock().await;
         self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
         let (base, position, file) = self.tail()?;
         self.record_epoch(leader_epoch, base).await?;
-        batch::stamp(&mut owned, base.0, leader_epoch.0)?;
-        let stamped = owned.freeze();
-        let header = batch::parse_header(&stamped)?;
-        self.write(&*file, position, stamped).await?;
+        batch::stamp(&mut head, base.0, leader_epoch.0)?;
+        let header = batch::parse_header(&head)?;
+        let records = batch.slice(BATCH_HEADER_BYTES..);
+        self.write(&*file, position, vec![Bytes::copy_from_slice(&head), records]).await?;
         Ok(self.appended(header, position, log_append_time))
     }
 
@@ -95,7 +95,7 @@ impl Log {
             return Err(AppendError::OutOfOrder { expected: end, got: base });
         }
         self.record_epoch(LeaderEpoch(header.partition_leader_epoch()), base).await?;
-        self.write(&*file, position, batch).await?;
+        self.write(&*file, position, vec![batch]).await?;
         Ok(self.appended(header, position, None))
     }
 
@@ -169,15 +169,15 @@ impl Log {
         }
     }
 
-    /// Writes at `position`; a failure leaves the tail unknown and takes the log offline, except
+    /// Writes `parts` one after another at `position`; a failure leaves the tail unknown and takes the log offline, except
     /// a full disk, where the partial write is cut off again and the log stays usable.
     async fn write(
         &self,
         file: &dyn crate::io::File,
         position: u64,
-        bytes: Bytes,
+        parts: Vec<Bytes>,
     ) -> Result<(), AppendError> {
-        match file.write_at(position, bytes).await {
+        match file.write_gathered_at(position, parts).await {
             Ok(()) => Ok(()),
             Err(e)
                 if e.kind() == io::ErrorKind::StorageFull

@@ -567,17 +567,39 @@ pub fn set_log_append_time(
     batch: &mut [u8],
     append_time_ms: i64,
 ) -> Result<BatchHeader, BatchError> {
+    let head = log_append_time_header(batch, append_time_ms)?;
+    write_at(batch, 0, head)?;
+    parse_header(batch)
+}
+
+/// [`set_log_append_time`] without touching the batch: the header the batch would then start
+/// with, to be written in front of the batch's unchanged records (see [`head`]).
+pub fn log_append_time_header(
+    batch: &[u8],
+    append_time_ms: i64,
+) -> Result<[u8; BATCH_HEADER_BYTES], BatchError> {
     let header = check_frame(batch, usize::MAX)?;
+    let mut head = self::head(batch)?;
     let is_log_append = header.timestamp_type() == TimestampType::LogAppend;
     if is_log_append && header.max_timestamp() == append_time_ms {
-        return Ok(header);
+        return Ok(head);
     }
     let attributes = header.attributes() | TIMESTAMP_TYPE_BIT;
-    write_at(batch, ATTRIBUTES_AT, attributes.to_be_bytes())?;
-    write_at(batch, MAX_TIMESTAMP_AT, append_time_ms.to_be_bytes())?;
-    let crc = crc32c::crc32c(batch.get(CRC_START..).unwrap_or_default());
-    write_at(batch, CRC_AT, crc.to_be_bytes())?;
-    parse_header(batch)
+    write_at(&mut head, ATTRIBUTES_AT, attributes.to_be_bytes())?;
+    write_at(&mut head, MAX_TIMESTAMP_AT, append_time_ms.to_be_bytes())?;
+    let under_header = crc32c::crc32c(head.get(CRC_START..).unwrap_or_default());
+    let crc = crc32c::crc32c_append(under_header, records_payload(batch));
+    write_at(&mut head, CRC_AT, crc.to_be_bytes())?;
+    Ok(head)
+}
+
+/// A copy of the batch's 61-byte header. A log stamps the copy ([`stamp`] works on it as on a
+/// whole batch) and writes it in front of the records it leaves where the client's request put
+/// them, so that a batch is never copied to change the 16 bytes the leader assigns.
+pub fn head(batch: &[u8]) -> Result<[u8; BATCH_HEADER_BYTES], BatchError> {
+    let actual = batch.len();
+    let short = BatchError::TooShort { needed: BATCH_HEADER_BYTES, actual };
+    batch.first_chunk::<BATCH_HEADER_BYTES>().copied().ok_or(short)
 }
 
 fn write_at<const N: usize>(batch: &mut [u8], at: usize, value: [u8; N]) -> Result<(), BatchError> {

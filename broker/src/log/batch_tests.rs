@@ -455,3 +455,26 @@ fn a_delete_horizon_is_read_from_the_base_timestamp() {
         records(&Bytes::from(bytes)).unwrap().iter().map(|r| r.timestamp).collect();
     assert_eq!(timestamps, [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_002]);
 }
+
+#[test]
+fn a_log_append_time_header_is_the_header_set_log_append_time_writes() {
+    for compression in [Compression::None, Compression::Lz4] {
+        let options = BatchOptions { compression, ..BatchOptions::default() };
+        let original = batch_with(&three(), options);
+        let head = log_append_time_header(&original, 42_000).unwrap();
+        let mut rewritten = original.clone();
+        set_log_append_time(&mut rewritten, 42_000).unwrap();
+        assert_eq!(&head[..], &rewritten[..BATCH_HEADER_BYTES]);
+        assert_eq!(&original[BATCH_HEADER_BYTES..], &rewritten[BATCH_HEADER_BYTES..]);
+        // The header in front of the untouched records makes a valid batch.
+        let mut joined = head.to_vec();
+        joined.extend_from_slice(&original[BATCH_HEADER_BYTES..]);
+        assert_eq!(validate_deep(&joined, MAX).map(|h| h.max_timestamp()), Ok(42_000));
+    }
+    let mut corrupt = batch();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert!(matches!(log_append_time_header(&corrupt, 1), Err(BatchError::CrcMismatch { .. })));
+    assert_eq!(head(&[0u8; 60]), Err(BatchError::TooShort { needed: 61, actual: 60 }));
+    assert_eq!(head(&batch()).map(|h| h.to_vec()), Ok(batch()[..BATCH_HEADER_BYTES].to_vec()));
+}

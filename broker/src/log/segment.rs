@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::batch::{BATCH_HEADER_BYTES, BATCH_LOG_OVERHEAD_BYTES, BatchHeader};
 use super::index::{self, OFFSET_ENTRY_BYTES, OffsetEntry, TIME_ENTRY_BYTES, TimeEntry};
@@ -270,9 +270,4 @@ pub(crate) fn frame_len(bytes: &[u8]) -> Option<usize> {
     let field: [u8; 4] = bytes.get(8..12)?.try_into().ok()?;
     let len = usize::try_from(i32::from_be_bytes(field)).ok()?;
     (len + BATCH_LOG_OVERHEAD_BYTES >= BATCH_HEADER_BYTES).then_some(len + BATCH_LOG_OVERHEAD_BYTES)
-}
-
-/// Copies a batch so its header can be stamped, leaving the caller's bytes untouched.
-pub(crate) fn owned(batch: Bytes) -> BytesMut {
-    batch.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]))
 }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::{Bytes, BytesMut};
 
 use super::cached::{self, Cached};
+use super::gathered;
 use crate::io::disk::checked_path;
 use crate::io::{BoxFuture, Disk, File};
 
@@ -210,11 +211,16 @@ impl File for FsFile {
     }
 
     fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>> {
+        self.write_gathered_at(pos, vec![data])
+    }
+
+    fn write_gathered_at(&self, pos: u64, parts: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
         let (file, len) = (Arc::clone(&self.file), Arc::clone(&self.len));
-        let end = pos + data.len() as u64;
-        let inline = data.len() <= INLINE_WRITE_BYTES_MAX;
+        let size: usize = parts.iter().map(Bytes::len).sum();
+        let end = pos + size as u64;
+        let inline = size <= INLINE_WRITE_BYTES_MAX;
         Box::pin(self.change(inline, move || {
-            file.write_all_at(&data, pos)?;
+            gathered::write_all_at(&file, &parts, pos)?;
             len.fetch_max(end, Ordering::SeqCst);
             Ok(())
         }))

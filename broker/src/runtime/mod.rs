@@ -9,6 +9,7 @@ mod cached;
 mod clock;
 mod disk;
 mod entropy;
+mod gathered;
 mod net;
 mod spawn;
 
