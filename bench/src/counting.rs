@@ -1,26 +1,24 @@
-//! A pass-through [`Disk`] that counts what the log asks of the production disk: file syncs
-//! (`fdatasync`), the time spent in them, and bytes written. Wrapped around `FsDisk`, it lets the
-//! benchmark say how many appends shared each sync (group commit) and how much of a run the
-//! disk spent syncing, without touching broker code.
+//! Pass-through files that count what the log asks of the production disk: file syncs
+//! (`fdatasync`), the time spent in them, and bytes written. Wrapped around `FsDisk`'s files
+//! (`weir::io::disk::WrapFiles`), they let the benchmark say how many appends shared each sync
+//! (group commit) and how much of a run the disk spent syncing, without touching broker code.
 
 use std::io;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use weir::io::{BoxFuture, Disk, Env, File};
+use weir::io::disk::WrapFiles;
+use weir::io::{BoxFuture, Env, File};
 
-/// Counters shared by a [`CountingDisk`] and its files.
+/// Counters shared by the files of a counted disk.
 #[derive(Debug, Default)]
 pub struct DiskCounters {
     /// `sync_data` calls on files.
     pub syncs: AtomicU64,
     /// Nanoseconds spent in them (summed over concurrent calls).
     pub sync_nanos: AtomicU64,
-    /// `sync_dir` calls.
-    pub dir_syncs: AtomicU64,
     /// Bytes passed to `write_at` / `append`.
     pub written: AtomicU64,
     /// Bytes returned by `read_at`.
@@ -34,8 +32,6 @@ pub struct DiskSnapshot {
     pub syncs: u64,
     /// Seconds in file syncs.
     pub sync_secs: f64,
-    /// Folder syncs.
-    pub dir_syncs: u64,
     /// Bytes written.
     pub written: u64,
     /// Bytes read.
@@ -48,7 +44,6 @@ impl DiskCounters {
         DiskSnapshot {
             syncs: self.syncs.load(Ordering::Relaxed),
             sync_secs: self.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9,
-            dir_syncs: self.dir_syncs.load(Ordering::Relaxed),
             written: self.written.load(Ordering::Relaxed),
             read: self.read.load(Ordering::Relaxed),
         }
@@ -61,68 +56,21 @@ impl DiskSnapshot {
         DiskSnapshot {
             syncs: self.syncs - earlier.syncs,
             sync_secs: self.sync_secs - earlier.sync_secs,
-            dir_syncs: self.dir_syncs - earlier.dir_syncs,
             written: self.written - earlier.written,
             read: self.read - earlier.read,
         }
     }
 }
 
-/// The production environment for `dir`, with its disk wrapped in a [`CountingDisk`].
+/// The production environment for `dir`, with its files wrapped to count what is asked of them.
 pub fn counted_env(dir: std::path::PathBuf) -> (Env, Arc<DiskCounters>) {
     let mut env = weir::runtime::production_env(dir);
     let counters = Arc::new(DiskCounters::default());
-    env.disk = Arc::new(CountingDisk { inner: env.disk, counters: Arc::clone(&counters) });
+    let wrapped = Arc::clone(&counters);
+    env.disk = Arc::new(WrapFiles::new(env.disk, move |inner| {
+        Arc::new(CountingFile { inner, counters: Arc::clone(&wrapped) }) as Arc<dyn File>
+    }));
     (env, counters)
-}
-
-/// See the module documentation.
-pub struct CountingDisk {
-    inner: Arc<dyn Disk>,
-    counters: Arc<DiskCounters>,
-}
-
-impl CountingDisk {
-    fn wrap(&self, file: Arc<dyn File>) -> Arc<dyn File> {
-        Arc::new(CountingFile { inner: file, counters: Arc::clone(&self.counters) })
-    }
-}
-
-impl Disk for CountingDisk {
-    fn create(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
-        let path = path.to_owned();
-        Box::pin(async move { Ok(self.wrap(self.inner.create(&path).await?)) })
-    }
-
-    fn open(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
-        let path = path.to_owned();
-        Box::pin(async move { Ok(self.wrap(self.inner.open(&path).await?)) })
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.rename(from, to)
-    }
-
-    fn remove(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.remove(path)
-    }
-
-    fn create_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.create_dir(path)
-    }
-
-    fn remove_dir_all(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.remove_dir_all(path)
-    }
-
-    fn list(&self, path: &Path) -> BoxFuture<'_, io::Result<Vec<String>>> {
-        self.inner.list(path)
-    }
-
-    fn sync_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.counters.dir_syncs.fetch_add(1, Ordering::Relaxed);
-        self.inner.sync_dir(path)
-    }
 }
 
 struct CountingFile {

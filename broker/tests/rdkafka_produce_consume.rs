@@ -1,6 +1,6 @@
 //! librdkafka (the `rdkafka` crate) against an in-process broker over real TCP: keyed produce
-//! and ordered consume, every acks setting, idempotent producers, and a restart that keeps
-//! topics and data.
+//! and ordered consume, every acks setting, idempotent producers, a restart that keeps topics
+//! and data, and LogAppendTime topics.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
@@ -180,4 +180,61 @@ async fn restart_keeps_topics_and_data() {
         ClientConfig::new().set("bootstrap.servers", &bootstrap).create().unwrap();
     let metadata = admin.inner().fetch_metadata(Some("durable"), WAIT).unwrap();
     assert_eq!(metadata.topics()[0].partitions().len(), 2);
+}
+
+/// On a `message.timestamp.type=LogAppendTime` topic every record carries the broker's time of
+/// append, whatever the producer set, under a CRC the consumer checks; compressed batches too
+/// (the broker rewrites the header only, in front of the records as sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_append_time_topics_carry_the_brokers_time() {
+    let broker = TestBroker::start().await;
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "stamped", 1, &[("message.timestamp.type", "LogAppendTime")]).await;
+    let wall_ms = || {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        since.as_millis() as i64
+    };
+    let before = wall_ms();
+    let created = 1_000_000_000_000i64;
+    let codecs = ["none", "gzip", "snappy", "lz4", "zstd"];
+    for codec in codecs {
+        let producer = producer(&bootstrap, &[("compression.type", codec)]);
+        for i in 0..5 {
+            let value = format!("{codec}-{i}");
+            let record = FutureRecord::<(), _>::to("stamped").payload(&value).timestamp(created);
+            producer.send(record, WAIT).await.unwrap();
+        }
+    }
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "stamps")
+        .set("check.crcs", "true")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("stamped", 0, Offset::Beginning).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    while seen.len() < 5 * codecs.len() && std::time::Instant::now() < deadline {
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            let message = message.unwrap();
+            let value = String::from_utf8_lossy(message.payload().unwrap()).into_owned();
+            seen.push((value, message.timestamp()));
+        }
+    }
+    let after = wall_ms();
+    assert_eq!(seen.len(), 5 * codecs.len(), "{seen:?}");
+    for (value, timestamp) in &seen {
+        match timestamp {
+            rdkafka::Timestamp::LogAppendTime(t) => {
+                assert!((before..=after).contains(t), "{value}: {t} not in {before}..={after}")
+            }
+            other => panic!("{value} carries {other:?}, not the broker's time"),
+        }
+    }
+    let values: Vec<&str> = seen.iter().map(|(v, _)| v.as_str()).collect();
+    let sent: Vec<String> =
+        codecs.iter().flat_map(|c| (0..5).map(move |i| format!("{c}-{i}"))).collect();
+    assert_eq!(values, sent);
 }

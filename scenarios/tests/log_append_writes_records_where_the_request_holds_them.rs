@@ -4,16 +4,16 @@
 //! partitions' batches and the decoded topic name point into it — so a log that needed the
 //! batch to itself would copy every produced byte once more before writing it.
 //!
-//! The disk is wrapped to see where each written part lies. The caller's bytes must come back
+//! The disk's files are wrapped to see where each written part lies. The caller's bytes must come back
 //! unchanged, and the log must read back the stamped batch.
 
 use std::io;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use weir::io::{BoxFuture, Disk, File};
+use weir::io::disk::WrapFiles;
+use weir::io::{BoxFuture, File};
 use weir::log::batch::{BATCH_HEADER_BYTES, TimestampType, validate};
 use weir::log::{Log, LogConfig, TimestampPolicy};
 use weir::model::{LeaderEpoch, Offset};
@@ -38,54 +38,7 @@ impl Writes {
     }
 }
 
-/// A disk that notes the parts of every write before passing it on.
-struct Watched {
-    inner: Arc<dyn Disk>,
-    writes: Writes,
-}
-
-impl Watched {
-    fn wrap(&self, file: Arc<dyn File>) -> Arc<dyn File> {
-        Arc::new(WatchedFile { inner: file, writes: self.writes.clone() })
-    }
-}
-
-impl Disk for Watched {
-    fn create(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
-        let path = path.to_path_buf();
-        Box::pin(async move { self.inner.create(&path).await.map(|f| self.wrap(f)) })
-    }
-
-    fn open(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
-        let path = path.to_path_buf();
-        Box::pin(async move { self.inner.open(&path).await.map(|f| self.wrap(f)) })
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.rename(from, to)
-    }
-
-    fn remove(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.remove(path)
-    }
-
-    fn create_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.create_dir(path)
-    }
-
-    fn remove_dir_all(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.remove_dir_all(path)
-    }
-
-    fn list(&self, path: &Path) -> BoxFuture<'_, io::Result<Vec<String>>> {
-        self.inner.list(path)
-    }
-
-    fn sync_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.sync_dir(path)
-    }
-}
-
+/// A file that notes the parts of every write before passing it on.
 struct WatchedFile {
     inner: Arc<dyn File>,
     writes: Writes,
@@ -145,8 +98,11 @@ fn scenario(policy: TimestampPolicy) -> Result<(), String> {
     let epoch = LeaderEpoch(4);
     sim.block_on(host, Duration::from_secs(60), move |env| async move {
         let writes = Writes::default();
-        let disk = Arc::new(Watched { inner: Arc::clone(&env.disk), writes: writes.clone() });
-        let env = weir::io::Env { disk, ..env };
+        let watching = writes.clone();
+        let disk = WrapFiles::new(Arc::clone(&env.disk), move |inner| {
+            Arc::new(WatchedFile { inner, writes: watching.clone() }) as Arc<dyn File>
+        });
+        let env = weir::io::Env { disk: Arc::new(disk), ..env };
         let config = LogConfig { timestamp_policy: policy, ..LogConfig::default() };
         let log = Log::open(env.clone(), log::dir(), config).await.map_err(|e| e.to_string())?;
         let (frame, batches) = request(3);

@@ -104,6 +104,63 @@ pub trait File: Send + Sync {
     fn sync_data(&self) -> BoxFuture<'_, io::Result<()>>;
 }
 
+/// A [`Disk`] that passes every operation to `inner`, and every file it creates or opens
+/// through `wrap`: how a benchmark or a test watches what a component asks of its files (bytes
+/// written, syncs, where the written bytes lie) without implementing the disk again.
+pub struct WrapFiles<W> {
+    inner: Arc<dyn Disk>,
+    wrap: W,
+}
+
+impl<W> WrapFiles<W>
+where
+    W: Fn(Arc<dyn File>) -> Arc<dyn File> + Send + Sync,
+{
+    /// `inner`, its files passed through `wrap`.
+    pub fn new(inner: Arc<dyn Disk>, wrap: W) -> WrapFiles<W> {
+        WrapFiles { inner, wrap }
+    }
+}
+
+impl<W> Disk for WrapFiles<W>
+where
+    W: Fn(Arc<dyn File>) -> Arc<dyn File> + Send + Sync,
+{
+    fn create(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
+        let path = path.to_owned();
+        Box::pin(async move { Ok((self.wrap)(self.inner.create(&path).await?)) })
+    }
+
+    fn open(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
+        let path = path.to_owned();
+        Box::pin(async move { Ok((self.wrap)(self.inner.open(&path).await?)) })
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.remove(path)
+    }
+
+    fn create_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.create_dir(path)
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.remove_dir_all(path)
+    }
+
+    fn list(&self, path: &Path) -> BoxFuture<'_, io::Result<Vec<String>>> {
+        self.inner.list(path)
+    }
+
+    fn sync_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.sync_dir(path)
+    }
+}
+
 /// Checks that `path` is relative and stays inside the disk's root; returns it normalised
 /// (no `.` components). Both implementations call this before touching anything.
 pub fn checked_path(path: &Path) -> io::Result<PathBuf> {

@@ -169,8 +169,9 @@ impl Log {
         }
     }
 
-    /// Writes `parts` one after another at `position`; a failure leaves the tail unknown and takes the log offline, except
-    /// a full disk, where the partial write is cut off again and the log stays usable.
+    /// Writes `parts` one after another at `position`; a failure leaves the tail unknown and
+    /// takes the log offline, except a full disk, where the partial write is cut off again and
+    /// the log stays usable.
     async fn write(
         &self,
         file: &dyn crate::io::File,

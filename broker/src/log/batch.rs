@@ -595,7 +595,7 @@ pub fn log_append_time_header(
 
 /// A copy of the batch's 61-byte header. A log stamps the copy ([`stamp`] works on it as on a
 /// whole batch) and writes it in front of the records it leaves where the client's request put
-/// them, so that a batch is never copied to change the 16 bytes the leader assigns.
+/// them, so that a batch is never copied to change the 12 bytes the leader assigns.
 pub fn head(batch: &[u8]) -> Result<[u8; BATCH_HEADER_BYTES], BatchError> {
     let actual = batch.len();
     let short = BatchError::TooShort { needed: BATCH_HEADER_BYTES, actual };
