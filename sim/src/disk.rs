@@ -482,7 +482,8 @@ impl File for SimFile {
     }
 
     fn write_gathered_at(&self, pos: u64, parts: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
-        // One write of the joined bytes: it tears, fails or lands as a whole, as `pwritev` does.
+        // One write of the joined bytes, open to the same faults as any write (a power failure
+        // may keep only a prefix of it), as one `pwritev` is.
         self.write_at(pos, parts.concat().into())
     }
 
