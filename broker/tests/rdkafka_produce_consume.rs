@@ -50,6 +50,21 @@ fn high_watermark(bootstrap: &str, topic: &str, partition: i32) -> i64 {
     consumer.fetch_watermarks(topic, partition, WAIT).unwrap().1
 }
 
+/// A consumer assigned `partition` from its beginning, checking every batch's CRC.
+fn reader(bootstrap: &str, topic: &str, partition: i32) -> BaseConsumer {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "reader")
+        .set("enable.auto.commit", "false")
+        .set("check.crcs", "true")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Beginning).unwrap();
+    consumer.assign(&tpl).unwrap();
+    consumer
+}
+
 /// Reads `count` messages from `partition` starting at the beginning, as (key, value, offset).
 fn consume(
     bootstrap: &str,
@@ -57,15 +72,7 @@ fn consume(
     partition: i32,
     count: usize,
 ) -> Vec<(String, String, i64)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "reader")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Beginning).unwrap();
-    consumer.assign(&tpl).unwrap();
+    let consumer = reader(bootstrap, topic, partition);
     let mut out = Vec::new();
     let deadline = std::time::Instant::now() + WAIT;
     while out.len() < count && std::time::Instant::now() < deadline {
@@ -205,15 +212,7 @@ async fn log_append_time_topics_carry_the_brokers_time() {
             producer.send(record, WAIT).await.unwrap();
         }
     }
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("group.id", "stamps")
-        .set("check.crcs", "true")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset("stamped", 0, Offset::Beginning).unwrap();
-    consumer.assign(&tpl).unwrap();
+    let consumer = reader(&bootstrap, "stamped", 0);
     let mut seen = Vec::new();
     let deadline = std::time::Instant::now() + WAIT;
     while seen.len() < 5 * codecs.len() && std::time::Instant::now() < deadline {
