@@ -234,7 +234,7 @@ impl Reader {
 /// Appends a CRC-32C of everything written so far.
 pub fn seal(w: Writer) -> Bytes {
     let mut out = w.0;
-    let crc = crc32c::crc32c(&out);
+    let crc = crate::log::crc::crc32c(&out);
     out.put_u32(crc);
     out.freeze()
 }
@@ -246,7 +246,7 @@ pub fn unseal(bytes: &Bytes) -> Result<Reader, DecodeError> {
     }
     let (body, crc) = bytes.split_at(bytes.len() - 4);
     let expected = u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
-    if crc32c::crc32c(body) != expected {
+    if crate::log::crc::crc32c(body) != expected {
         return Err(DecodeError::Checksum);
     }
     Ok(Reader(bytes.slice(..bytes.len() - 4)))

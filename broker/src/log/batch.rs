@@ -26,6 +26,7 @@
 use kafka_protocol::ResponseError;
 pub use kafka_protocol::records::{Compression, TimestampType};
 
+use super::crc;
 use super::inflate::decompress;
 use super::records::scan_records;
 use super::wire::Reader;
@@ -529,7 +530,7 @@ pub(crate) fn check_frame(batch: &[u8], max_bytes: usize) -> Result<BatchHeader,
     if batch.len() != declared {
         return Err(BatchError::LengthMismatch { declared, actual: batch.len() });
     }
-    let computed = crc32c::crc32c(batch.get(CRC_START..).unwrap_or_default());
+    let computed = crc::crc32c(batch.get(CRC_START..).unwrap_or_default());
     if computed != unchecked.crc {
         return Err(BatchError::CrcMismatch { stored: unchecked.crc, computed });
     }
@@ -587,8 +588,8 @@ pub fn log_append_time_header(
     let attributes = header.attributes() | TIMESTAMP_TYPE_BIT;
     write_at(&mut head, ATTRIBUTES_AT, attributes.to_be_bytes())?;
     write_at(&mut head, MAX_TIMESTAMP_AT, append_time_ms.to_be_bytes())?;
-    let under_header = crc32c::crc32c(head.get(CRC_START..).unwrap_or_default());
-    let crc = crc32c::crc32c_append(under_header, records_payload(batch));
+    let crc =
+        crc::crc32c_parts(&[head.get(CRC_START..).unwrap_or_default(), records_payload(batch)]);
     write_at(&mut head, CRC_AT, crc.to_be_bytes())?;
     Ok(head)
 }

@@ -49,7 +49,7 @@ pub fn encode(kind: u8, version: u8, body: &[u8]) -> Bytes {
     out.put_u8(version);
     out.put_u32(u32::try_from(body.len()).unwrap_or(u32::MAX));
     out.put_slice(body);
-    let crc = crc32c::crc32c(&out);
+    let crc = crate::log::crc::crc32c(&out);
     out.put_u32(crc);
     out.freeze()
 }
@@ -60,7 +60,7 @@ pub fn decode(kind: u8, bytes: &Bytes) -> Result<(u8, Bytes), &'static str> {
         return Err("shorter than a header");
     }
     let (framed, crc) = bytes.split_at(bytes.len() - CRC_BYTES);
-    if crc32c::crc32c(framed) != u32::from_be_bytes(crc.try_into().map_err(|_| "crc")?) {
+    if crate::log::crc::crc32c(framed) != u32::from_be_bytes(crc.try_into().map_err(|_| "crc")?) {
         return Err("checksum mismatch");
     }
     let mut header = &framed[..HEADER_BYTES];

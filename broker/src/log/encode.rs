@@ -153,7 +153,7 @@ pub fn encode_batch(records: &[RecordSpec], options: &BatchOptions) -> Result<By
     out.put_i32(options.base_sequence);
     out.put_i32(record_count);
     out.extend_from_slice(&payload);
-    let crc = crc32c::crc32c(out.get(CRC_START..).unwrap_or_default());
+    let crc = crate::log::crc::crc32c(out.get(CRC_START..).unwrap_or_default());
     if let Some(slot) = out.get_mut(CRC_AT..CRC_START) {
         slot.copy_from_slice(&crc.to_be_bytes());
     }

@@ -15,6 +15,7 @@ mod append;
 pub mod checkpoint;
 pub mod cleaner;
 pub mod config;
+pub mod crc;
 pub mod epochs;
 pub mod error;
 mod flush;

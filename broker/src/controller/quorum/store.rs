@@ -63,7 +63,7 @@ fn encode_frame(e: &Entry) -> Bytes {
     let body = body.finish();
     let mut out = BytesMut::with_capacity(FRAME_HEADER_BYTES + body.len());
     out.put_u32(body.len() as u32);
-    out.put_u32(crc32c::crc32c(&body));
+    out.put_u32(crate::log::crc::crc32c(&body));
     out.put_slice(&body);
     out.freeze()
 }
@@ -80,7 +80,7 @@ fn decode_frames(bytes: &Bytes) -> (Vec<Entry>, usize) {
             break;
         }
         let body = bytes.slice(pos + FRAME_HEADER_BYTES..pos + FRAME_HEADER_BYTES + len);
-        if crc32c::crc32c(&body) != crc {
+        if crate::log::crc::crc32c(&body) != crc {
             break;
         }
         let mut r = Reader(body);
