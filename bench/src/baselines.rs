@@ -160,14 +160,22 @@ fn create(path: &Path) -> Result<File> {
 /// copy itself; the runs measured against this baseline write into pages freed just before
 /// them, so the baseline must too, or every ratio to it flatters the run.
 pub fn buffered_write(path: &Path, total: u64) -> Result<f64> {
-    let chunk = pattern(CHUNK_BYTES);
+    buffered_write_in(path, total, CHUNK_BYTES)
+}
+
+/// Like [`buffered_write`], in `write(2)`s of `chunk` bytes each: with `chunk` the size of a
+/// batch, the write pattern a log appending such batches cannot do better than (each write
+/// starts and ends inside a page, where the 1 MiB writes start and end on page boundaries).
+pub fn buffered_write_in(path: &Path, total: u64, chunk: usize) -> Result<f64> {
+    let chunk = pattern(chunk.max(1));
+    let step = chunk.len() as u64;
     {
         let bar = progress::bar("baseline: buffered write (warming pages)", total / MIB, "MiB");
         let mut file = create(path)?;
         let mut written = 0;
         while written < total {
             file.write_all(&chunk)?;
-            written += CHUNK_BYTES as u64;
+            written += step;
             bar.set_position(written / MIB);
         }
         bar.finish_and_clear();
@@ -179,7 +187,7 @@ pub fn buffered_write(path: &Path, total: u64) -> Result<f64> {
     let mut written = 0;
     while written < total {
         file.write_all(&chunk)?;
-        written += CHUNK_BYTES as u64;
+        written += step;
         bar.set_position(written / MIB);
     }
     let elapsed = start.elapsed();

@@ -62,6 +62,7 @@ const READ_BYTES: usize = 1 << 20;
 pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) -> Result<()> {
     let base = baselines::measure(dir, baselines::Sizes::new(quick), report)?;
     let runtime = weir::runtime::build_runtime()?;
+    let mut interval_runs = Vec::new();
     for &kib in &settings.batch_kib {
         let batch = one_batch(kib)?;
         for policy in [FlushPolicy::Interval, FlushPolicy::Ack] {
@@ -88,7 +89,27 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
                 );
             }
             std::fs::remove_dir_all(dir.join(&name))?;
+            if policy == FlushPolicy::Interval {
+                interval_runs.push((kib, batch.len(), outcome.mbs()));
+            }
         }
+    }
+    // Measured after every paired run, so that the extra gigabytes they write do not change
+    // the state of memory the paired runs were measured in.
+    for (kib, batch_len, mbs) in interval_runs {
+        let same_size = batch_size_writes(dir, settings, batch_len)?;
+        report.push(
+            Figure::plain(
+                "log",
+                &format!("append {kib} KiB batches, interval, beside batch-size writes"),
+                "MB/s",
+                mbs,
+                "the interval run above against buffered write(2)s of one batch's bytes each, \
+                 into warmed pages: what writing batch by batch costs the kernel, without the \
+                 log's work",
+            )
+            .against(&format!("buffered write in {batch_len} B writes"), same_size),
+        );
     }
     recovery::figures(&runtime, dir, quick, report)?;
     report.notes.push(format!(
@@ -99,6 +120,15 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
         settings.max_secs
     ));
     Ok(())
+}
+
+/// Buffered `write(2)`s of `chunk` bytes each, as many bytes as an append run: the write
+/// pattern of a log appending `chunk`-byte batches one at a time, without the log.
+fn batch_size_writes(dir: &Path, settings: &Settings, chunk: usize) -> Result<f64> {
+    let file = dir.join("batch-size-baseline.dat");
+    let mbs = baselines::buffered_write_in(&file, settings.bytes, chunk)?;
+    std::fs::remove_file(&file)?;
+    Ok(mbs)
 }
 
 /// The baseline an append run is judged against, measured just before it.
