@@ -210,6 +210,7 @@ impl Log {
                     || active.relative(last).is_none())
         };
         if needed {
+            let _files = self.files_lock.lock().await;
             self.roll_locked().await?;
         }
         Ok(())
@@ -219,10 +220,11 @@ impl Log {
     /// holds anything). For operators and tests; appends roll by themselves.
     pub async fn roll(&self) -> Result<(), AppendError> {
         let _append = self.append_lock.lock().await;
+        let _files = self.files_lock.lock().await;
         self.roll_locked().await
     }
 
-    /// The roll itself; the caller holds the append lock.
+    /// The roll itself; the caller holds the append lock and the files lock.
     pub(super) async fn roll_locked(&self) -> Result<(), AppendError> {
         let (old_base, index, new_base) = {
             let state = self.state();

@@ -181,13 +181,15 @@ impl Log {
     /// durable point and then the partition checkpoint (recovery point, log start offset, high
     /// watermark). Runs periodically and at shutdown; after a crash, recovery rescans only what
     /// was appended since.
+    /// Appends go on meanwhile: it holds the files lock, not the append lock, so only a roll
+    /// (and truncation, retention, a cleaner's swap) waits for it.
     pub async fn checkpoint(&self) -> Result<(), MaintenanceError> {
-        let _append = self.append_lock.lock().await;
+        let _files = self.files_lock.lock().await;
         self.checkpoint_locked().await
     }
 
-    /// The checkpoint itself; the caller holds the append lock (so no roll changes the active
-    /// segment meanwhile).
+    /// The checkpoint itself; the caller holds the files lock (so no roll seals the active
+    /// segment, and no truncation cuts it, while its index is written).
     pub(super) async fn checkpoint_locked(&self) -> Result<(), MaintenanceError> {
         let (point, index) = {
             let state = self.state();

@@ -199,6 +199,7 @@ impl Log {
             config: Mutex::new(config),
             state: Mutex::new(state),
             append_lock: tokio::sync::Mutex::new(()),
+            files_lock: tokio::sync::Mutex::new(()),
             synced: tokio::sync::Notify::new(),
             cleaner: Default::default(),
         }

@@ -22,6 +22,11 @@ pub struct Log {
     pub(super) config: Mutex<LogConfig>,
     pub(super) state: Mutex<State>,
     pub(super) append_lock: tokio::sync::Mutex<()>,
+    /// Held by whoever writes the log's index or checkpoint files or changes its set of
+    /// segments on disk: a roll, truncation, retention, the cleaner's swap (each taking it after
+    /// the append lock) and the periodic checkpoint (which takes this one only, so appends go on
+    /// while it writes and syncs its files).
+    pub(super) files_lock: tokio::sync::Mutex<()>,
     /// Woken whenever a sync finishes (or fails).
     pub(super) synced: tokio::sync::Notify,
     /// The compaction cleaner's per-log state.

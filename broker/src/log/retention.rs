@@ -36,6 +36,7 @@ impl Log {
         let config = self.config();
         let now = self.env.clock.wall_ms();
         let _append = self.append_lock.lock().await;
+        let _files = self.files_lock.lock().await;
         let doomed: Vec<(Offset, Offset, u64)> = {
             let state = self.state();
             state.check_online()?;
@@ -78,6 +79,7 @@ impl Log {
         upper_bound: Offset,
     ) -> Result<Offset, MaintenanceError> {
         let append = self.append_lock.lock().await;
+        let files = self.files_lock.lock().await;
         let advanced = {
             let mut state = self.state();
             state.check_online()?;
@@ -92,6 +94,7 @@ impl Log {
             let point = self.state().checkpointed;
             self.write_checkpoint_point(point).await?;
         }
+        drop(files);
         drop(append);
         if advanced {
             self.apply_retention(upper_bound).await?;

@@ -29,6 +29,7 @@ impl Log {
     /// [`Log::forget_epochs_at_end`]). Producer state kept above the log is the caller's to cut.
     pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, MaintenanceError> {
         let _append = self.append_lock.lock().await;
+        let _files = self.files_lock.lock().await;
         let at_end = {
             let mut state = self.state();
             state.check_online()?;
@@ -152,6 +153,7 @@ impl Log {
     /// Producer state kept above the log is the caller's to reset.
     pub async fn restart_at(&self, start: Offset) -> Result<(), MaintenanceError> {
         let _append = self.append_lock.lock().await;
+        let _files = self.files_lock.lock().await;
         let point = RecoveryPoint { offset: start, segment: start, position: 0 };
         {
             let mut state = self.state();

@@ -1,6 +1,7 @@
 //! The log-durability workload: writers append with `flush.policy=ack` while the host is killed
-//! or power-failed at random instants and its disk misbehaves; a reader checks what is durable as
-//! it goes. After the faults stop, every acknowledged batch must be in the log at its offset with
+//! or power-failed at random instants and its disk misbehaves, and a checkpointer records the
+//! recovery point beside them as the broker's maintenance does; a reader checks what is durable
+//! as it goes. After the faults stop, every acknowledged batch must be in the log at its offset with
 //! its exact bytes, nothing corrupt may ever have been returned, and no offset may ever have
 //! shown two different batches.
 
@@ -29,6 +30,8 @@ pub const WRITERS: usize = 3;
 pub const WRITER_PAUSE_MS_MAX: u64 = 50;
 /// Longest pause of the reader between reads.
 pub const READER_PAUSE_MS_MAX: u64 = 50;
+/// Longest pause of the checkpointer between checkpoints.
+pub const CHECKPOINT_PAUSE_MS_MAX: u64 = 200;
 
 /// What the writers and the reader saw.
 #[derive(Debug, Default)]
@@ -74,9 +77,23 @@ pub fn host(seed: u64, history: Arc<Mutex<History>>, stop: Arc<AtomicBool>) -> B
                     (Arc::clone(&log), Arc::clone(&history), Arc::clone(&stop), env.clone());
                 env.spawn("writer", async move { writer(env2, log, w, history, stop).await });
             }
+            let (checkpointed, env2, stop2) = (Arc::clone(&log), env.clone(), Arc::clone(&stop));
+            env.spawn("checkpointer", async move { checkpointer(env2, checkpointed, stop2).await });
             reader(env, log, history, stop).await;
         }
     })
+}
+
+/// Checkpoints the log now and then, beside the appends (it does not hold them up), so that
+/// crashes land during checkpoints too and recovery starts from what they recorded.
+async fn checkpointer(env: Env, log: Arc<Log>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let pause = 1 + env.entropy.below(CHECKPOINT_PAUSE_MS_MAX);
+        env.clock.sleep(Duration::from_millis(pause)).await;
+        if let Err(e) = log.checkpoint().await {
+            tracing::debug!("checkpoint failed: {e}");
+        }
+    }
 }
 
 fn random_batch(env: &Env) -> Bytes {

@@ -52,6 +52,7 @@ impl Log {
             return Ok(false);
         };
         let _append = self.append_lock.lock().await;
+        let _files = self.files_lock.lock().await;
         let unchanged = {
             let state = self.state();
             state.check_online()?;
