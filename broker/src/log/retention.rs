@@ -35,7 +35,7 @@ impl Log {
     ) -> Result<RetentionOutcome, MaintenanceError> {
         let config = self.config();
         let now = self.env.clock.wall_ms();
-        let _append = self.append_lock.lock().await;
+        let append = self.append_lock.lock().await;
         let _files = self.files_lock.lock().await;
         let doomed: Vec<(Offset, Offset, u64)> = {
             let state = self.state();
@@ -67,7 +67,7 @@ impl Log {
             }
             doomed
         };
-        self.delete_segments(&doomed).await
+        self.delete_segments(&doomed, append).await
     }
 
     /// Advances the log start offset to `offset` (DeleteRecords), bounded by `upper_bound` (the
@@ -103,9 +103,13 @@ impl Log {
     }
 
     /// Removes `doomed` (base, next base, size) segments: log start first, durably; then files.
+    /// The caller holds the files lock throughout and hands over the append lock, which is let
+    /// go once the segments are out of the log's map: appends never touch them, so they go on
+    /// while the checkpoint is written and the files removed.
     async fn delete_segments(
         &self,
         doomed: &[(Offset, Offset, u64)],
+        append: tokio::sync::MutexGuard<'_, ()>,
     ) -> Result<RetentionOutcome, MaintenanceError> {
         let Some(&(_, new_start, _)) = doomed.last() else {
             return Ok(RetentionOutcome {
@@ -120,6 +124,7 @@ impl Log {
                 state.segments.remove(base);
             }
         }
+        drop(append);
         let point = self.state().checkpointed;
         self.write_checkpoint_point(point).await?;
         for (base, _, _) in doomed {
