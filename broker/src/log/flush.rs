@@ -181,6 +181,7 @@ impl Log {
     /// durable point and then the partition checkpoint (recovery point, log start offset, high
     /// watermark). Runs periodically and at shutdown; after a crash, recovery rescans only what
     /// was appended since.
+    ///
     /// Appends go on meanwhile: it holds the files lock, not the append lock, so only a roll
     /// (and truncation, retention, a cleaner's swap) waits for it.
     pub async fn checkpoint(&self) -> Result<(), MaintenanceError> {
