@@ -1,13 +1,21 @@
 //! Helpers for scenarios that drive one partition log: a log whose every batch fills a segment,
-//! small keyed batches that tell themselves apart, and reading a whole log back.
+//! small keyed batches that tell themselves apart, reading a whole log back, and appending beside
+//! a slow maintenance task.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::split::split_batches;
 use weir::log::{Log, LogConfig};
 use weir::model::{LeaderEpoch, Offset};
+use weir_sim::{DiskFaults, Host, Sim};
+
+use crate::ensure;
 
 /// Records in a [`batch`].
 pub const BATCH_RECORDS: i64 = 3;
@@ -59,4 +67,56 @@ pub async fn all_batches(log: &Log) -> Result<Vec<Bytes>, String> {
         at = read.next_offset;
     }
     Ok(batches)
+}
+
+/// Makes `host`'s syncs take `sync`, starts `work` (maintenance on `log`, called `what` in
+/// messages) and, once it has begun, appends batches `first..first + count` unsynced beside it.
+/// Fails unless the appends finish within one sync while `work` is still under way, and `work`
+/// then ends.
+#[allow(clippy::too_many_arguments)]
+pub fn appends_beside<F, Fut>(
+    sim: &Sim,
+    host: Host,
+    log: &Arc<Log>,
+    what: &str,
+    sync: Duration,
+    first: u8,
+    count: u8,
+    work: F,
+) -> Result<(), String>
+where
+    F: FnOnce(Arc<Log>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    sim.set_disk_faults(host, DiskFaults { sync_latency: sync, ..DiskFaults::default() });
+    let running = Arc::new(AtomicBool::new(true));
+    let (done, work) = (Arc::clone(&running), work(Arc::clone(log)));
+    sim.spawn(host, what, move |_| async move {
+        work.await;
+        done.store(false, Ordering::SeqCst);
+    });
+    // The work has begun writing when the appends start.
+    sim.run_for(sync / 4);
+    ensure(running.load(Ordering::SeqCst), || format!("the {what} ended within a sync"))?;
+    let appender = Arc::clone(log);
+    let took = sim
+        .block_on(host, Duration::from_secs(60), move |env| async move {
+            let start = env.clock.now();
+            for n in 0..count {
+                appender
+                    .append_unsynced(batch(first + n, None), LeaderEpoch(1))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(env.clock.now() - start)
+        })
+        .ok_or("the appends did not finish")??;
+    ensure(took < sync, || {
+        format!("{count} appends took {took:?} while the {what} ran (a sync takes {sync:?})")
+    })?;
+    ensure(running.load(Ordering::SeqCst), || {
+        format!("the {what} had already ended: the appends did not run beside it")
+    })?;
+    sim.run_until(Duration::from_secs(60), || !running.load(Ordering::SeqCst));
+    ensure(!running.load(Ordering::SeqCst), || format!("the {what} never ended"))
 }

@@ -5,12 +5,11 @@
 //! reopens with every synced batch.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use weir::log::{Log, LogConfig};
 use weir::model::LeaderEpoch;
-use weir_scenarios::log::{all_batches, batch, dir};
+use weir_scenarios::log::{all_batches, appends_beside, batch, dir};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{DiskFaults, Sim};
 
@@ -33,37 +32,9 @@ fn scenario(seed: u64) -> Result<(), String> {
         })
         .ok_or("the log did not open")??;
     let synced = log.log_end_offset();
-    sim.set_disk_faults(host, DiskFaults { sync_latency: SYNC, ..DiskFaults::default() });
-    let checkpointing = Arc::new(AtomicBool::new(true));
-    let (checkpointer, done) = (Arc::clone(&log), Arc::clone(&checkpointing));
-    sim.spawn(host, "checkpoint", move |_| async move {
-        let _ = checkpointer.checkpoint().await;
-        done.store(false, Ordering::SeqCst);
-    });
-    // The checkpoint has begun writing when the appends start.
-    sim.run_for(SYNC / 4);
-    ensure(checkpointing.load(Ordering::SeqCst), || "the checkpoint ended within a sync".into())?;
-    let appender = Arc::clone(&log);
-    let took = sim
-        .block_on(host, Duration::from_secs(60), move |env| async move {
-            let start = env.clock.now();
-            for n in 0..APPENDS {
-                appender
-                    .append_unsynced(batch(4 + n, None), LeaderEpoch(1))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok::<_, String>(env.clock.now() - start)
-        })
-        .ok_or("the appends did not finish")??;
-    ensure(took < SYNC, || {
-        format!("{APPENDS} appends took {took:?} while a checkpoint ran (a sync takes {SYNC:?})")
+    appends_beside(&sim, host, &log, "checkpoint", SYNC, 4, APPENDS, |log| async move {
+        let _ = log.checkpoint().await;
     })?;
-    ensure(checkpointing.load(Ordering::SeqCst), || {
-        "the checkpoint had already ended: the appends did not run beside it".into()
-    })?;
-    sim.run_until(Duration::from_secs(60), || !checkpointing.load(Ordering::SeqCst));
-    ensure(!checkpointing.load(Ordering::SeqCst), || "the checkpoint never ended".into())?;
     // Power fails before the new batches are synced: the log comes back with the synced ones.
     drop(log);
     sim.power_fail(host);

@@ -5,14 +5,13 @@
 //! batches.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use weir::log::{Log, LogConfig};
 use weir::model::LeaderEpoch;
-use weir_scenarios::log::{all_batches, batch, dir, segment_per_batch};
+use weir_scenarios::log::{all_batches, appends_beside, batch, dir, segment_per_batch};
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::{DiskFaults, Sim};
+use weir_sim::Sim;
 
 /// How long each sync takes on the slow disk.
 const SYNC: Duration = Duration::from_millis(20);
@@ -38,38 +37,11 @@ fn scenario(seed: u64) -> Result<(), String> {
         })
         .ok_or("the log did not open")??;
     let end = log.log_end_offset();
-    sim.set_disk_faults(host, DiskFaults { sync_latency: SYNC, ..DiskFaults::default() });
-    let deleting = Arc::new(AtomicBool::new(true));
-    let (retention, done) = (Arc::clone(&log), Arc::clone(&deleting));
-    sim.spawn(host, "retention", move |_| async move {
-        if let Err(e) = retention.apply_retention(end).await {
+    appends_beside(&sim, host, &log, "retention", SYNC, OLD, APPENDS, move |log| async move {
+        if let Err(e) = log.apply_retention(end).await {
             eprintln!("retention failed: {e}");
         }
-        done.store(false, Ordering::SeqCst);
-    });
-    sim.run_for(SYNC / 4);
-    ensure(deleting.load(Ordering::SeqCst), || "retention ended within a sync".into())?;
-    let appender = Arc::clone(&log);
-    let took = sim
-        .block_on(host, Duration::from_secs(60), move |env| async move {
-            let start = env.clock.now();
-            for n in 0..APPENDS {
-                appender
-                    .append_unsynced(batch(OLD + n, None), LeaderEpoch(1))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok::<_, String>(env.clock.now() - start)
-        })
-        .ok_or("the appends did not finish")??;
-    ensure(took < SYNC, || {
-        format!("{APPENDS} appends took {took:?} while retention ran (a sync takes {SYNC:?})")
     })?;
-    ensure(deleting.load(Ordering::SeqCst), || {
-        "retention had already ended: the appends did not run beside it".into()
-    })?;
-    sim.run_until(Duration::from_secs(60), || !deleting.load(Ordering::SeqCst));
-    ensure(!deleting.load(Ordering::SeqCst), || "retention never ended".into())?;
     let start = log.log_start_offset();
     ensure(start > weir::model::Offset(0), || "retention deleted nothing".into())?;
     let batches = sim
