@@ -260,14 +260,35 @@ impl Broker {
         }
     }
 
-    /// Sends a change to the active controller and waits until this broker has applied it.
+    /// Sends a change to the active controller and waits until this broker has applied it,
+    /// for at most [`ADMIN_TIMEOUT`].
     pub async fn change(&self, request: Request) -> Result<Response, ControllerError> {
+        self.change_within(request, ADMIN_TIMEOUT).await
+    }
+
+    /// Sends a change to the active controller and waits until this broker has applied it,
+    /// for at most `limit`: once that has passed, no further attempt is sent (a client that
+    /// gave up on the change must not see it happen long after, when it may already have
+    /// acted on its failure — say, deleted the topic a timed-out create had made after all,
+    /// which a create still being retried here would then bring back).
+    pub async fn change_within(
+        &self,
+        request: Request,
+        limit: Duration,
+    ) -> Result<Response, ControllerError> {
         let membership = self.membership().ok_or(ControllerError::NotController)?;
-        let response = membership.call(&request, ADMIN_TIMEOUT).await?;
+        if limit.is_zero() {
+            // Not even a first attempt: it would be polled once before the timer.
+            return Err(ControllerError::Timeout);
+        }
+        let clock = &*self.env.clock;
+        let deadline = clock.now() + limit;
+        let response = membership.call(&request, limit).await?;
         match &response {
             Response::Error { error, .. } => return Err(error.clone()),
             Response::Done { offset, .. } | Response::ProducerIds { offset, .. } => {
-                self.wait_reconciled(*offset, ADMIN_TIMEOUT).await;
+                let left = deadline.saturating_duration_since(clock.now());
+                self.wait_reconciled(*offset, left).await;
             }
             Response::Metadata(_) => {}
         }

@@ -475,6 +475,13 @@ impl AsyncWrite for SimConn {
     }
 }
 
+impl Conn for SimConn {
+    fn abort(self: Box<Self>) {
+        self.outgoing.fault(&self.world, PipeFault::Reset);
+        self.incoming.fault(&self.world, PipeFault::Reset);
+    }
+}
+
 impl Drop for SimConn {
     fn drop(&mut self) {
         self.outgoing.close_write(&self.world);

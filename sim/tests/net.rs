@@ -77,20 +77,8 @@ fn one_way_partition_stops_delivery_in_that_direction_only() {
     let sim = Sim::new(2);
     let a = sim.add_client("a");
     let b = sim.add_client("b");
-    let b_addr = SocketAddr::new(sim.ip(b), PORT);
-    // b accepts one connection and hands its end to the test through a channel.
-    let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Conn>>();
-    let tx = std::sync::Mutex::new(tx);
-    sim.spawn(b, "acceptor", move |env| async move {
-        let listener = env.net.bind(b_addr).await.unwrap();
-        let (conn, _) = listener.accept().await.unwrap();
-        tx.lock().unwrap().send(conn).unwrap();
-        env.clock.sleep(Duration::from_secs(1_000)).await;
-    });
-    let mut a_end = sim
-        .block_on(a, Duration::from_secs(5), move |env| async move { connect(&env, b_addr).await })
-        .unwrap();
-    let mut b_end = rx.try_recv().unwrap();
+    // b accepts one connection and hands its end to the test.
+    let (mut a_end, mut b_end) = accepted_pair(&sim, a, b, PORT);
     sim.partition_one_way(a, b);
     // a → b is cut: b hears nothing.
     let (a_end2, b_got) = sim
@@ -231,4 +219,55 @@ fn clog_holds_bytes_until_released_and_reset_breaks_the_stream() {
         read.map(|r| r.map_err(|e| e.kind())),
         Some(Err(std::io::ErrorKind::ConnectionReset))
     );
+}
+
+/// b's end of one connection from a, which b accepts and hands over.
+fn accepted_pair(sim: &Sim, a: Host, b: Host, port: u16) -> (Box<dyn Conn>, Box<dyn Conn>) {
+    let b_addr = SocketAddr::new(sim.ip(b), port);
+    let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Conn>>();
+    let tx = std::sync::Mutex::new(tx);
+    sim.spawn(b, "acceptor", move |env| async move {
+        let listener = env.net.bind(b_addr).await.unwrap();
+        let (conn, _) = listener.accept().await.unwrap();
+        tx.lock().unwrap().send(conn).unwrap();
+        env.clock.sleep(Duration::from_secs(1_000)).await;
+    });
+    let a_end = sim
+        .block_on(a, Duration::from_secs(5), move |env| async move { connect(&env, b_addr).await })
+        .unwrap();
+    (a_end, rx.try_recv().unwrap())
+}
+
+#[test]
+fn a_closed_connection_still_delivers_held_bytes_but_an_aborted_one_does_not() {
+    for abort in [false, true] {
+        let sim = Sim::new(6);
+        let a = sim.add_client("a");
+        let b = sim.add_client("b");
+        let (mut a_end, mut b_end) = accepted_pair(&sim, a, b, PORT);
+        sim.partition(&[a], &[b]);
+        sim.block_on(a, Duration::from_secs(5), move |_| async move {
+            a_end.write_all(b"request").await.unwrap();
+            if abort { a_end.abort() } else { drop(a_end) }
+        })
+        .unwrap();
+        sim.heal_all();
+        let read = sim
+            .block_on(b, Duration::from_secs(10), move |env| async move {
+                let mut buf = Vec::new();
+                let read =
+                    timeout(&*env.clock, Duration::from_secs(5), b_end.read_to_end(&mut buf));
+                read.await.ok().map(|r| r.map(|_| buf).map_err(|e| e.kind()))
+            })
+            .unwrap();
+        if abort {
+            assert_eq!(
+                read,
+                Some(Err(std::io::ErrorKind::ConnectionReset)),
+                "an aborted connection's held bytes arrived after the heal"
+            );
+        } else {
+            assert_eq!(read, Some(Ok(b"request".to_vec())), "a closed connection lost its bytes");
+        }
+    }
 }

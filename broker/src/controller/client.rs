@@ -175,9 +175,11 @@ impl ControllerClient {
             Arc::clone(conns.entry((target, lane)).or_default())
         };
         let mut guard = slot.lock().await;
-        // Taken out while in use: a call cancelled mid-exchange drops the connection rather
-        // than leaving a half-read answer for the next call.
-        let mut conn = match guard.take() {
+        // Taken out while in use: a call that fails, times out or is cancelled mid-exchange
+        // aborts the connection rather than leaving a half-read answer for the next call —
+        // and rather than closing it, which would still deliver a request held up by a
+        // partition when it heals, long after the caller gave up on it.
+        let conn = match guard.take() {
             Some(c) => c,
             None => {
                 let mut c = timeout(&*self.env.clock, CONNECT_TIMEOUT, self.env.net.connect(addr))
@@ -195,14 +197,17 @@ impl ControllerClient {
             }
             _ => ATTEMPT_TIMEOUT,
         };
+        let mut conn = AbortOnDrop(Some(conn));
         let exchange = async {
-            write_frame(&mut *conn, &request.encode()).await?;
-            let frame = read_frame(&mut *conn).await?;
+            let closed = || std::io::Error::from(std::io::ErrorKind::NotConnected);
+            let c = conn.0.as_deref_mut().ok_or_else(closed)?;
+            write_frame(c, &request.encode()).await?;
+            let frame = read_frame(c).await?;
             Ok::<_, super::rpc::RpcError>(Response::decode(&frame)?)
         };
         match timeout(&*self.env.clock, limit, exchange).await {
             Ok(Ok(response)) => {
-                *guard = Some(conn);
+                *guard = conn.0.take();
                 Some(response)
             }
             Ok(Err(e)) => {
@@ -213,6 +218,17 @@ impl ControllerClient {
                 tracing::debug!(controller = target, "controller call timed out");
                 None
             }
+        }
+    }
+}
+
+/// A connection in the middle of an exchange: aborted ([`Conn::abort`]) unless taken back.
+struct AbortOnDrop(Option<Box<dyn Conn>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.take() {
+            conn.abort();
         }
     }
 }

@@ -33,7 +33,11 @@ pub trait Listener: Send + Sync {
 }
 
 /// One end of an established connection. Dropping it closes the connection: the peer reads
-/// end of stream once everything sent before has arrived.
-pub trait Conn: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
-
-impl<T: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static> Conn for T {}
+/// end of stream once everything sent before has arrived — even bytes still held up by a
+/// network partition, which arrive when it heals.
+pub trait Conn: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {
+    /// Closes the connection abortively (TCP's reset, `SO_LINGER` 0): bytes written but not
+    /// yet delivered to the peer are discarded, never to arrive, and the peer's reads fail.
+    /// For a request given up on, which must not reach its peer later.
+    fn abort(self: Box<Self>);
+}

@@ -6,6 +6,16 @@ use std::net::SocketAddr;
 
 use crate::io::{BoxFuture, Conn, Listener, Net};
 
+impl Conn for tokio::net::TcpStream {
+    fn abort(self: Box<Self>) {
+        // With a zero linger, closing sends a reset and drops what the peer has not
+        // acknowledged, instead of retransmitting it until it arrives.
+        if let Err(e) = self.set_zero_linger() {
+            tracing::debug!("a connection could not be set to reset on close: {e}");
+        }
+    }
+}
+
 /// Real TCP sockets.
 pub struct TcpNet;
 

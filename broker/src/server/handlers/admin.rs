@@ -2,6 +2,7 @@
 //! DescribeCluster.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -16,10 +17,11 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{code, led_partition};
-use crate::controller::logic::ControllerError;
+use crate::controller::logic::{ControllerError, NewTopic};
 use crate::controller::rpc::Request;
+use crate::io::Instant;
 use crate::model::{Offset, TopicId};
-use crate::node::Broker;
+use crate::node::{ADMIN_TIMEOUT, Broker};
 
 /// Kafka's error for a refused topic operation.
 pub(crate) fn controller_error(error: &ControllerError) -> ResponseError {
@@ -44,6 +46,29 @@ fn message(error: &ControllerError) -> Option<StrBytes> {
     Some(StrBytes::from_string(error.to_string()))
 }
 
+/// When a request asking the controller for changes must be done: its `timeout_ms` from now
+/// (at most [`ADMIN_TIMEOUT`]), or [`ADMIN_TIMEOUT`] when it gives none (zero or less, which
+/// for Kafka's controller means no deadline). Changes still unanswered then are not tried
+/// again: the client stops waiting at its timeout, and may act on the failure.
+struct Deadline {
+    at: Instant,
+}
+
+impl Deadline {
+    fn of(broker: &Broker, timeout_ms: i32) -> Deadline {
+        let limit = u64::try_from(timeout_ms)
+            .ok()
+            .filter(|&ms| ms > 0)
+            .map_or(ADMIN_TIMEOUT, |ms| Duration::from_millis(ms).min(ADMIN_TIMEOUT));
+        Deadline { at: broker.env.clock.now() + limit }
+    }
+
+    /// What is left of it (zero once it has passed).
+    fn left(&self, broker: &Broker) -> Duration {
+        self.at.saturating_duration_since(broker.env.clock.now())
+    }
+}
+
 /// Answers CreateTopics.
 pub async fn create_topics(
     broker: &Arc<Broker>,
@@ -51,6 +76,7 @@ pub async fn create_topics(
     _version: i16,
 ) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
+    let deadline = Deadline::of(broker, request.timeout_ms);
     for wanted in request.topics {
         let mut result = CreatableTopicResult::default();
         result.name = wanted.name.clone();
@@ -67,15 +93,14 @@ pub async fn create_topics(
             wanted.assignments.len() as i32
         };
         let name = wanted.name.0.as_str();
-        let created = broker
-            .create_topic(
-                name,
-                partitions,
-                i32::from(wanted.replication_factor),
-                &configs,
-                request.validate_only,
-            )
-            .await;
+        let topic = NewTopic {
+            name: name.to_owned(),
+            partitions,
+            replication: i32::from(wanted.replication_factor),
+            configs,
+        };
+        let create = Request::CreateTopic { topic, validate_only: request.validate_only };
+        let created = broker.change_within(create, deadline.left(broker)).await.map(|_| ());
         match created {
             Ok(()) => {
                 let image = super::metadata::image_of(broker);
@@ -113,6 +138,7 @@ pub async fn delete_topics(
     _version: i16,
 ) -> DeleteTopicsResponse {
     let mut response = DeleteTopicsResponse::default();
+    let deadline = Deadline::of(broker, request.timeout_ms);
     let mut wanted: Vec<(Option<String>, Uuid)> =
         request.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect();
     wanted.extend(
@@ -131,7 +157,8 @@ pub async fn delete_topics(
             None => result.error_code = code(ResponseError::UnknownTopicId),
             Some(name) => {
                 let topic_id = image.topic(&name).map(|t| t.id);
-                match broker.change(Request::DeleteTopic { name }).await {
+                let delete = Request::DeleteTopic { name };
+                match broker.change_within(delete, deadline.left(broker)).await {
                     Ok(_) => {
                         if let Some(id) = topic_id {
                             result.topic_id = Uuid::from_bytes(id.0);
@@ -155,6 +182,7 @@ pub async fn create_partitions(
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut response = CreatePartitionsResponse::default();
+    let deadline = Deadline::of(broker, request.timeout_ms);
     for wanted in request.topics {
         let mut result = CreatePartitionsTopicResult::default();
         result.name = wanted.name.clone();
@@ -163,7 +191,7 @@ pub async fn create_partitions(
             count: wanted.count,
             validate_only: request.validate_only,
         };
-        if let Err(error) = broker.change(change).await {
+        if let Err(error) = broker.change_within(change, deadline.left(broker)).await {
             result.error_code = code(controller_error(&error));
             result.error_message = message(&error);
         }

@@ -1,0 +1,57 @@
+//! Fault scenario: a client asks a broker cut off from the controller to create one topic and
+//! to delete another. Both requests time out — the client waits `timeout_ms`, as the request
+//! says — and then the cut heals. Neither change may happen afterwards: a client that saw its
+//! request fail acts on that (it retries, or deletes what it created meanwhile), and a change
+//! the broker kept sending to the controller long after would undo what it did next. The cluster
+//! swarm found that: a create the broker kept retrying for 30 s brought back a topic the client
+//! had created on a second attempt and deleted since, and producers' writes for the deleted
+//! topic then landed in the new one.
+
+use std::time::Duration;
+
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::client::{Client, REQUEST_TIMEOUT};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+
+/// Longest the client's two requests may take together: its timeout each, and a little more.
+const BOTH_REQUESTS: Duration = Duration::from_secs(12);
+/// How long the cluster runs after the heal: past the broker's own bound on admin changes
+/// (`ADMIN_TIMEOUT`, 30 s), so that a request it still held would have gone through.
+const AFTER: Duration = Duration::from_secs(40);
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
+    let controller = c.active_controller().ok_or("no active controller")?;
+    let via = (controller + 1 + (seed as usize % 2)) % 3;
+    c.create_topic(controller, "kept", 1).map_err(|e| format!("creating kept: {e}"))?;
+    let others: Vec<_> = (0..3).filter(|&ix| ix != via).map(|ix| c.nodes[ix]).collect();
+    c.sim.partition(&[c.nodes[via]], &others);
+    let addr = c.addr(via);
+    let outcomes = c
+        .client_call(BOTH_REQUESTS, move |env| async move {
+            let mut client = Client::new(env, addr, "admin");
+            let created = client.create_topic("late", 2, &[]).await;
+            let deleted = client.delete_topic("kept").await;
+            (created.is_err(), deleted.is_err())
+        })
+        .ok_or("the client's requests did not end within their timeouts")?;
+    ensure(outcomes == (true, true), || {
+        format!("cut off from the controller, the requests succeeded: {outcomes:?}")
+    })?;
+    c.sim.heal_all();
+    c.run_for(AFTER);
+    c.settle("the heal")?;
+    let image = c.committed_image().ok_or("no committed image")?;
+    ensure(image.topic("late").is_none(), || {
+        format!("the create that timed out {REQUEST_TIMEOUT:?} in happened after the heal")
+    })?;
+    ensure(image.topic("kept").is_some(), || {
+        "the delete that timed out happened after the heal".to_owned()
+    })?;
+    c.watch_verdict()
+}
+
+#[test]
+fn admin_request_that_timed_out_never_happens_later() {
+    for_each_seed("admin_request_that_timed_out_never_happens_later", 0..8, scenario);
+}
