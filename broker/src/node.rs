@@ -24,6 +24,7 @@ use crate::io::{Env, Listener, timeout};
 use crate::log::error::Offline;
 use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::partition::Partition;
+use crate::partition::read_ahead::{READ_AHEAD_BYTES_MAX, ReadAheadBudget};
 use crate::partition::replica::Role as ReplicaRole;
 use crate::producer_ids::ProducerIds;
 use crate::replication::catch_up::CatchUpBudget;
@@ -100,6 +101,8 @@ pub struct Broker {
     clean_start: bool,
     /// The byte rate this broker's followers out of the ISR copy at, together.
     pub catch_up: std::sync::Mutex<CatchUpBudget>,
+    /// The bytes consumers' reads ahead may hold together.
+    pub read_ahead: Arc<ReadAheadBudget>,
 }
 
 /// An empty file in the data folder written once a shutdown has flushed and closed every log,
@@ -159,6 +162,7 @@ impl Broker {
             bound: OnceLock::new(),
             clean_start,
             catch_up: std::sync::Mutex::new(CatchUpBudget::new(catch_up_rate)),
+            read_ahead: ReadAheadBudget::new(READ_AHEAD_BYTES_MAX),
         });
         broker.spawn_maintenance();
         Ok(broker)

@@ -145,6 +145,12 @@ impl Log {
         self.state().log_end
     }
 
+    /// How many times the log's end or start has been cut (truncation, a restart at a new
+    /// start). Bytes read while this count stays the same are still the log's.
+    pub fn cuts(&self) -> u64 {
+        self.state().cuts
+    }
+
     /// Every offset below this one has been synced to disk.
     pub fn durable_offset(&self) -> Offset {
         self.state().durable.offset

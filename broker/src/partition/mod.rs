@@ -5,6 +5,7 @@
 //! gather many producers' batches into one sync.
 
 pub mod producers;
+pub mod read_ahead;
 pub mod replica;
 
 use std::path::PathBuf;
@@ -15,10 +16,12 @@ use bytes::Bytes;
 use crate::io::Env;
 use crate::log::producers::{Decision, ProducerError, ProducerStateManager};
 use crate::log::{
-    AppendError, FlushPolicy, Log, LogConfig, MaintenanceError, OpenError, ReadError, batch,
+    AppendError, FlushPolicy, Log, LogConfig, MaintenanceError, OpenError, ReadError, ReadResult,
+    batch,
 };
 use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 use crate::replication::ReplicationError;
+use read_ahead::{Pending, ReadAhead, ReadAheadBudget};
 use replica::ReplicaState;
 
 /// Why a produce to this partition failed.
@@ -112,6 +115,8 @@ pub struct Partition {
     /// before a cut and written after it would describe offsets the log no longer holds (and
     /// be trusted once the log grew past it again).
     snapshotting: tokio::sync::Mutex<()>,
+    /// Reads started ahead of consumers reading in order (see [`read_ahead`]).
+    pub read_ahead: ReadAhead,
 }
 
 /// The rest of a produce after its append: resolves when the batch may be acknowledged.
@@ -154,6 +159,7 @@ impl Partition {
             replicated: tokio::sync::Notify::new(),
             follow: tokio::sync::Mutex::new(()),
             snapshotting: tokio::sync::Mutex::new(()),
+            read_ahead: ReadAhead::default(),
         })
     }
 
@@ -289,5 +295,82 @@ impl Partition {
         };
         producers::save(bytes, end, &*self.env.disk, self.log.dir()).await?;
         Ok(())
+    }
+
+    /// A consumer's read: batches from the one holding `start`, at most `max_bytes` of them
+    /// (but the first whole), below `upper` (the high watermark), as [`Log::read`] returns
+    /// them — served from a read ahead when one for `start` is still the log's; and if more
+    /// is readable past them, the next read is started ahead (within `budget`).
+    pub async fn read_in_order(
+        self: &Arc<Self>,
+        start: Offset,
+        max_bytes: usize,
+        upper: Offset,
+        budget: &Arc<ReadAheadBudget>,
+    ) -> Result<ReadResult, ReadError> {
+        let ahead = match self.read_ahead.take(start) {
+            Some(pending) => match pending.wait().await {
+                Some(result) => self.still_readable(&pending, result, max_bytes, upper),
+                None => None,
+            },
+            None => None,
+        };
+        let result = match ahead {
+            Some(result) => {
+                self.read_ahead.count_served();
+                result
+            }
+            None => self.log.read(start, max_bytes, upper).await?,
+        };
+        let next = result.next_offset;
+        if !result.records.is_empty() && next < upper.min(result.log_end) {
+            self.start_read_ahead(next, max_bytes, upper, budget);
+        }
+        Ok(result)
+    }
+
+    /// `result`, read ahead for `pending`, if a fresh read with `max_bytes` below `upper`
+    /// could return it now: no cut since it was read, the log online, its range within the
+    /// log and below `upper`, and within the budget. Its log start and end are brought up to
+    /// date.
+    fn still_readable(
+        &self,
+        pending: &Pending,
+        mut result: ReadResult,
+        max_bytes: usize,
+        upper: Offset,
+    ) -> Option<ReadResult> {
+        let (cuts, online) = (self.log.cuts(), self.log.offline().is_none());
+        let (log_start, log_end) = (self.log.log_start_offset(), self.log.log_end_offset());
+        let fits = pending.max_bytes() <= max_bytes || result.records.len() <= max_bytes;
+        let within = pending.start() >= log_start && result.next_offset <= upper.min(log_end);
+        if cuts != pending.cuts() || !online || !fits || !within {
+            return None;
+        }
+        result.log_start = log_start;
+        result.log_end = log_end;
+        Some(result)
+    }
+
+    fn start_read_ahead(
+        self: &Arc<Self>,
+        start: Offset,
+        max_bytes: usize,
+        upper: Offset,
+        budget: &Arc<ReadAheadBudget>,
+    ) {
+        let Some(reservation) = budget.try_reserve(max_bytes) else {
+            return;
+        };
+        let pending = Pending::new(start, max_bytes, self.log.cuts());
+        self.read_ahead.offer(Arc::clone(&pending));
+        let partition = Arc::clone(self);
+        let clock = Arc::clone(&self.env.clock);
+        self.env.spawn("read-ahead", async move {
+            let read = partition.log.read(start, max_bytes, upper).await;
+            drop(partition);
+            pending.fill(read.ok(), reservation);
+            pending.hold(&*clock).await;
+        });
     }
 }

@@ -4,7 +4,8 @@
 //! per partition and in total (the first batch is always whole, so a consumer can make
 //! progress); a long poll of up to `max_wait_ms` for `min_bytes`, woken by appends. Topics are
 //! named by id from v13. Empty record sets are empty bytes, never null. Fetch sessions are not
-//! kept: session id 0 means "no session" and clients send full fetches.
+//! kept: session id 0 means "no session" and clients send full fetches. A consumer's read is
+//! served from a read ahead when one for its offset is ready ([`crate::partition::read_ahead`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -178,7 +179,11 @@ async fn read_partition(
     if limit == 0 && !first {
         return data;
     }
-    match partition.log.read(offset, limit.max(1), upto).await {
+    let read = match replica {
+        None => partition.read_in_order(offset, limit.max(1), upto, &broker.read_ahead).await,
+        Some(_) => partition.log.read(offset, limit.max(1), upto).await,
+    };
+    match read {
         Ok(result) => {
             data.log_start_offset = result.log_start.0;
             data.records = Some(result.records);
