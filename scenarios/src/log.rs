@@ -1,6 +1,6 @@
 //! Helpers for scenarios that drive one partition log: a log whose every batch fills a segment,
-//! small keyed batches that tell themselves apart, reading a whole log back, and appending beside
-//! a slow maintenance task.
+//! small keyed batches that tell themselves apart, reading a whole log back, appending beside
+//! a slow maintenance task, and a partition (log and producer state) in [`dir`].
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -9,10 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use weir::io::Env;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::split::split_batches;
 use weir::log::{Log, LogConfig};
-use weir::model::{LeaderEpoch, Offset};
+use weir::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
+use weir::partition::Partition;
 use weir_sim::{DiskFaults, Host, Sim};
 
 use crate::ensure;
@@ -23,6 +25,16 @@ pub const BATCH_RECORDS: i64 = 3;
 /// The log's folder.
 pub fn dir() -> PathBuf {
     PathBuf::from("events-0")
+}
+
+/// Opens (recovering) partition `events-0` in [`dir`] with `config`.
+pub async fn open_partition(env: Env, config: LogConfig) -> Result<Arc<Partition>, String> {
+    let tp = TopicPartition::new("events", 0);
+    let appended = Arc::new(tokio::sync::Notify::new());
+    let partition = Partition::open(env, tp, TopicId::ZERO, dir(), config, appended)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(partition))
 }
 
 /// Settings under which each [`batch`] fills a segment: every append seals the one before.

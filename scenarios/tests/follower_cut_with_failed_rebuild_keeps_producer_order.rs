@@ -9,7 +9,6 @@
 //! Over the seeds the test also checks that the interesting path ran: some cuts succeeded and
 //! their rebuild failed on a read.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -18,7 +17,7 @@ use bytes::Bytes;
 use weir::io::Env;
 use weir::log::LogConfig;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use weir::model::{Offset, TopicId, TopicPartition};
+use weir::model::Offset;
 use weir::partition::{Partition, TruncateError};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{DiskFaults, Sim};
@@ -78,17 +77,7 @@ fn base_offset(seed: u64, n: usize) -> Offset {
 }
 
 async fn open(env: Env) -> Result<Arc<Partition>, String> {
-    let partition = Partition::open(
-        env,
-        TopicPartition::new("events", 0),
-        TopicId::ZERO,
-        PathBuf::from("events-0"),
-        config(),
-        Arc::new(tokio::sync::Notify::new()),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    Ok(Arc::new(partition))
+    weir_scenarios::log::open_partition(env, config()).await
 }
 
 /// How the seeds went, for the check that the failing-rebuild path ran.

@@ -4,13 +4,12 @@
 //! start moved past the range, after the read ahead began — and reads ahead must stay within
 //! their byte budget and give it back.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use weir::io::Env;
 use weir::log::{LogConfig, ReadError, ReadResult};
-use weir::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
+use weir::model::{LeaderEpoch, Offset};
 use weir::partition::Partition;
 use weir::partition::read_ahead::{READ_AHEAD_BYTES_MAX, READ_AHEAD_HOLD, ReadAheadBudget};
 use weir_scenarios::log::{BATCH_RECORDS, batch};
@@ -25,17 +24,8 @@ const READ_BYTES: usize = 1_500;
 const LIMIT: Duration = Duration::from_secs(60);
 
 async fn open(env: Env) -> Result<Arc<Partition>, String> {
-    let partition = Partition::open(
-        env,
-        TopicPartition::new("events", 0),
-        TopicId::ZERO,
-        PathBuf::from("events-0"),
-        LogConfig { segment_bytes: 4_000, retention_ms: -1, ..LogConfig::default() },
-        Arc::new(tokio::sync::Notify::new()),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    Ok(Arc::new(partition))
+    let config = LogConfig { segment_bytes: 4_000, retention_ms: -1, ..LogConfig::default() };
+    weir_scenarios::log::open_partition(env, config).await
 }
 
 /// Appends batches `first..first + count` (by fill byte `fill + n`) at the log end.
