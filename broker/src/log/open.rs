@@ -183,6 +183,7 @@ impl Log {
             high_watermark,
             syncing: false,
             cuts: 0,
+            rewrites: 0,
             unsynced: Vec::new(),
             dir_dirty: true,
             offline: None,

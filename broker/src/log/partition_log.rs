@@ -60,6 +60,10 @@ pub(super) struct State {
     /// that began before a cut must not mark its old end durable: offsets below it may since
     /// hold new, unsynced batches.
     pub(super) cuts: u64,
+    /// Changes that may alter the bytes at offsets the log held before: counted when a cut
+    /// (truncation, a restart at a new start) begins and when it ends, and at each swap of
+    /// compacted segments. Bytes read while this count stays the same are still the log's.
+    pub(super) rewrites: u64,
     /// Files of sealed segments (and their indexes) written since the last sync.
     pub(super) unsynced: Vec<Arc<dyn File>>,
     /// A segment file was created or removed since the last folder sync.
@@ -145,10 +149,11 @@ impl Log {
         self.state().log_end
     }
 
-    /// How many times the log's end or start has been cut (truncation, a restart at a new
-    /// start). Bytes read while this count stays the same are still the log's.
-    pub fn cuts(&self) -> u64 {
-        self.state().cuts
+    /// How many rewrites (see `State::rewrites`: cuts of the log's end or start, each counted
+    /// as it begins and as it ends, and swaps of compacted segments) the log has had. Bytes
+    /// read while this count stays the same are still the log's.
+    pub fn rewrites(&self) -> u64 {
+        self.state().rewrites
     }
 
     /// Every offset below this one has been synced to disk.

@@ -76,6 +76,7 @@ impl Log {
         let lower = |p: RecoveryPoint| if p.offset > end { point } else { p };
         let (checkpointed, epochs) = {
             let mut state = self.state();
+            state.rewrites += 1;
             state.high_watermark = state.high_watermark.min(end);
             state.checkpointed = lower(state.checkpointed);
             state.epochs.truncate_from(natural);
@@ -116,6 +117,7 @@ impl Log {
             state.log_end = end;
             state.durable = lower(state.durable);
             state.cuts += 1;
+            state.rewrites += 1;
             state.unsynced.retain(|f| !Arc::ptr_eq(f, &log));
         }
         if natural < end {
@@ -161,6 +163,7 @@ impl Log {
             if start <= state.log_end {
                 return Ok(());
             }
+            state.rewrites += 1;
             state.log_start = start;
             state.high_watermark = start;
             state.checkpointed = point;
@@ -185,6 +188,7 @@ impl Log {
             state.log_end = start;
             state.durable = point;
             state.cuts += 1;
+            state.rewrites += 1;
             state.unsynced.clear();
             old
         };

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::io::Env;
+use crate::io::{Env, timeout};
 use crate::log::producers::{Decision, ProducerError, ProducerStateManager};
 use crate::log::{
     AppendError, FlushPolicy, Log, LogConfig, MaintenanceError, OpenError, ReadError, ReadResult,
@@ -21,7 +21,7 @@ use crate::log::{
 };
 use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 use crate::replication::ReplicationError;
-use read_ahead::{Pending, ReadAhead, ReadAheadBudget};
+use read_ahead::{Pending, READ_AHEAD_HOLD, ReadAhead, ReadAheadBudget};
 use replica::ReplicaState;
 
 /// Why a produce to this partition failed.
@@ -309,9 +309,12 @@ impl Partition {
         budget: &Arc<ReadAheadBudget>,
     ) -> Result<ReadResult, ReadError> {
         let ahead = match self.read_ahead.take(start) {
-            Some(pending) => match pending.wait().await {
-                Some(result) => self.still_readable(&pending, result, max_bytes, upper),
-                None => None,
+            // A read ahead still under way is waited for only so long: one stuck on the
+            // device must not hold up a fetch that would fail at once on an offline log.
+            Some(pending) => match timeout(&*self.env.clock, READ_AHEAD_HOLD, pending.wait()).await
+            {
+                Ok(Some(result)) => self.still_readable(&pending, result, max_bytes, upper),
+                Ok(None) | Err(_) => None,
             },
             None => None,
         };
@@ -330,7 +333,7 @@ impl Partition {
     }
 
     /// `result`, read ahead for `pending`, if a fresh read with `max_bytes` below `upper`
-    /// could return it now: no cut since it was read, the log online, its range within the
+    /// could return it now: no rewrite since it was read (see [`Log::rewrites`]), the log online, its range within the
     /// log and below `upper`, and within the budget. Its log start and end are brought up to
     /// date.
     fn still_readable(
@@ -340,11 +343,11 @@ impl Partition {
         max_bytes: usize,
         upper: Offset,
     ) -> Option<ReadResult> {
-        let (cuts, online) = (self.log.cuts(), self.log.offline().is_none());
+        let (rewrites, online) = (self.log.rewrites(), self.log.offline().is_none());
         let (log_start, log_end) = (self.log.log_start_offset(), self.log.log_end_offset());
         let fits = pending.max_bytes() <= max_bytes || result.records.len() <= max_bytes;
         let within = pending.start() >= log_start && result.next_offset <= upper.min(log_end);
-        if cuts != pending.cuts() || !online || !fits || !within {
+        if rewrites != pending.rewrites() || !online || !fits || !within {
             return None;
         }
         result.log_start = log_start;
@@ -362,7 +365,7 @@ impl Partition {
         let Some(reservation) = budget.try_reserve(max_bytes) else {
             return;
         };
-        let pending = Pending::new(start, max_bytes, self.log.cuts());
+        let pending = Pending::new(start, max_bytes, self.log.rewrites());
         self.read_ahead.offer(Arc::clone(&pending));
         let partition = Arc::clone(self);
         let clock = Arc::clone(&self.env.clock);

@@ -7,9 +7,9 @@
 //! the partition starts the next read at once, on a task of its own; a fetch for exactly that
 //! range takes the result (waiting for it if the read is still under way).
 //!
-//! A result read ahead is served only if it is what a fresh read could have returned: no cut
-//! of the log's end or start (`Log::cuts`: truncation, a restart at a new start) happened since
-//! the read began, the log is online, the range still starts at or after the log start and ends
+//! A result read ahead is served only if it is what a fresh read could have returned: no
+//! rewrite of the log (`Log::rewrites`: truncation or a restart at a new start, from when it
+//! begins, or a swap of compacted segments) happened since the read began, the log is online, the range still starts at or after the log start and ends
 //! at or below the fetch's upper bound (the high watermark), and it fits the fetch's byte
 //! budget. Otherwise the fetch reads afresh. Reads ahead are bounded: a few per partition
 //! ([`READ_AHEAD_SLOTS`]), a broker-wide byte budget ([`ReadAheadBudget`]), and a result that
@@ -102,8 +102,8 @@ enum Stage {
 pub(super) struct Pending {
     start: Offset,
     max_bytes: usize,
-    /// The log's cut count when the read began.
-    cuts: u64,
+    /// The log's rewrite count when the read began.
+    rewrites: u64,
     stage: Mutex<Stage>,
     /// Woken when the read is done (or the read ahead is gone).
     ready: tokio::sync::Notify,
@@ -112,11 +112,11 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    pub(super) fn new(start: Offset, max_bytes: usize, cuts: u64) -> Arc<Pending> {
+    pub(super) fn new(start: Offset, max_bytes: usize, rewrites: u64) -> Arc<Pending> {
         Arc::new(Pending {
             start,
             max_bytes,
-            cuts,
+            rewrites,
             stage: Mutex::new(Stage::Reading),
             ready: tokio::sync::Notify::new(),
             taken: tokio::sync::Notify::new(),
@@ -132,9 +132,9 @@ impl Pending {
         self.start
     }
 
-    /// The log's cut count when the read began.
-    pub(super) fn cuts(&self) -> u64 {
-        self.cuts
+    /// The log's rewrite count when the read began.
+    pub(super) fn rewrites(&self) -> u64 {
+        self.rewrites
     }
 
     /// The byte budget the read was made with.

@@ -79,6 +79,7 @@ impl Log {
             state.segments.remove(&source.base);
         }
         state.segments.insert(first.base, segment);
+        state.rewrites += 1;
         state.gapped = true;
         state.dir_dirty = true;
         Ok(true)
