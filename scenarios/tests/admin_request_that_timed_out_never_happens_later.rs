@@ -6,10 +6,16 @@
 //! swarm found that: a create the broker kept retrying for 30 s brought back a topic the client
 //! had created on a second attempt and deleted since, and producers' writes for the deleted
 //! topic then landed in the new one.
+//!
+//! A second case: the request reaches the controller in time but waits there behind a slow
+//! commit (every sync takes most of a second) until its client's timeout has passed. The
+//! controller must not make the change then either.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::DiskFaults;
 use weir_sim::client::{Client, REQUEST_TIMEOUT};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
@@ -51,7 +57,63 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.watch_verdict()
 }
 
+/// How long each sync takes in the second case.
+const SLOW_SYNC: Duration = Duration::from_millis(800);
+/// The queued request's timeout: shorter than the commit it waits behind.
+const SHORT: Duration = Duration::from_millis(500);
+
+fn queued_behind_a_slow_commit(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
+    let controller = c.active_controller().ok_or("no active controller")?;
+    let other = (controller + 1 + (seed as usize % 2)) % 3;
+    let slow = DiskFaults { sync_latency: SLOW_SYNC, ..DiskFaults::default() };
+    for ix in 0..3 {
+        c.sim.set_disk_faults(c.nodes[ix], slow.clone());
+    }
+    let (first, second) = (c.addr(controller), c.addr(other));
+    // The first create takes the controller's lock and holds it through a slow commit; the
+    // second arrives a moment later, through another broker, and queues.
+    let slow_one: Arc<Mutex<Option<bool>>> = Arc::default();
+    let out = Arc::clone(&slow_one);
+    let _first = c.sim.spawn(c.client, "admin-a", move |env| async move {
+        let created = Client::new(env, first, "admin-a").create_topic("slow", 1, &[]).await;
+        *out.lock().unwrap_or_else(|p| p.into_inner()) = Some(created.is_ok());
+    });
+    let queued = c
+        .client_call(Duration::from_secs(30), move |env| async move {
+            env.clock.sleep(Duration::from_millis(20)).await;
+            let mut client = Client::new(env, second, "admin-b");
+            client.create_topic_within("queued", (1, 1), &[], SHORT).await.is_err()
+        })
+        .ok_or("the queued create did not end")?;
+    let done = |_: &Cluster| slow_one.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+    ensure(c.run_until(Duration::from_secs(60), done), || "the slow create never ended".into())?;
+    let outcomes = (*slow_one.lock().unwrap_or_else(|p| p.into_inner()), queued);
+    for ix in 0..3 {
+        c.sim.set_disk_faults(c.nodes[ix], DiskFaults::default());
+    }
+    ensure(outcomes.1, || {
+        format!("the create queued behind a slow commit succeeded: {outcomes:?}")
+    })?;
+    c.run_for(AFTER);
+    c.settle("the slow commits")?;
+    let image = c.committed_image().ok_or("no committed image")?;
+    ensure(image.topic("queued").is_none(), || {
+        format!("the create that timed out after {SHORT:?} was made later ({outcomes:?})")
+    })?;
+    c.watch_verdict()
+}
+
 #[test]
 fn admin_request_that_timed_out_never_happens_later() {
     for_each_seed("admin_request_that_timed_out_never_happens_later", 0..8, scenario);
+}
+
+#[test]
+fn admin_request_queued_at_the_controller_past_its_timeout_is_not_made() {
+    for_each_seed(
+        "admin_request_that_timed_out_never_happens_later",
+        0..8,
+        queued_behind_a_slow_commit,
+    );
 }

@@ -5,6 +5,7 @@
 //! heartbeats are also copied to the voters that are not active, so that whichever takes over
 //! knows when it last heard from each broker.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -14,7 +15,7 @@ use super::logic::ControllerError;
 use super::records::BrokerId;
 use super::rpc::{Channel, Hello, Request, Response, read_frame, write_frame};
 use super::service::Controller;
-use crate::io::{Conn, Env, timeout};
+use crate::io::{Conn, Env, Instant, timeout};
 
 /// Pause between attempts while no controller answers.
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
@@ -107,6 +108,7 @@ impl ControllerClient {
                 .map_err(|_| ControllerError::Timeout);
         }
         let trying = Mutex::new(None);
+        let until = self.env.clock.now() + deadline;
         let attempt = async {
             loop {
                 let Some(target) = self.target() else {
@@ -114,7 +116,7 @@ impl ControllerClient {
                     continue;
                 };
                 *trying.lock().unwrap_or_else(|p| p.into_inner()) = Some(target);
-                let answer = self.call_one(target, request, lane).await;
+                let answer = self.call_one(target, &self.bounded(request, until), lane).await;
                 match answer {
                     Some(Response::Error { error: ControllerError::NotController, leader }) => {
                         self.set_leader(leader.filter(|&l| l != target));
@@ -145,6 +147,23 @@ impl ControllerClient {
             }
         }
         outcome.map_err(|_| ControllerError::Timeout)
+    }
+
+    /// `request` as one attempt sends it: a change a client waits for (topic creation,
+    /// deletion, growth, configuration) goes inside [`Request::Within`] with what is left of
+    /// the wait, so that the controller does not start it after the caller gave up.
+    fn bounded<'a>(&self, request: &'a Request, until: Instant) -> Cow<'a, Request> {
+        match request {
+            Request::CreateTopic { .. }
+            | Request::DeleteTopic { .. }
+            | Request::CreatePartitions { .. }
+            | Request::AlterConfigs { .. } => {
+                let left = until.saturating_duration_since(self.env.clock.now());
+                let ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX);
+                Cow::Owned(Request::Within { ms, request: Box::new(request.clone()) })
+            }
+            _ => Cow::Borrowed(request),
+        }
     }
 
     /// Sends `request` to every voter but the one believed active, each attempt bounded by

@@ -123,6 +123,14 @@ pub enum Request {
         /// The ISR asked for.
         isr: Vec<BrokerId>,
     },
+    /// `request` — a change a client asked for — to be started within `ms` of its arrival,
+    /// or not at all: the broker that sends it stops waiting then, and so has its client.
+    Within {
+        /// Milliseconds the sender still waits for the answer.
+        ms: u32,
+        /// The change (never itself a `Within`).
+        request: Box<Request>,
+    },
     /// Committed metadata after log index `after`, waiting up to `max_wait_ms` for some.
     FetchMetadata {
         /// The last index the broker has applied.
@@ -299,6 +307,9 @@ impl Request {
             Request::FetchMetadata { after, max_wait_ms } => {
                 w.u8(8).u64(*after).u32(*max_wait_ms);
             }
+            Request::Within { ms, request } => {
+                w.u8(10).u32(*ms).bytes(&request.encode());
+            }
             Request::AlterPartition {
                 broker_id,
                 incarnation,
@@ -367,6 +378,14 @@ impl Request {
                 partition_epoch: r.i32("partition epoch")?,
                 isr: r.i32s("isr")?,
             },
+            10 => {
+                let ms = r.u32("within ms")?;
+                let request = Request::decode(&r.bytes("request within")?)?;
+                if matches!(request, Request::Within { .. }) {
+                    return Err(DecodeError::Unknown("request type within a request", 10));
+                }
+                Request::Within { ms, request: Box::new(request) }
+            }
             other => return Err(DecodeError::Unknown("request type", u32::from(other))),
         };
         r.end()?;
@@ -503,10 +522,22 @@ mod tests {
             },
             Request::ProducerIds { broker_id: 2 },
             Request::FetchMetadata { after: 77, max_wait_ms: 500 },
+            Request::Within {
+                ms: 1500,
+                request: Box::new(Request::DeleteTopic { name: "t".into() }),
+            },
         ];
         for request in requests {
             assert_eq!(Request::decode(&request.encode()).unwrap(), request);
         }
+        let nested = Request::Within {
+            ms: 1,
+            request: Box::new(Request::Within {
+                ms: 2,
+                request: Box::new(Request::ProducerIds { broker_id: 1 }),
+            }),
+        };
+        assert!(Request::decode(&nested.encode()).is_err(), "a Within inside a Within is refused");
         let responses = vec![
             Response::Done { offset: 4, fenced: true },
             Response::ProducerIds { first: 1000, count: 1000, offset: 9 },

@@ -250,6 +250,16 @@ impl Controller {
 
     /// Answers one request (from this node's broker directly, or from the network).
     pub async fn handle(&self, request: Request) -> Response {
+        // A change bounded by its sender's wait is not started once that has passed (it
+        // may have waited here behind a slow commit): the sender, and its client, have
+        // given up on it and may be acting on that.
+        let (request, start_by) = match request {
+            Request::Within { ms, request } => {
+                let limit = Duration::from_millis(u64::from(ms));
+                (*request, Some(self.env.clock.now() + limit))
+            }
+            request => (request, None),
+        };
         if let Request::FetchMetadata { after, max_wait_ms } = request {
             let wait = Duration::from_millis(u64::from(max_wait_ms));
             return self.fetch_metadata(after, wait, true).await;
@@ -258,6 +268,9 @@ impl Controller {
             self.seen().insert(broker_id, self.env.clock.now());
         }
         let mut logic = self.logic.lock().await;
+        if start_by.is_some_and(|by| self.env.clock.now() >= by) {
+            return Response::Error { error: ControllerError::Timeout, leader: self.leader() };
+        }
         if !self.is_active() {
             *logic = None;
             return self.not_controller();
@@ -333,6 +346,9 @@ impl Controller {
                 }
             }
             Request::FetchMetadata { .. } => return self.not_controller(),
+            Request::Within { .. } => {
+                Err(ControllerError::Internal("a bounded request within a bounded request".into()))
+            }
         };
         let fenced_of = |image: &MetadataImage, id: BrokerId| {
             image.brokers.get(&id).is_some_and(|b| b.fenced || b.shutting_down)

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -184,6 +185,19 @@ impl Client {
         replication: i16,
         configs: &[(&str, &str)],
     ) -> Result<(), ClientError> {
+        let shape = (partitions, replication);
+        self.create_topic_within(topic, shape, configs, REQUEST_TIMEOUT).await
+    }
+
+    /// Creates `topic` with `(partitions, replication)`, asking the broker to answer within
+    /// `limit` (the request's `timeout_ms`) and waiting that long for the answer.
+    pub async fn create_topic_within(
+        &mut self,
+        topic: &str,
+        (partitions, replication): (i32, i16),
+        configs: &[(&str, &str)],
+        limit: Duration,
+    ) -> Result<(), ClientError> {
         let mut wanted = CreatableTopic::default();
         wanted.name = name(topic);
         wanted.num_partitions = partitions;
@@ -199,8 +213,8 @@ impl Client {
             .collect();
         let mut request = CreateTopicsRequest::default();
         request.topics = vec![wanted];
-        request.timeout_ms = REQUEST_TIMEOUT.as_millis() as i32;
-        let response = self.call(&request, versions::CREATE_TOPICS, REQUEST_TIMEOUT).await?;
+        request.timeout_ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+        let response = self.call(&request, versions::CREATE_TOPICS, limit).await?;
         let result = response.topics.first().ok_or(ClientError::Malformed("no topic result"))?;
         match result.error_code {
             codes::NONE | codes::TOPIC_ALREADY_EXISTS => Ok(()),
