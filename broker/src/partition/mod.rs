@@ -333,9 +333,9 @@ impl Partition {
     }
 
     /// `result`, read ahead for `pending`, if a fresh read with `max_bytes` below `upper`
-    /// could return it now: no rewrite since it was read (see [`Log::rewrites`]), the log online, its range within the
-    /// log and below `upper`, and within the budget. Its log start and end are brought up to
-    /// date.
+    /// could return it now: no rewrite since it was read (see [`Log::rewrites`]), the log
+    /// online, its range within the log and below `upper`, and within the budget. Its log
+    /// start and end are brought up to date.
     fn still_readable(
         &self,
         pending: &Pending,
@@ -355,6 +355,7 @@ impl Partition {
         Some(result)
     }
 
+    /// Starts reading `start..` ahead, if the budget has room, on a task of its own.
     fn start_read_ahead(
         self: &Arc<Self>,
         start: Offset,
