@@ -299,7 +299,8 @@ impl Broker {
         Ok(response)
     }
 
-    /// Creates a topic through the controller and waits until it is visible here.
+    /// Creates a topic through the controller and waits until it is visible here, for at
+    /// most [`ADMIN_TIMEOUT`].
     pub async fn create_topic(
         &self,
         name: &str,
@@ -308,9 +309,23 @@ impl Broker {
         configs: &[(String, String)],
         validate_only: bool,
     ) -> Result<(), ControllerError> {
+        let shape = (partitions, replication);
+        self.create_topic_within(name, shape, configs, validate_only, ADMIN_TIMEOUT).await
+    }
+
+    /// Creates a topic of `(partitions, replication)` through the controller and waits until
+    /// it is visible here, for at most `limit` (see [`Broker::change_within`]).
+    pub async fn create_topic_within(
+        &self,
+        name: &str,
+        (partitions, replication): (i32, i32),
+        configs: &[(String, String)],
+        validate_only: bool,
+        limit: Duration,
+    ) -> Result<(), ControllerError> {
         let topic =
             NewTopic { name: name.to_owned(), partitions, replication, configs: configs.to_vec() };
-        self.change(Request::CreateTopic { topic, validate_only }).await.map(|_| ())
+        self.change_within(Request::CreateTopic { topic, validate_only }, limit).await.map(|_| ())
     }
 
     /// Waits until the catalog has reconciled metadata up to `offset`.

@@ -25,10 +25,23 @@ const BOTH_REQUESTS: Duration = Duration::from_secs(12);
 /// (`ADMIN_TIMEOUT`, 30 s), so that a request it still held would have gone through.
 const AFTER: Duration = Duration::from_secs(40);
 
-fn scenario(seed: u64) -> Result<(), String> {
-    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
+/// A settled three-node cluster, its active controller and another node (chosen by `seed`).
+fn settled(seed: u64) -> Result<(Cluster, usize, usize), String> {
+    let c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
     let controller = c.active_controller().ok_or("no active controller")?;
-    let via = (controller + 1 + (seed as usize % 2)) % 3;
+    let other = (controller + 1 + (seed as usize % 2)) % 3;
+    Ok((c, controller, other))
+}
+
+/// Gives every node's disk `faults`.
+fn set_disks(c: &Cluster, faults: &DiskFaults) {
+    for &node in &c.nodes {
+        c.sim.set_disk_faults(node, faults.clone());
+    }
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let (mut c, controller, via) = settled(seed)?;
     c.create_topic(controller, "kept", 1).map_err(|e| format!("creating kept: {e}"))?;
     let others: Vec<_> = (0..3).filter(|&ix| ix != via).map(|ix| c.nodes[ix]).collect();
     c.sim.partition(&[c.nodes[via]], &others);
@@ -63,13 +76,8 @@ const SLOW_SYNC: Duration = Duration::from_millis(800);
 const SHORT: Duration = Duration::from_millis(500);
 
 fn queued_behind_a_slow_commit(seed: u64) -> Result<(), String> {
-    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
-    let controller = c.active_controller().ok_or("no active controller")?;
-    let other = (controller + 1 + (seed as usize % 2)) % 3;
-    let slow = DiskFaults { sync_latency: SLOW_SYNC, ..DiskFaults::default() };
-    for ix in 0..3 {
-        c.sim.set_disk_faults(c.nodes[ix], slow.clone());
-    }
+    let (mut c, controller, other) = settled(seed)?;
+    set_disks(&c, &DiskFaults { sync_latency: SLOW_SYNC, ..DiskFaults::default() });
     let (first, second) = (c.addr(controller), c.addr(other));
     // The first create takes the controller's lock and holds it through a slow commit; the
     // second arrives a moment later, through another broker, and queues.
@@ -89,9 +97,7 @@ fn queued_behind_a_slow_commit(seed: u64) -> Result<(), String> {
     let done = |_: &Cluster| slow_one.lock().unwrap_or_else(|p| p.into_inner()).is_some();
     ensure(c.run_until(Duration::from_secs(60), done), || "the slow create never ended".into())?;
     let outcomes = (*slow_one.lock().unwrap_or_else(|p| p.into_inner()), queued);
-    for ix in 0..3 {
-        c.sim.set_disk_faults(c.nodes[ix], DiskFaults::default());
-    }
+    set_disks(&c, &DiskFaults::default());
     ensure(outcomes.1, || {
         format!("the create queued behind a slow commit succeeded: {outcomes:?}")
     })?;

@@ -17,7 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{code, led_partition};
-use crate::controller::logic::{ControllerError, NewTopic};
+use crate::controller::logic::ControllerError;
 use crate::controller::rpc::Request;
 use crate::io::Instant;
 use crate::model::{Offset, TopicId};
@@ -93,14 +93,16 @@ pub async fn create_topics(
             wanted.assignments.len() as i32
         };
         let name = wanted.name.0.as_str();
-        let topic = NewTopic {
-            name: name.to_owned(),
-            partitions,
-            replication: i32::from(wanted.replication_factor),
-            configs,
-        };
-        let create = Request::CreateTopic { topic, validate_only: request.validate_only };
-        let created = broker.change_within(create, deadline.left(broker)).await.map(|_| ());
+        let shape = (partitions, i32::from(wanted.replication_factor));
+        let created = broker
+            .create_topic_within(
+                name,
+                shape,
+                &configs,
+                request.validate_only,
+                deadline.left(broker),
+            )
+            .await;
         match created {
             Ok(()) => {
                 let image = super::metadata::image_of(broker);
