@@ -33,7 +33,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::client::{CallError, Connection};
 use crate::controller::records::BrokerId;
 use crate::log::split::split_batches;
-use crate::log::{AppendError, FlushPolicy};
+use crate::log::{AppendError, FlushPolicy, MaintenanceError};
 use crate::model::{LeaderEpoch, Offset};
 use crate::node::Broker;
 use crate::partition::{Partition, TruncateError};
@@ -75,6 +75,8 @@ enum StepError {
     Append(#[from] AppendError),
     #[error("truncating: {0}")]
     Truncate(#[from] TruncateError),
+    #[error("advancing the log start: {0}")]
+    Start(#[from] MaintenanceError),
 }
 
 /// Copies `partition` from broker `leader` in leader epoch `epoch` until that stops being
@@ -314,5 +316,12 @@ async fn fetch_once(
     }
     partition.append_replicated(&batches).await?;
     partition.follower_high_watermark(Offset(data.high_watermark));
+    // Records the leader deleted (DeleteRecords, or its retention) are deleted here too, up to
+    // this replica's own high watermark, durably before the next fetch reports the new start:
+    // the leader's DeleteRecords waits for that, so that whichever replica leads next, what
+    // was deleted stays deleted.
+    if leader_start > partition.log.log_start_offset() {
+        partition.log.delete_records_before(leader_start, partition.high_watermark()).await?;
+    }
     Ok(batches.iter().map(|b| b.len() as u64).sum())
 }

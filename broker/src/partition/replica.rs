@@ -229,26 +229,58 @@ impl Partition {
         self.notify();
     }
 
-    /// A follower `follower` fetched from `offset` in leader epoch `epoch`: the leader's high
-    /// watermark to tell it.
+    /// A follower `follower` whose log starts at `log_start` fetched from `offset`: the
+    /// leader's high watermark to tell it.
     pub fn follower_fetched(
         &self,
         follower: BrokerId,
-        offset: Offset,
+        (offset, log_start): (Offset, Offset),
         now: Instant,
     ) -> Result<Offset, FollowerFetchError> {
-        let (moved, hw) = match &mut self.replica_state().role {
+        let (moved, started, hw) = match &mut self.replica_state().role {
             Role::Leader { replica, .. } => {
                 let moved = replica.on_fetch(follower, offset, now)?;
-                (moved, replica.high_watermark())
+                let started = replica.on_follower_log_start(follower, log_start);
+                (moved, started, replica.high_watermark())
             }
             _ => return Err(FollowerFetchError::NotLeader),
         };
         if let Some(hw) = moved {
             self.log.set_high_watermark(hw);
+        }
+        if moved.is_some() || started {
             self.notify();
         }
         Ok(hw)
+    }
+
+    /// Waits, while this broker leads (in the leader epoch it leads in now), until every
+    /// replica that may be elected (the leader and the maximal ISR) has a log starting at or
+    /// past `start`: records deleted below it then stay deleted whichever of them leads next.
+    /// Returns the low watermark reached.
+    pub async fn wait_low_watermark(&self, start: Offset) -> Result<Offset, CompletionError> {
+        let mut leading = None;
+        loop {
+            let notified = self.replicated.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let own = self.log.log_start_offset();
+            let low = match &mut self.replica_state().role {
+                Role::Leader { epoch, replica } if leading.is_none_or(|l| l == *epoch) => {
+                    leading = Some(*epoch);
+                    replica.on_log_start(own);
+                    replica.low_watermark()
+                }
+                _ => return Err(CompletionError::NotLeader),
+            };
+            if low >= start {
+                return Ok(low);
+            }
+            if let Some(offline) = self.log.offline() {
+                return Err(CompletionError::Offline(offline));
+            }
+            notified.await;
+        }
     }
 
     /// A follower learned the leader's high watermark `leader_hw`; its own is bounded by what
@@ -271,9 +303,11 @@ impl Partition {
     /// without its outcome reaching the image (the last call may have been lost, or may have
     /// committed: asking again is safe either way, as the controller refuses a stale change).
     pub fn isr_proposal(&self, now: Instant) -> Option<(LeaderEpoch, IsrProposal)> {
+        let own_start = self.log.log_start_offset();
         let mut state = self.replica_state();
         let state = &mut *state;
         let Role::Leader { epoch, replica } = &mut state.role else { return None };
+        replica.on_log_start(own_start);
         if let Some(pending) = replica.pending() {
             let due = state
                 .isr_asked_at

@@ -18,7 +18,12 @@
 //!   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile.
 //! - A follower leaves the ISR when it has not caught up to the leader's log end for
 //!   `replica.lag.time.max.ms`; it joins when it has caught up to the high watermark and to the
-//!   start of the current leader epoch. One change is in flight at a time.
+//!   start of the current leader epoch, and its log starts no earlier than the leader's (so that
+//!   records deleted before it joined stay deleted if it leads). One change is in flight at a
+//!   time.
+//! - The low watermark, which DeleteRecords waits for, is the least log start offset among the
+//!   leader and every member of the maximal ISR: once it has passed an offset, any replica that
+//!   may be elected has deleted the records below it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -49,6 +54,9 @@ pub struct FollowerState {
     /// proposed again until it does (a dead follower that looked caught up would otherwise be
     /// proposed over and over, each proposal holding back the high watermark while in flight).
     pub refused: bool,
+    /// The log start offset its last fetch reported (durable on the follower: it adopts the
+    /// leader's start, checkpointed, before it says so). Zero until it has fetched.
+    pub log_start: Offset,
 }
 
 /// Where an `acks=all` produce stands.
@@ -126,6 +134,8 @@ pub struct LeaderReplica {
     log_end: Offset,
     durable_end: Offset,
     high_watermark: Offset,
+    /// The leader's own log start offset, as last told.
+    log_start: Offset,
 }
 
 impl LeaderReplica {
@@ -144,7 +154,15 @@ impl LeaderReplica {
             .replicas
             .iter()
             .filter(|&&r| r != leader)
-            .map(|&r| (r, FollowerState { fetched: Offset(0), caught_up_at: now, refused: false }))
+            .map(|&r| {
+                let state = FollowerState {
+                    fetched: Offset(0),
+                    caught_up_at: now,
+                    refused: false,
+                    log_start: Offset(0),
+                };
+                (r, state)
+            })
             .collect();
         let mut isr: BTreeSet<BrokerId> = assignment.isr.iter().copied().collect();
         isr.insert(leader);
@@ -159,6 +177,7 @@ impl LeaderReplica {
             log_end,
             durable_end: durable_end.min(log_end),
             high_watermark: high_watermark.min(log_end),
+            log_start: Offset(0),
         };
         // What the ends already allow (a leader alone in its ISR with a synced tail past the
         // high watermark it was given): otherwise the first reads of the new epoch would show
@@ -239,6 +258,31 @@ impl LeaderReplica {
         Ok(self.advance())
     }
 
+    /// `follower` reported its log start offset `start` in a fetch. Returns whether it changed.
+    pub fn on_follower_log_start(&mut self, follower: BrokerId, start: Offset) -> bool {
+        match self.followers.get_mut(&follower) {
+            Some(f) if f.log_start != start => {
+                f.log_start = start;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The leader's own log start offset moved to `start` (retention or DeleteRecords).
+    pub fn on_log_start(&mut self, start: Offset) {
+        self.log_start = start;
+    }
+
+    /// The least log start offset among the leader and the maximal ISR.
+    pub fn low_watermark(&self) -> Offset {
+        self.maximal_isr()
+            .iter()
+            .filter(|&&r| r != self.leader)
+            .map(|r| self.followers.get(r).map_or(Offset(0), |f| f.log_start))
+            .fold(self.log_start, Offset::min)
+    }
+
     /// Refuses an `acks=all` produce up front when the ISR is below the minimum.
     pub fn check_acks_all(&self) -> Result<(), ReplicationError> {
         if self.isr.len() < self.config.min_insync_replicas {
@@ -285,7 +329,12 @@ impl LeaderReplica {
             let joining = self
                 .followers
                 .iter()
-                .find(|(r, f)| !self.isr.contains(r) && !f.refused && f.fetched >= ready)
+                .find(|(r, f)| {
+                    !self.isr.contains(r)
+                        && !f.refused
+                        && f.fetched >= ready
+                        && f.log_start >= self.log_start
+                })
                 .map(|(&r, _)| r)?;
             let mut isr = self.isr.clone();
             isr.insert(joining);

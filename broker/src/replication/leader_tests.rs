@@ -149,6 +149,34 @@ fn a_follower_behind_the_start_of_the_leader_epoch_does_not_rejoin() {
 }
 
 #[test]
+fn a_follower_whose_log_starts_before_the_leaders_does_not_rejoin() {
+    let mut r = leader(config(1, false), &[1, 2], &[1], (3, 0), (10, 10, 10));
+    r.on_log_start(Offset(6));
+    r.on_fetch(2, Offset(10), at(1)).expect("a replica");
+    assert!(!r.on_follower_log_start(2, Offset(0)), "zero is what the leader assumed");
+    assert_eq!(r.propose(at(1)), None, "records 0..6 deleted on the leader are still on it");
+    assert!(r.on_follower_log_start(2, Offset(6)));
+    assert_eq!(r.propose(at(2)).map(|p| p.isr), Some(BTreeSet::from([1, 2])));
+}
+
+#[test]
+fn the_low_watermark_is_the_least_start_in_the_maximal_isr() {
+    let mut r = three(1);
+    r.on_log_start(Offset(8));
+    assert_eq!(r.low_watermark(), Offset(0), "no follower has said where it starts");
+    r.on_follower_log_start(2, Offset(8));
+    r.on_follower_log_start(3, Offset(5));
+    assert_eq!(r.low_watermark(), Offset(5));
+    // Follower 3 lags and is being removed: it still counts until the removal commits.
+    r.on_fetch(2, Offset(0), at(31)).expect("a replica");
+    let shrink = r.propose(at(31)).expect("follower 3 lagged");
+    assert_eq!(shrink.isr, BTreeSet::from([1, 2]));
+    assert_eq!(r.low_watermark(), Offset(5));
+    r.on_isr_committed(&[1, 2], shrink.partition_epoch + 1);
+    assert_eq!(r.low_watermark(), Offset(8), "follower 3 can no longer be elected");
+}
+
+#[test]
 fn a_stale_isr_answer_clears_the_proposal_but_changes_nothing() {
     let mut r = three(1);
     r.on_fetch(2, Offset(0), at(0)).expect("a replica");

@@ -1,16 +1,19 @@
-//! Cluster and topic calls: Metadata, CreateTopics, DeleteTopics, InitProducerId, ListOffsets
-//! and FindCoordinator.
+//! Cluster and topic calls: Metadata, CreateTopics, DeleteTopics, DeleteRecords, InitProducerId,
+//! ListOffsets and FindCoordinator.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, DeleteTopicsRequest, FindCoordinatorRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProducerId, TopicName,
+    CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, FindCoordinatorRequest,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -218,6 +221,39 @@ impl Client {
         let result = response.topics.first().ok_or(ClientError::Malformed("no topic result"))?;
         match result.error_code {
             codes::NONE | codes::TOPIC_ALREADY_EXISTS => Ok(()),
+            code => Err(ClientError::Kafka(code)),
+        }
+    }
+
+    /// Deletes the records of `topic`/`partition` below `offset` (−1: the high watermark),
+    /// asking the broker to answer within `limit` and waiting a second longer (an answer sent
+    /// at the broker's deadline still arrives): the low watermark it answers, or its error
+    /// code.
+    pub async fn delete_records(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        limit: Duration,
+    ) -> Result<i64, ClientError> {
+        let mut part = DeleteRecordsPartition::default();
+        part.partition_index = partition;
+        part.offset = offset;
+        let mut wanted = DeleteRecordsTopic::default();
+        wanted.name = name(topic);
+        wanted.partitions = vec![part];
+        let mut request = DeleteRecordsRequest::default();
+        request.topics = vec![wanted];
+        request.timeout_ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+        let wait = limit + Duration::from_secs(1);
+        let response = self.call(&request, versions::DELETE_RECORDS, wait).await?;
+        let result = response
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or(ClientError::Malformed("no partition result"))?;
+        match result.error_code {
+            codes::NONE => Ok(result.low_watermark),
             code => Err(ClientError::Kafka(code)),
         }
     }

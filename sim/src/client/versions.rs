@@ -8,6 +8,8 @@ pub const METADATA: i16 = 13;
 pub const CREATE_TOPICS: i16 = 7;
 /// DeleteTopics (20), as kafka-python: the last version that names topics only by name.
 pub const DELETE_TOPICS: i16 = 5;
+/// DeleteRecords (21): v1, the last before flexible versions.
+pub const DELETE_RECORDS: i16 = 1;
 /// InitProducerId (22), as every librdkafka and kafka-python.
 pub const INIT_PRODUCER_ID: i16 = 4;
 /// Produce (0), as kafka-python.

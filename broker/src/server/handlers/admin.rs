@@ -16,10 +16,11 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::produce::completion_error;
 use super::{code, led_partition};
 use crate::controller::logic::ControllerError;
 use crate::controller::rpc::Request;
-use crate::io::Instant;
+use crate::io::{Instant, timeout};
 use crate::model::{Offset, TopicId};
 use crate::node::{ADMIN_TIMEOUT, Broker};
 
@@ -203,12 +204,15 @@ pub async fn create_partitions(
 }
 
 /// Answers DeleteRecords: advances each partition's log start offset (−1 means the high
-/// watermark), never past the high watermark.
+/// watermark), never past the high watermark, and answers once every replica that may be
+/// elected leader has advanced its own (the low watermark, as Kafka's DeleteRecords), or with
+/// REQUEST_TIMED_OUT when that takes longer than the request's `timeout_ms`.
 pub async fn delete_records(
     broker: &Arc<Broker>,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
+    let deadline = Deadline::of(broker, request.timeout_ms);
     for wanted in request.topics {
         let mut out = DeleteRecordsTopicResult::default();
         out.name = wanted.name;
@@ -225,7 +229,15 @@ pub async fn delete_records(
                         p.error_code = code(ResponseError::OffsetOutOfRange);
                     } else {
                         match partition.log.delete_records_before(target, hw).await {
-                            Ok(start) => p.low_watermark = start.0,
+                            Ok(start) => {
+                                let left = deadline.left(broker);
+                                let low = partition.wait_low_watermark(start);
+                                match timeout(&*broker.env.clock, left, low).await {
+                                    Ok(Ok(low)) => p.low_watermark = low.0,
+                                    Ok(Err(error)) => p.error_code = code(completion_error(&error)),
+                                    Err(_) => p.error_code = code(ResponseError::RequestTimedOut),
+                                }
+                            }
                             Err(error) => {
                                 tracing::warn!(partition = %partition.tp, "delete records failed: {error}");
                                 p.error_code = code(ResponseError::KafkaStorageError);

@@ -161,7 +161,9 @@ async fn read_partition(
         None => (partition.high_watermark(), partition.high_watermark()),
         Some(follower) => {
             let now = broker.env.clock.now();
-            match partition.follower_fetched(follower, offset, now) {
+            // Fetch v5 and later carry the follower's log start; earlier ones count as zero.
+            let start = Offset(part.log_start_offset.max(0));
+            match partition.follower_fetched(follower, (offset, start), now) {
                 Ok(hw) => (hw, partition.log.log_end_offset()),
                 Err(error) => {
                     tracing::debug!(partition = %partition.tp, follower, "refused a replica fetch: {error}");

@@ -142,7 +142,7 @@ async fn append(
 }
 
 /// Kafka's error for an appended batch that could not be acknowledged.
-fn completion_error(error: &CompletionError) -> ResponseError {
+pub(super) fn completion_error(error: &CompletionError) -> ResponseError {
     tracing::debug!("produce not acknowledged: {error}");
     match error {
         CompletionError::Offline(_) => ResponseError::KafkaStorageError,
