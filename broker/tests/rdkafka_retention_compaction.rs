@@ -1,6 +1,7 @@
 //! Retention and compaction as a client sees them: the earliest offset advances once a topic
-//! is over `retention.bytes`, and a compacted topic keeps only the latest value of each key
-//! (in its cleaned segments), at the offsets they were written.
+//! is over `retention.bytes` or after librdkafka's DeleteRecords, and a compacted topic keeps
+//! only the latest value of each key (in its cleaned segments), at the offsets they were
+//! written.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
@@ -9,6 +10,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -56,6 +59,37 @@ fn read_all(bootstrap: &str, topic: &str) -> Vec<(i64, String, String)> {
     }
     assert!(out.first().is_none_or(|r| r.0 >= low));
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_moves_the_earliest_offset() {
+    let broker = TestBroker::start().await;
+    let bootstrap = broker.bootstrap();
+    broker.broker.create_topic("trimmed", 1, 1, &[], false).await.unwrap();
+    let records: Vec<(String, String)> =
+        (0..10).map(|i| (format!("k{i}"), format!("v{i}"))).collect();
+    produce(&bootstrap, "trimmed", &records).await;
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", &bootstrap).create().unwrap();
+    let mut below = TopicPartitionList::new();
+    below.add_partition_offset("trimmed", 0, Offset::Offset(7)).unwrap();
+    let options = AdminOptions::new().operation_timeout(Some(WAIT));
+    let answer = admin.delete_records(&below, &options).await.unwrap();
+    let element = answer.find_partition("trimmed", 0).unwrap();
+    assert!(element.error().is_ok(), "DeleteRecords failed: {:?}", element.error());
+    assert_eq!(element.offset(), Offset::Offset(7), "the low watermark answered");
+    let read = read_all(&bootstrap, "trimmed");
+    let offsets: Vec<i64> = read.iter().map(|r| r.0).collect();
+    assert_eq!(offsets, vec![7, 8, 9], "reading from the beginning starts at the deleted offset");
+    // Past the high watermark is refused, and changes nothing.
+    let mut past = TopicPartitionList::new();
+    past.add_partition_offset("trimmed", 0, Offset::Offset(11)).unwrap();
+    let answer = admin.delete_records(&past, &options).await.unwrap();
+    let element = answer.find_partition("trimmed", 0).unwrap();
+    assert!(element.error().is_err(), "deleting below offset 11 of 10 succeeded");
+    let consumer: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", &bootstrap).create().unwrap();
+    assert_eq!(consumer.fetch_watermarks("trimmed", 0, WAIT).unwrap(), (7, 10));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -258,10 +258,13 @@ impl LeaderReplica {
         Ok(self.advance())
     }
 
-    /// `follower` reported its log start offset `start` in a fetch. Returns whether it changed.
+    /// `follower` reported its log start offset `start` in a fetch. Returns whether it moved.
+    /// It only moves forward: a follower's start never goes back (it is checkpointed before it
+    /// is reported), but a long poll of an older fetch, still held, may report an older one,
+    /// and re-evaluating the two in turn must not make it swing (each swing wakes the other).
     pub fn on_follower_log_start(&mut self, follower: BrokerId, start: Offset) -> bool {
         match self.followers.get_mut(&follower) {
-            Some(f) if f.log_start != start => {
+            Some(f) if start > f.log_start => {
                 f.log_start = start;
                 true
             }

@@ -167,6 +167,8 @@ fn the_low_watermark_is_the_least_start_in_the_maximal_isr() {
     r.on_follower_log_start(2, Offset(8));
     r.on_follower_log_start(3, Offset(5));
     assert_eq!(r.low_watermark(), Offset(5));
+    assert!(!r.on_follower_log_start(3, Offset(2)), "an older fetch's start is not taken");
+    assert_eq!(r.low_watermark(), Offset(5));
     // Follower 3 lags and is being removed: it still counts until the removal commits.
     r.on_fetch(2, Offset(0), at(31)).expect("a replica");
     let shrink = r.propose(at(31)).expect("follower 3 lagged");

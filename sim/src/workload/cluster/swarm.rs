@@ -20,7 +20,11 @@
 //! - replica convergence: every in-sync replica holds exactly its leader's bytes up to the
 //!   high watermark;
 //! - every node's disk holds exactly the partition folders the committed image gives it (a
-//!   deleted topic's data is gone everywhere).
+//!   deleted topic's data is gone everywhere);
+//! - records deleted by DeleteRecords stay deleted: once an answer gave a low watermark, no
+//!   fetch sent later returns a record below it, whichever broker leads by then. Acknowledged
+//!   records below an offset some DeleteRecords asked for (answered or not) are not expected
+//!   to survive.
 //!
 //! Topics have replication factor 1–3 (at most the node count) and `min.insync.replicas` 1–2
 //! (at most the replication factor), with `flush.policy=ack`: an `acks=all` record is
@@ -45,7 +49,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use weir::io::{Env, TaskHandle};
+use weir::io::{Env, Instant, TaskHandle};
 
 use super::group::{self, SharedGroup, TopicsNow};
 use super::{Cluster, ClusterSpec};
@@ -68,6 +72,8 @@ pub const FINAL_BOUND: Duration = Duration::from_secs(30);
 const TOPICS_MAX: usize = 4;
 /// The producers.
 const PRODUCERS: u32 = 2;
+/// The `timeout_ms` of the admin task's DeleteRecords.
+const DELETE_RECORDS_WAIT: Duration = Duration::from_secs(5);
 
 /// One topic the admin task made.
 #[derive(Clone, Debug)]
@@ -92,12 +98,19 @@ struct Ledger {
     acked_idempotent: u64,
     /// Every record ever read: (topic, partition, offset) → value.
     seen: BTreeMap<(String, i32, i64), Bytes>,
+    /// The greatest offset DeleteRecords was asked to delete below, per partition (answered
+    /// or not: either may have happened).
+    delete_asked: BTreeMap<(String, i32), i64>,
+    /// DeleteRecords answers without error, per partition: the low watermark and when the
+    /// answer arrived.
+    deleted: BTreeMap<(String, i32), Vec<(i64, Instant)>>,
     anomalies: Vec<String>,
     /// Corrupt batches readers caught (expected only under disk faults).
     corruption_caught: u64,
     disk_faults: bool,
     creates: u64,
     deletes: u64,
+    record_deletes: u64,
     produce_errors: u64,
     reads: u64,
 }
@@ -105,6 +118,12 @@ struct Ledger {
 impl Ledger {
     fn live_topics(&self) -> Vec<TopicState> {
         self.topics.iter().filter(|t| !t.deleting).cloned().collect()
+    }
+
+    /// The highest low watermark a DeleteRecords answer gave for `tp` before `sent`: no
+    /// record below it may be read by a fetch sent at `sent`.
+    fn deleted_before(&self, tp: &(String, i32), sent: Instant) -> Option<i64> {
+        self.deleted.get(tp)?.iter().filter(|(_, at)| *at < sent).map(|(low, _)| *low).max()
     }
 
     /// Notes a record read at an offset; two different values at one offset is an anomaly.
@@ -256,9 +275,10 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     violations.extend(ledger.anomalies.iter().take(20).cloned());
     let (assignments, commits, offset_reads) = group::counts(&group_ledger);
     let counts = format!(
-        "{} topics created, {} deleted, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read",
+        "{} topics created, {} deleted, {} DeleteRecords answered, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read",
         ledger.creates,
         ledger.deletes,
+        ledger.record_deletes,
         ledger.acked.len(),
         ledger.acked_idempotent,
         ledger.acked_by_leader,
@@ -301,7 +321,9 @@ async fn admin(
     while !stop.load(Ordering::Relaxed) {
         env.clock.sleep(Duration::from_millis(500 + below(&env, 2_500))).await;
         let live = lock(&shared).live_topics();
-        if live.len() < TOPICS_MAX && (live.is_empty() || below(&env, 3) != 0) {
+        if !live.is_empty() && below(&env, 4) == 0 {
+            delete_records(&env, &addrs, &shared, &live).await;
+        } else if live.len() < TOPICS_MAX && (live.is_empty() || below(&env, 3) != 0) {
             let name = format!("t{next}");
             next += 1;
             let partitions = 1 + below(&env, 4) as i32;
@@ -342,6 +364,48 @@ async fn admin(
             let mut client = any_node(&env, &addrs, "admin");
             let _ = client.delete_topic(&victim.name).await;
         }
+    }
+}
+
+/// DeleteRecords on a random partition of one of `live`, below one of its acknowledged
+/// offsets, through the leader a random node names.
+async fn delete_records(
+    env: &Env,
+    addrs: &[std::net::SocketAddr],
+    shared: &Shared,
+    live: &[TopicState],
+) {
+    let topic = &live[below(env, live.len() as u64) as usize];
+    let partition = below(env, topic.partitions as u64) as i32;
+    let tp = (topic.name.clone(), partition);
+    let offsets: Vec<i64> = lock(shared)
+        .acked
+        .range((tp.0.clone(), partition, 0)..(tp.0.clone(), partition + 1, 0))
+        .map(|((_, _, o), _)| *o)
+        .collect();
+    let Some(&offset) = offsets.get(below(env, offsets.len() as u64) as usize) else { return };
+    let Ok(view) = any_node(env, addrs, "admin").cluster_view(Some(&[topic.name.as_str()])).await
+    else {
+        return;
+    };
+    let Some((_, leader)) = view.leader_addr(&topic.name, partition) else { return };
+    {
+        let mut l = lock(shared);
+        let asked = l.delete_asked.entry(tp.clone()).or_insert(0);
+        *asked = (*asked).max(offset);
+    }
+    let mut client = Client::new(env.clone(), leader, "admin");
+    let answer = client.delete_records(&topic.name, partition, offset, DELETE_RECORDS_WAIT).await;
+    if let Ok(low) = answer {
+        let mut l = lock(shared);
+        l.record_deletes += 1;
+        if low < offset {
+            l.anomalies.push(format!(
+                "{}-{partition}: DeleteRecords below {offset} answered a low watermark of {low}",
+                topic.name
+            ));
+        }
+        l.deleted.entry(tp).or_default().push((low, env.clock.now()));
     }
 }
 
@@ -546,14 +610,30 @@ async fn consumer(
         let at = positions.entry((topic.name.clone(), partition)).or_insert(0);
         let want = FetchWant { topic: topic.name.clone(), partition, offset: *at };
         let mut client = Client::new(env.clone(), leader, "consumer");
+        let sent = env.clock.now();
         match client.fetch(&[want], Duration::from_millis(200)).await {
             Ok(parts) => {
                 for p in parts {
+                    if p.error_code == codes::OFFSET_OUT_OF_RANGE && p.log_start_offset > *at {
+                        // Deleted below the log start: go on from there.
+                        *at = p.log_start_offset;
+                        continue;
+                    }
                     if p.error_code != codes::NONE {
                         view = ClusterView::default();
                         continue;
                     }
                     let mut l = lock(&shared);
+                    let tp = (p.topic.clone(), p.partition);
+                    if let Some(low) = l.deleted_before(&tp, sent)
+                        && let Some(r) = p.records.iter().find(|r| r.offset < low)
+                    {
+                        let message = format!(
+                            "{}-{}@{}: read after DeleteRecords answered a low watermark of {low}",
+                            p.topic, p.partition, r.offset
+                        );
+                        l.anomalies.push(message);
+                    }
                     if let Some(c) = p.corrupt {
                         if l.disk_faults {
                             l.corruption_caught += 1;
@@ -650,6 +730,16 @@ async fn read_back(
     };
     let mut l = lock(shared);
     let mut out = Vec::new();
+    let tp = (topic.to_owned(), partition);
+    if let Some(low) = l.deleted_before(&tp, env.clock.now())
+        && let Some((&first, _)) = read.first_key_value()
+        && first < low
+    {
+        out.push(format!(
+            "{topic}-{partition}@{first}: read at the end, below a DeleteRecords low watermark of {low}"
+        ));
+    }
+    let asked = l.delete_asked.get(&tp).copied().unwrap_or(0);
     for (value, offsets) in duplicated(&read) {
         out.push(format!("{topic}-{partition}: idempotent {value:?} appears at {offsets:?}"));
     }
@@ -658,7 +748,7 @@ async fn read_back(
     }
     let acked: Vec<(i64, Bytes)> = l
         .acked
-        .range((topic.to_owned(), partition, 0)..(topic.to_owned(), partition + 1, 0))
+        .range((topic.to_owned(), partition, asked)..(topic.to_owned(), partition + 1, 0))
         .map(|((_, _, o), v)| (*o, v.clone()))
         .collect();
     for (offset, value) in acked {
