@@ -11,7 +11,9 @@ Checks, each printed as PASS or FAIL with what mismatched:
   4. a fresh consumer in the same group resumes after the committed offsets: it gets exactly
      the messages produced after the commit;
   5. describe_configs returns the topic's settings with their sources;
-  6. delete_topics removes the topic from metadata.
+  6. delete_records moves partition 0's earliest offset to the one asked for, answering it as
+     the low watermark, and a second call past the high watermark is refused;
+  7. delete_topics removes the topic from metadata.
 WEIR_INTEROP_DEBUG=1 turns on librdkafka's protocol, broker and consumer-group debug log.
 """
 
@@ -260,6 +262,33 @@ def describe_configs():
     return f"{len(configs)} entries; the {len(TOPIC_CONFIG)} set at creation have source DYNAMIC_TOPIC_CONFIG"
 
 
+def delete_records():
+    tp = TopicPartition(TOPIC, 0)
+    probe = Consumer(dict(COMMON, **{"group.id": f"ck-watermarks-{RUN}"}))
+    try:
+        low, high = probe.get_watermark_offsets(tp, timeout=10)
+        expect(low == 0 and high >= 2, f"partition 0 holds [{low}, {high}) before delete_records")
+        target = high // 2
+        futures = admin.delete_records([TopicPartition(TOPIC, 0, target)], request_timeout=15,
+                                       operation_timeout=15)
+        deleted = list(futures.values())[0].result(timeout=TIMEOUT_S)
+        expect(deleted.low_watermark == target, f"low watermark {deleted.low_watermark}, asked {target}")
+        after = probe.get_watermark_offsets(tp, timeout=10)
+        expect(after == (target, high), f"watermarks {after} after delete_records, expected {(target, high)}")
+        futures = admin.delete_records([TopicPartition(TOPIC, 0, high + 1)], request_timeout=15,
+                                       operation_timeout=15)
+        try:
+            refused = list(futures.values())[0].result(timeout=TIMEOUT_S)
+            raise Mismatch(f"deleting below {high + 1} of {high} answered {refused.low_watermark}")
+        except KafkaException as e:
+            expect(e.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE, f"past the end refused with {e}")
+        final = probe.get_watermark_offsets(tp, timeout=10)
+        expect(final == (target, high), f"watermarks {final} after the refused call")
+    finally:
+        probe.close()
+    return f"partition 0: earliest offset 0 -> {target} of {high}; past the end refused"
+
+
 def delete_topic():
     admin.delete_topics([TOPIC], request_timeout=15)[TOPIC].result(timeout=TIMEOUT_S)
     until(10, f"{TOPIC} to disappear from metadata", lambda: (topic_metadata(TOPIC) is None) or time.sleep(0.2))
@@ -276,6 +305,7 @@ def main():
         ok = ok and checks.run("group of two consumers reads every message exactly once, commits", group_of_two, state)
         ok and checks.run("fresh group member resumes after the committed offsets", resume_after_commit, state)
         checks.run("AdminClient.describe_configs", describe_configs)
+        checks.run("AdminClient.delete_records", delete_records)
         checks.run("AdminClient.delete_topics", delete_topic)
     checks.finish()
 
