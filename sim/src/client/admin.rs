@@ -1,19 +1,24 @@
-//! Cluster and topic calls: Metadata, CreateTopics, DeleteTopics, DeleteRecords, InitProducerId,
-//! ListOffsets and FindCoordinator.
+//! Cluster and topic calls: Metadata, CreateTopics, CreatePartitions, IncrementalAlterConfigs,
+//! DeleteTopics, DeleteRecords, InitProducerId, ListOffsets and FindCoordinator.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProducerId, TopicName,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -221,6 +226,58 @@ impl Client {
         let result = response.topics.first().ok_or(ClientError::Malformed("no topic result"))?;
         match result.error_code {
             codes::NONE | codes::TOPIC_ALREADY_EXISTS => Ok(()),
+            code => Err(ClientError::Kafka(code)),
+        }
+    }
+
+    /// Grows `topic` to `count` partitions, asking the broker to answer within `limit` and
+    /// waiting that long.
+    pub async fn create_partitions(
+        &mut self,
+        topic: &str,
+        count: i32,
+        limit: Duration,
+    ) -> Result<(), ClientError> {
+        let mut wanted = CreatePartitionsTopic::default();
+        wanted.name = name(topic);
+        wanted.count = count;
+        let mut request = CreatePartitionsRequest::default();
+        request.topics = vec![wanted];
+        request.timeout_ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+        let response = self.call(&request, versions::CREATE_PARTITIONS, limit).await?;
+        let result = response.results.first().ok_or(ClientError::Malformed("no topic result"))?;
+        match result.error_code {
+            codes::NONE => Ok(()),
+            code => Err(ClientError::Kafka(code)),
+        }
+    }
+
+    /// Sets `topic`'s config `key` to `value` (IncrementalAlterConfigs, which carries no
+    /// timeout: the client waits `limit`).
+    pub async fn set_topic_config(
+        &mut self,
+        topic: &str,
+        (key, value): (&str, &str),
+        limit: Duration,
+    ) -> Result<(), ClientError> {
+        /// The resource type of a topic.
+        const TOPIC: i8 = 2;
+        /// The SET operation.
+        const SET: i8 = 0;
+        let mut config = AlterableConfig::default();
+        config.name = StrBytes::from_string(key.to_owned());
+        config.config_operation = SET;
+        config.value = Some(StrBytes::from_string(value.to_owned()));
+        let mut resource = AlterConfigsResource::default();
+        resource.resource_type = TOPIC;
+        resource.resource_name = StrBytes::from_string(topic.to_owned());
+        resource.configs = vec![config];
+        let mut request = IncrementalAlterConfigsRequest::default();
+        request.resources = vec![resource];
+        let response = self.call(&request, versions::INCREMENTAL_ALTER_CONFIGS, limit).await?;
+        let result = response.responses.first().ok_or(ClientError::Malformed("no result"))?;
+        match result.error_code {
+            codes::NONE => Ok(()),
             code => Err(ClientError::Kafka(code)),
         }
     }

@@ -8,6 +8,10 @@ pub const METADATA: i16 = 13;
 pub const CREATE_TOPICS: i16 = 7;
 /// DeleteTopics (20), as kafka-python: the last version that names topics only by name.
 pub const DELETE_TOPICS: i16 = 5;
+/// CreatePartitions (37): v1, as kafka-python (the last before flexible versions).
+pub const CREATE_PARTITIONS: i16 = 1;
+/// IncrementalAlterConfigs (44): v0, the last before flexible versions.
+pub const INCREMENTAL_ALTER_CONFIGS: i16 = 0;
 /// DeleteRecords (21): v1, the last before flexible versions.
 pub const DELETE_RECORDS: i16 = 1;
 /// InitProducerId (22), as every librdkafka and kafka-python.

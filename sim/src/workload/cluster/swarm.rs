@@ -1,8 +1,9 @@
-//! The cluster swarm: 3–5 nodes (3 or 5 voters, the rest broker-only), an admin task creating
-//! and deleting topics through random nodes, producers writing with `acks=all` or `acks=1` to
-//! each partition's leader as Metadata names it (one of them idempotent), a consumer reading
-//! from leaders and a consumer group committing through whichever broker coordinates it (see
-//! [`super::group`]) — while
+//! The cluster swarm: 3–5 nodes (3 or 5 voters, the rest broker-only), an admin task creating,
+//! growing, reconfiguring (`min.insync.replicas`, `segment.bytes`) and deleting topics and
+//! deleting records through random nodes, producers writing
+//! with `acks=all` or `acks=1` to each partition's leader as Metadata names it (one of them
+//! idempotent), a consumer reading from leaders and a consumer group committing through
+//! whichever broker coordinates it (see [`super::group`]) — while
 //! the nemesis kills, power-fails, pauses and skews nodes and partitions, cuts, clogs and
 //! resets the links between them. Then everything heals and the checkers judge:
 //!
@@ -26,8 +27,9 @@
 //!   records below an offset some DeleteRecords asked for (answered or not) are not expected
 //!   to survive.
 //!
-//! Topics have replication factor 1–3 (at most the node count) and `min.insync.replicas` 1–2
-//! (at most the replication factor), with `flush.policy=ack`: an `acks=all` record is
+//! Topics have replication factor 1–3 (at most the node count), `min.insync.replicas` 1–2
+//! (at most the replication factor) and `segment.bytes` of 1 GiB, 4 KiB or 1 KiB, with
+//! `flush.policy=ack`: an `acks=all` record is
 //! acknowledged once every in-sync replica has synced it, so kills, power failures and
 //! failovers may delay it but never lose it. An `acks=1` record is acknowledged by the leader
 //! alone and may be lost to a failover, as in Kafka; it is checked only as far as consumers
@@ -72,8 +74,14 @@ pub const FINAL_BOUND: Duration = Duration::from_secs(30);
 const TOPICS_MAX: usize = 4;
 /// The producers.
 const PRODUCERS: u32 = 2;
-/// The `timeout_ms` of the admin task's DeleteRecords.
-const DELETE_RECORDS_WAIT: Duration = Duration::from_secs(5);
+/// Partitions a topic may grow to.
+const PARTITIONS_MAX: i32 = 6;
+/// `segment.bytes` a topic may get: Kafka's default, or segments small enough that logs roll
+/// every few batches (so truncation, recovery and DeleteRecords cross segment boundaries).
+const SEGMENT_BYTES: [&str; 3] = ["1073741824", "1024", "4096"];
+/// The `timeout_ms` of the admin task's DeleteRecords and CreatePartitions, and how long it
+/// waits for a config change.
+const ADMIN_WAIT: Duration = Duration::from_secs(5);
 
 /// One topic the admin task made.
 #[derive(Clone, Debug)]
@@ -111,6 +119,8 @@ struct Ledger {
     creates: u64,
     deletes: u64,
     record_deletes: u64,
+    grown: u64,
+    reconfigured: u64,
     produce_errors: u64,
     reads: u64,
 }
@@ -275,8 +285,10 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     violations.extend(ledger.anomalies.iter().take(20).cloned());
     let (assignments, commits, offset_reads) = group::counts(&group_ledger);
     let counts = format!(
-        "{} topics created, {} deleted, {} DeleteRecords answered, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read",
+        "{} topics created, {} grown, {} reconfigured, {} deleted, {} DeleteRecords answered, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read",
         ledger.creates,
+        ledger.grown,
+        ledger.reconfigured,
         ledger.deletes,
         ledger.record_deletes,
         ledger.acked.len(),
@@ -321,15 +333,25 @@ async fn admin(
     while !stop.load(Ordering::Relaxed) {
         env.clock.sleep(Duration::from_millis(500 + below(&env, 2_500))).await;
         let live = lock(&shared).live_topics();
-        if !live.is_empty() && below(&env, 4) == 0 {
+        let step = below(&env, 8);
+        if !live.is_empty() && step < 2 {
             delete_records(&env, &addrs, &shared, &live).await;
+        } else if !live.is_empty() && step == 2 {
+            grow(&env, &addrs, &shared, &live).await;
+        } else if !live.is_empty() && step == 3 {
+            reconfigure(&env, &addrs, &shared, &live).await;
         } else if live.len() < TOPICS_MAX && (live.is_empty() || below(&env, 3) != 0) {
             let name = format!("t{next}");
             next += 1;
             let partitions = 1 + below(&env, 4) as i32;
             let replication = 1 + below(&env, addrs.len().min(3) as u64) as i16;
             let min_isr = (1 + below(&env, 2) as i16).min(replication).to_string();
-            let configs = [("flush.policy", "ack"), ("min.insync.replicas", min_isr.as_str())];
+            let segment = SEGMENT_BYTES[below(&env, SEGMENT_BYTES.len() as u64) as usize];
+            let configs = [
+                ("flush.policy", "ack"),
+                ("min.insync.replicas", min_isr.as_str()),
+                ("segment.bytes", segment),
+            ];
             // Retry until answered: an unanswered create may or may not have happened, and
             // an existing topic is the answer to a retry of one that did.
             loop {
@@ -367,6 +389,46 @@ async fn admin(
     }
 }
 
+/// CreatePartitions on one of `live`, by one or two partitions (to at most
+/// [`PARTITIONS_MAX`]), through a random node. Only an answered growth counts: an unanswered
+/// one may or may not have happened, and then its partitions are just not checked.
+async fn grow(env: &Env, addrs: &[std::net::SocketAddr], shared: &Shared, live: &[TopicState]) {
+    let topic = &live[below(env, live.len() as u64) as usize];
+    let count = (topic.partitions + 1 + below(env, 2) as i32).min(PARTITIONS_MAX);
+    if count <= topic.partitions {
+        return;
+    }
+    let mut client = any_node(env, addrs, "admin");
+    if client.create_partitions(&topic.name, count, ADMIN_WAIT).await.is_ok() {
+        let mut l = lock(shared);
+        l.grown += 1;
+        if let Some(t) = l.topics.iter_mut().find(|t| t.name == topic.name) {
+            t.partitions = t.partitions.max(count);
+        }
+    }
+}
+
+/// Changes `min.insync.replicas` (within the replication factor) or `segment.bytes` of one of
+/// `live` through a random node.
+async fn reconfigure(
+    env: &Env,
+    addrs: &[std::net::SocketAddr],
+    shared: &Shared,
+    live: &[TopicState],
+) {
+    let topic = &live[below(env, live.len() as u64) as usize];
+    let min_isr = (1 + below(env, topic.replication as u64)).to_string();
+    let config = if below(env, 2) == 0 {
+        ("min.insync.replicas", min_isr.as_str())
+    } else {
+        ("segment.bytes", SEGMENT_BYTES[below(env, SEGMENT_BYTES.len() as u64) as usize])
+    };
+    let mut client = any_node(env, addrs, "admin");
+    if client.set_topic_config(&topic.name, config, ADMIN_WAIT).await.is_ok() {
+        lock(shared).reconfigured += 1;
+    }
+}
+
 /// DeleteRecords on a random partition of one of `live`, below one of its acknowledged
 /// offsets, through the leader a random node names.
 async fn delete_records(
@@ -395,7 +457,7 @@ async fn delete_records(
         *asked = (*asked).max(offset);
     }
     let mut client = Client::new(env.clone(), leader, "admin");
-    let answer = client.delete_records(&topic.name, partition, offset, DELETE_RECORDS_WAIT).await;
+    let answer = client.delete_records(&topic.name, partition, offset, ADMIN_WAIT).await;
     if let Ok(low) = answer {
         let mut l = lock(shared);
         l.record_deletes += 1;
