@@ -101,14 +101,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     })?;
 
     // The old leader comes back, catches up and rejoins; every replica starts past the cut.
-    c.sim.start(c.nodes[victim]);
-    c.settle("the restart")?;
-    let rejoined = c.run_until(Duration::from_secs(30), |c| {
-        c.committed_image()
-            .and_then(|i| i.topic("t").map(|t| t.partitions[&0].isr.len() == 3))
-            .unwrap_or(false)
-    });
-    ensure(rejoined, || "the old leader did not rejoin the ISR within 30 s".to_owned())?;
+    c.restart_and_rejoin(victim, ("t", 0), 3, Duration::from_secs(30))?;
     c.run_for(Duration::from_secs(2));
     for ix in 0..c.nodes.len() {
         let start = c

@@ -51,14 +51,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let pause = pause_around(&acked, killed_at).ok_or("no write acknowledged after the fault")?;
     ensure(pause <= PAUSE_MAX, || format!("writes paused {pause:?}"))?;
     // The old leader comes back, truncates, catches up and rejoins.
-    c.sim.start(c.nodes[victim]);
-    c.settle("the restart")?;
-    let rejoined = c.run_until(Duration::from_secs(30), |c| {
-        c.committed_image()
-            .and_then(|i| i.topic("t").map(|t| t.partitions[&0].isr.len() == 3))
-            .unwrap_or(false)
-    });
-    ensure(rejoined, || "the old leader did not rejoin the ISR within 30 s".to_owned())?;
+    c.restart_and_rejoin(victim, ("t", 0), 3, Duration::from_secs(30))?;
     producer.stop();
     c.run_for(Duration::from_secs(2));
     let acked = producer.acked();

@@ -264,6 +264,30 @@ impl Cluster {
         }
     }
 
+    /// Starts node `ix` again, lets the cluster settle, and runs until the committed ISR of
+    /// `topic`/`partition` has `members` members, for at most `limit`.
+    pub fn restart_and_rejoin(
+        &mut self,
+        ix: usize,
+        (topic, partition): (&str, i32),
+        members: usize,
+        limit: Duration,
+    ) -> Result<(), String> {
+        self.sim.start(self.nodes[ix]);
+        self.settle("the restart")?;
+        let rejoined = self.run_until(limit, |c| {
+            c.committed_partition(topic, partition).is_some_and(|p| p.isr.len() == members)
+        });
+        if rejoined {
+            Ok(())
+        } else {
+            Err(format!(
+                "node{} did not rejoin the ISR of {topic}-{partition} within {limit:?}",
+                ix + 1
+            ))
+        }
+    }
+
     /// Runs `f` as a task on the client host until it finishes or `limit` passes, watching
     /// the metadata at each step.
     pub fn client_call<T, F, Fut>(&mut self, limit: Duration, f: F) -> Option<T>
