@@ -32,8 +32,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::client::{CallError, Connection};
 use crate::controller::records::BrokerId;
+use crate::log::batch::parse_header;
 use crate::log::split::split_batches;
-use crate::log::{AppendError, FlushPolicy, MaintenanceError};
+use crate::log::{AppendError, FlushPolicy, Log, MaintenanceError};
 use crate::model::{LeaderEpoch, Offset};
 use crate::node::Broker;
 use crate::partition::{Partition, TruncateError};
@@ -142,6 +143,18 @@ pub async fn follow(
             }
         }
     }
+}
+
+/// Where an empty log must start again to take `first`, the first batch a leader sent, if that
+/// batch begins below the log's end and reaches past it. The leader's log start may lie inside
+/// a batch (DeleteRecords may put it there), and a replica that started again at that offset is
+/// sent the whole batch: like Kafka's follower, it starts again at the batch's base, and adopts
+/// the leader's start after the append.
+fn straddled_start(log: &Log, first: &[u8]) -> Option<Offset> {
+    let header = parse_header(first).ok()?;
+    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+    let (base, last) = (Offset(header.base_offset()), Offset(header.last_offset()));
+    (start == end && base < end && last >= end).then_some(base)
 }
 
 /// Whether the committed metadata has broker `me` in the ISR of `partition`: a follower out
@@ -313,6 +326,10 @@ async fn fetch_once(
     let _follow = partition.follow.lock().await;
     if !partition.follows(leader, epoch) {
         return Err(StepError::Stale);
+    }
+    if let Some(base) = batches.first().and_then(|first| straddled_start(&partition.log, first)) {
+        tracing::info!(partition = %partition.tp, from = %partition.log.log_end_offset(), to = %base, "the leader's log starts inside a batch: starting again at its base");
+        partition.restart_at(base).await?;
     }
     partition.append_replicated(&batches).await?;
     partition.follower_high_watermark(Offset(data.high_watermark));

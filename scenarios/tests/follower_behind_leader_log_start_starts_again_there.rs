@@ -3,7 +3,9 @@
 //! holds (DeleteRecords up to the high watermark). When the link heals the follower's fetch
 //! offset lies below the leader's log start, so there is no tail it could copy: it must empty
 //! its log, start it again at the leader's start, catch up and rejoin the ISR — not ask for
-//! the deleted offsets forever.
+//! the deleted offsets forever. In half the seeds the new start lies inside the leader's last
+//! batch (DeleteRecords may put it there), which the leader sends whole: the empty log starts
+//! again at that batch's base, as Kafka's follower does, rather than refusing it forever.
 
 use std::time::Duration;
 
@@ -45,21 +47,35 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.run_for(Duration::from_secs(1));
     let behind = c.log_end(follower, "t", 0).ok_or("the follower lacks the partition")?;
 
-    // DeleteRecords on the leader, up to its high watermark: past the follower's end.
+    // In odd seeds the log ends with a batch of three records, and the new start lies inside
+    // it: the follower that starts again there is sent the whole batch.
+    let inside = seed % 2 == 1;
+    if inside {
+        producer.stop();
+        c.run_for(Duration::from_secs(1));
+        c.produce_batch(leader, ("t", 0), &["a", "b", "c"], Acks::All)
+            .map_err(|e| format!("the batch of three was not acknowledged: {e:?}"))?;
+    }
+
+    // DeleteRecords on the leader, up to its high watermark (or the last record below it):
+    // past the follower's end.
     let lp = c
         .broker(leader)
         .and_then(|b| b.catalog.partition("t", 0))
         .ok_or("the leader lacks the partition")?;
     let hw = lp.high_watermark();
-    ensure(hw.0 > behind, || format!("the leader's high watermark {hw} is not past {behind}"))?;
+    ensure(hw.0 > behind + 3, || {
+        format!("the leader's high watermark {hw} is not past {behind} by a batch")
+    })?;
+    let target = if inside { Offset(hw.0 - 1) } else { hw };
     let host = c.nodes[leader];
     let start = c
         .sim
         .block_on(host, Duration::from_secs(10), move |_| async move {
-            lp.log.delete_records_before(hw, hw).await.map_err(|e| e.to_string())
+            lp.log.delete_records_before(target, hw).await.map_err(|e| e.to_string())
         })
         .ok_or("DeleteRecords did not finish")??;
-    ensure(start == hw, || format!("the leader's log start moved to {start}, not {hw}"))?;
+    ensure(start == target, || format!("the leader's log start moved to {start}, not {target}"))?;
 
     c.sim.heal_all();
     let rejoined = c.run_until(Duration::from_secs(30), |c| {

@@ -149,10 +149,12 @@ impl Log {
 
     /// Empties the log and starts it again at `start`, past its end (Kafka's truncate fully
     /// and start at): a follower whose whole log lies below its leader's log start cannot copy
-    /// what the leader has deleted, so it continues from the leader's start. The new start is
+    /// what the leader has deleted, so it continues from the leader's start. An empty log may
+    /// also start again below its end: when the leader's start lies inside a batch, the leader
+    /// sends that whole batch, and the log starts again at its base. The new start is
     /// checkpointed first, so a crash at any later moment reopens an empty log at `start` (see
-    /// [`Log::open`]) and one before it the old log. A `start` within the log changes nothing.
-    /// Producer state kept above the log is the caller's to reset.
+    /// [`Log::open`]) and one before it the old log. A `start` within a log that holds records
+    /// changes nothing. Producer state kept above the log is the caller's to reset.
     pub async fn restart_at(&self, start: Offset) -> Result<(), MaintenanceError> {
         let _append = self.append_lock.lock().await;
         let _files = self.files_lock.lock().await;
@@ -160,7 +162,8 @@ impl Log {
         {
             let mut state = self.state();
             state.check_online()?;
-            if start <= state.log_end {
+            let empty = state.log_start == state.log_end;
+            if start == state.log_end || (start < state.log_end && !empty) {
                 return Ok(());
             }
             state.rewrites += 1;

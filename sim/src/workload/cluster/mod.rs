@@ -413,10 +413,22 @@ impl Cluster {
         value: &str,
         acks: Acks,
     ) -> Result<i64, ProduceFailure> {
-        let (addr, topic, value) = (self.addr(ix), topic.to_owned(), Bytes::from(value.to_owned()));
+        self.produce_batch(ix, (topic, partition), &[value], acks)
+    }
+
+    /// Produces one batch of `values` with `acks` to `topic`/`partition` at node `ix`: the
+    /// batch's base offset, or the error code or client error.
+    pub fn produce_batch(
+        &mut self,
+        ix: usize,
+        (topic, partition): (&str, i32),
+        values: &[&str],
+        acks: Acks,
+    ) -> Result<i64, ProduceFailure> {
+        let (addr, topic) = (self.addr(ix), topic.to_owned());
+        let records: Vec<_> = values.iter().map(|v| (None, Bytes::from((*v).to_owned()))).collect();
         let outcome = self.client_call(Duration::from_secs(30), move |env| async move {
-            let batch =
-                PartitionBatch { partition, base_sequence: 0, records: vec![(None, value)] };
+            let batch = PartitionBatch { partition, base_sequence: 0, records };
             Client::new(env, addr, "driver").produce(&topic, acks, None, &[batch]).await
         });
         match outcome {
