@@ -29,9 +29,10 @@
 //!
 //! Topics have replication factor 1–3 (at most the node count), `min.insync.replicas` 1–2
 //! (at most the replication factor) and `segment.bytes` of 1 GiB, 4 KiB or 1 KiB, with
-//! `flush.policy=ack`: an `acks=all` record is
-//! acknowledged once every in-sync replica has synced it, so kills, power failures and
-//! failovers may delay it but never lose it. An `acks=1` record is acknowledged by the leader
+//! `flush.policy=ack`: an `acks=all` record is acknowledged once every in-sync replica has
+//! synced it, so kills, power failures and failovers may delay it but never lose it. Half the
+//! topics with 1 KiB segments also have a `retention.bytes` of 4 KiB, checked every 1–5 s:
+//! their acknowledged records are expected from the final log start on. An `acks=1` record is acknowledged by the leader
 //! alone and may be lost to a failover, as in Kafka; it is checked only as far as consumers
 //! see it.
 //!
@@ -78,7 +79,11 @@ const PRODUCERS: u32 = 2;
 const PARTITIONS_MAX: i32 = 6;
 /// `segment.bytes` a topic may get: Kafka's default, or segments small enough that logs roll
 /// every few batches (so truncation, recovery and DeleteRecords cross segment boundaries).
-const SEGMENT_BYTES: [&str; 3] = ["1073741824", "1024", "4096"];
+const SEGMENT_BYTES: [&str; 3] = ["1073741824", SMALL_SEGMENT_BYTES, "4096"];
+/// The smallest `segment.bytes` drawn.
+const SMALL_SEGMENT_BYTES: &str = "1024";
+/// `retention.bytes` of the topics that get one.
+const RETENTION_BYTES: &str = "4096";
 /// The `timeout_ms` of the admin task's DeleteRecords and CreatePartitions, and how long it
 /// waits for a config change.
 const ADMIN_WAIT: Duration = Duration::from_secs(5);
@@ -91,6 +96,9 @@ struct TopicState {
     replication: i16,
     /// A delete was sent (answered or not): its records are no longer expected.
     deleting: bool,
+    /// `retention.bytes` is set: acknowledged records below the final log start may have been
+    /// deleted by retention.
+    retained: bool,
 }
 
 /// What the client tasks share.
@@ -169,7 +177,10 @@ pub fn spec_for(seed: u64) -> ClusterSpec {
     let voters = if nodes == 5 && rng.next_u64().is_multiple_of(2) { 5 } else { 3 };
     // The offsets topic's replication factor: 1 puts every group on one broker's disk.
     let replication = 1 + (rng.next_u64() % 3) as i32;
-    ClusterSpec { voters, replication, ..ClusterSpec::combined(nodes) }
+    // Retention passes every 1–5 s, so that topics with `retention.bytes` lose segments all
+    // through the run.
+    let retention_check_ms = 1_000 + (rng.next_u64() % 4_000) as i64;
+    ClusterSpec { voters, replication, retention_check_ms, ..ClusterSpec::combined(nodes) }
 }
 
 /// Runs one seed without disk faults: `fault_phase` of faults, then the heal and every checker.
@@ -347,10 +358,15 @@ async fn admin(
             let replication = 1 + below(&env, addrs.len().min(3) as u64) as i16;
             let min_isr = (1 + below(&env, 2) as i16).min(replication).to_string();
             let segment = SEGMENT_BYTES[below(&env, SEGMENT_BYTES.len() as u64) as usize];
+            // Small segments under a small retention.bytes: retention deletes segments all
+            // along, on leaders and followers alike, amid the faults.
+            let retained = segment == SMALL_SEGMENT_BYTES && below(&env, 2) == 0;
+            let retention = if retained { RETENTION_BYTES } else { "-1" };
             let configs = [
                 ("flush.policy", "ack"),
                 ("min.insync.replicas", min_isr.as_str()),
                 ("segment.bytes", segment),
+                ("retention.bytes", retention),
             ];
             // Retry until answered: an unanswered create may or may not have happened, and
             // an existing topic is the answer to a retry of one that did.
@@ -369,6 +385,7 @@ async fn admin(
                             partitions,
                             replication,
                             deleting: false,
+                            retained,
                         });
                         break;
                     }
@@ -761,7 +778,8 @@ fn final_writes_and_reads(cluster: &mut Cluster, shared: &Shared) -> Vec<String>
                     violations.push(format!("{}-{partition} took no write after the heal", t.name));
                     continue;
                 }
-                violations.extend(read_back(&env, &addrs, &ledger, &t.name, partition).await);
+                let read = read_back(&env, &addrs, &ledger, (&t.name, partition), t.retained);
+                violations.extend(read.await);
             }
         }
         violations
@@ -771,13 +789,14 @@ fn final_writes_and_reads(cluster: &mut Cluster, shared: &Shared) -> Vec<String>
     })
 }
 
-/// Reads `topic`/`partition` from its start and checks every acknowledged record.
+/// Reads `topic`/`partition` from its start and checks every acknowledged record (for a topic
+/// with `retention.bytes`, every one from the first offset read).
 async fn read_back(
     env: &Env,
     addrs: &[std::net::SocketAddr],
     shared: &Shared,
-    topic: &str,
-    partition: i32,
+    (topic, partition): (&str, i32),
+    retained: bool,
 ) -> Vec<String> {
     let mut meta = Client::new(env.clone(), addrs[0], "final-read");
     let Some((_, leader)) =
@@ -801,7 +820,10 @@ async fn read_back(
             "{topic}-{partition}@{first}: read at the end, below a DeleteRecords low watermark of {low}"
         ));
     }
-    let asked = l.delete_asked.get(&tp).copied().unwrap_or(0);
+    let mut asked = l.delete_asked.get(&tp).copied().unwrap_or(0);
+    if retained {
+        asked = asked.max(read.first_key_value().map_or(0, |(&first, _)| first));
+    }
     for (value, offsets) in duplicated(&read) {
         out.push(format!("{topic}-{partition}: idempotent {value:?} appears at {offsets:?}"));
     }
