@@ -1,8 +1,9 @@
 //! The cluster swarm: 3–5 nodes (3 or 5 metadata voters, the rest broker-only) under every
-//! node and network fault while topics are created and deleted and producers and a consumer
-//! run. Metadata must never split (no two nodes hold different images at one offset, no image
-//! goes back), the cluster must settle within a bound after the heal with every partition led
-//! by a live broker, every acknowledged record must be read back at its offset, and every
+//! node and network fault while topics are created, grown, reconfigured and deleted, records
+//! are deleted, and producers and a consumer run. Metadata must never split (no two nodes hold
+//! different images at one offset, no image goes back), the cluster must settle within a bound
+//! after the heal with every partition led by a live broker, every acknowledged record must be
+//! read back at its offset (unless deleted), records deleted must stay deleted, and every
 //! node's disk must hold exactly the partitions the image gives it. A failure prints the seed
 //! and the command that replays it; `ci/sweep` runs more seeds.
 

@@ -44,8 +44,9 @@ enum Workload {
     /// One Weir broker with producers and a consumer group over the Kafka protocol, under
     /// crashes, power failures, pauses, clock jumps and faulty client links.
     Broker,
-    /// A 3–5-node cluster (metadata quorum, broker-only nodes) with topics created and
-    /// deleted, producers and a consumer, under faults on every node and link between them.
+    /// A 3–5-node cluster (metadata quorum, broker-only nodes) with topics created, grown,
+    /// reconfigured and deleted, records deleted, producers and a consumer, under faults on
+    /// every node and link between them.
     Cluster,
     /// A 3-node cluster whose partition leader dies under acks=all writes: how long writes
     /// pause (median and worst over the seeds).
