@@ -289,7 +289,8 @@ async fn fetch_once(
     let wanted_offset = held(partition).await?.0;
     wanted.fetch_offset = wanted_offset;
     wanted.last_fetched_epoch = -1;
-    wanted.log_start_offset = partition.log.log_start_offset().0;
+    // The start as checkpointed: the leader's DeleteRecords counts on it surviving a crash.
+    wanted.log_start_offset = partition.log.durable_log_start_offset().0;
     wanted.partition_max_bytes = max_bytes;
     topic.partitions.push(wanted);
     request.topics.push(topic);
@@ -337,7 +338,7 @@ async fn fetch_once(
     // this replica's own high watermark, durably before the next fetch reports the new start:
     // the leader's DeleteRecords waits for that, so that whichever replica leads next, what
     // was deleted stays deleted.
-    if leader_start > partition.log.log_start_offset() {
+    if leader_start > partition.log.durable_log_start_offset() {
         partition.log.delete_records_before(leader_start, partition.high_watermark()).await?;
     }
     Ok(batches.iter().map(|b| b.len() as u64).sum())

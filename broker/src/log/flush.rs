@@ -224,7 +224,10 @@ impl Log {
             }
         };
         checkpoint::write_atomic(&*self.env.disk, &self.dir, PARTITION_CHECKPOINT, body.encode())
-            .await
+            .await?;
+        // Checkpoints are written one at a time (under the files lock), so this is the latest.
+        self.state().durable_log_start = body.log_start;
+        Ok(())
     }
 
     /// Flushes, checkpoints and takes the log offline (`Closed`), so that the next open has

@@ -177,6 +177,7 @@ impl Log {
         let mut state = State {
             segments,
             log_start,
+            durable_log_start: log_start,
             log_end: log_start,
             durable: RecoveryPoint::default(),
             checkpointed: RecoveryPoint::default(),

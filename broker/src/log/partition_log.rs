@@ -47,6 +47,10 @@ pub struct RecoveryPoint {
 pub(super) struct State {
     pub(super) segments: BTreeMap<Offset, Segment>,
     pub(super) log_start: Offset,
+    /// The log start the last checkpoint written recorded: where the log starts again after a
+    /// crash or power failure. Below `log_start` while a new start is being checkpointed, or
+    /// after that checkpoint failed.
+    pub(super) durable_log_start: Offset,
     /// One past the last published offset.
     pub(super) log_end: Offset,
     /// Everything below this point is synced.
@@ -142,6 +146,12 @@ impl Log {
     /// The first offset kept (earlier ones were deleted by retention or DeleteRecords).
     pub fn log_start_offset(&self) -> Offset {
         self.state().log_start
+    }
+
+    /// The log start offset a crash or power failure would reopen the log at: the last one
+    /// checkpointed. What the log reports to others as deleted must be deleted durably.
+    pub fn durable_log_start_offset(&self) -> Offset {
+        self.state().durable_log_start
     }
 
     /// The offset the next append will get.

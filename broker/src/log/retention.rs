@@ -80,7 +80,7 @@ impl Log {
     ) -> Result<Offset, MaintenanceError> {
         let append = self.append_lock.lock().await;
         let files = self.files_lock.lock().await;
-        let advanced = {
+        let (advanced, undurable) = {
             let mut state = self.state();
             state.check_online()?;
             let target = offset.min(upper_bound).min(state.log_end);
@@ -88,9 +88,11 @@ impl Log {
             if advanced {
                 state.log_start = target;
             }
-            advanced
+            // A start an earlier checkpoint failed to record (here or in retention) is written
+            // again: it is reported as deleted only once it is durable.
+            (advanced, state.durable_log_start < state.log_start)
         };
-        if advanced {
+        if advanced || undurable {
             let point = self.state().checkpointed;
             self.write_checkpoint_point(point).await?;
         }

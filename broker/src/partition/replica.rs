@@ -264,7 +264,7 @@ impl Partition {
             let notified = self.replicated.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
-            let own = self.log.log_start_offset();
+            let own = self.log.durable_log_start_offset();
             let low = match &mut self.replica_state().role {
                 Role::Leader { epoch, replica } if leading.is_none_or(|l| l == *epoch) => {
                     leading = Some(*epoch);
@@ -303,7 +303,7 @@ impl Partition {
     /// without its outcome reaching the image (the last call may have been lost, or may have
     /// committed: asking again is safe either way, as the controller refuses a stale change).
     pub fn isr_proposal(&self, now: Instant) -> Option<(LeaderEpoch, IsrProposal)> {
-        let own_start = self.log.log_start_offset();
+        let own_start = self.log.durable_log_start_offset();
         let mut state = self.replica_state();
         let state = &mut *state;
         let Role::Leader { epoch, replica } = &mut state.role else { return None };

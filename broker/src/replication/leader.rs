@@ -134,7 +134,7 @@ pub struct LeaderReplica {
     log_end: Offset,
     durable_end: Offset,
     high_watermark: Offset,
-    /// The leader's own log start offset, as last told.
+    /// The leader's own log start offset as checkpointed, as last told.
     log_start: Offset,
 }
 
@@ -272,7 +272,8 @@ impl LeaderReplica {
         }
     }
 
-    /// The leader's own log start offset moved to `start` (retention or DeleteRecords).
+    /// The leader's own log start offset, as checkpointed, moved to `start` (retention or
+    /// DeleteRecords).
     pub fn on_log_start(&mut self, start: Offset) {
         self.log_start = start;
     }
