@@ -153,8 +153,10 @@ impl Log {
     /// also start again below its end: when the leader's start lies inside a batch, the leader
     /// sends that whole batch, and the log starts again at its base. The new start is
     /// checkpointed first, so a crash at any later moment reopens an empty log at `start` (see
-    /// [`Log::open`]) and one before it the old log. A `start` within a log that holds records
-    /// changes nothing. Producer state kept above the log is the caller's to reset.
+    /// [`Log::open`]) and one before it the old log; below the end, the old empty segment
+    /// outlives the checkpoint until the last folder sync, and until then a crash reopens the
+    /// old empty log. A `start` within a log that holds records changes nothing. Producer state
+    /// kept above the log is the caller's to reset.
     pub async fn restart_at(&self, start: Offset) -> Result<(), MaintenanceError> {
         let _append = self.append_lock.lock().await;
         let _files = self.files_lock.lock().await;
