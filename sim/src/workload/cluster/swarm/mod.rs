@@ -66,27 +66,19 @@ use crate::trace::mix;
 pub use crate::workload::{Options, Report};
 use crate::world::lock;
 
+mod admin;
+mod finale;
+
+use admin::admin;
+use finale::{final_convergence, final_folders, final_group, final_writes_and_reads};
+
 /// Within how long of the heal the cluster must have settled.
 pub const SETTLE_BOUND: Duration = Duration::from_secs(30);
 /// Within how long of settling every partition must take a write and every node's folders
 /// must match the image.
 pub const FINAL_BOUND: Duration = Duration::from_secs(30);
-/// Topics the admin task keeps alive at most.
-const TOPICS_MAX: usize = 4;
 /// The producers.
 const PRODUCERS: u32 = 2;
-/// Partitions a topic may grow to.
-const PARTITIONS_MAX: i32 = 6;
-/// `segment.bytes` a topic may get: Kafka's default, or segments small enough that logs roll
-/// every few batches (so truncation, recovery and DeleteRecords cross segment boundaries).
-const SEGMENT_BYTES: [&str; 3] = ["1073741824", SMALL_SEGMENT_BYTES, "4096"];
-/// The smallest `segment.bytes` drawn.
-const SMALL_SEGMENT_BYTES: &str = "1024";
-/// `retention.bytes` of the topics that get one.
-const RETENTION_BYTES: &str = "4096";
-/// The `timeout_ms` of the admin task's DeleteRecords and CreatePartitions, and how long it
-/// waits for a config change.
-const ADMIN_WAIT: Duration = Duration::from_secs(5);
 
 /// One topic the admin task made.
 #[derive(Clone, Debug)]
@@ -333,161 +325,6 @@ fn any_node(env: &Env, addrs: &[std::net::SocketAddr], name: &str) -> Client {
     Client::new(env.clone(), addrs[at], name)
 }
 
-/// Creates and deletes topics through random nodes until told to stop.
-async fn admin(
-    env: Env,
-    addrs: Arc<Vec<std::net::SocketAddr>>,
-    shared: Shared,
-    stop: Arc<AtomicBool>,
-) {
-    let mut next = 0u32;
-    while !stop.load(Ordering::Relaxed) {
-        env.clock.sleep(Duration::from_millis(500 + below(&env, 2_500))).await;
-        let live = lock(&shared).live_topics();
-        let step = below(&env, 8);
-        if !live.is_empty() && step < 2 {
-            delete_records(&env, &addrs, &shared, &live).await;
-        } else if !live.is_empty() && step == 2 {
-            grow(&env, &addrs, &shared, &live).await;
-        } else if !live.is_empty() && step == 3 {
-            reconfigure(&env, &addrs, &shared, &live).await;
-        } else if live.len() < TOPICS_MAX && (live.is_empty() || below(&env, 3) != 0) {
-            let name = format!("t{next}");
-            next += 1;
-            let partitions = 1 + below(&env, 4) as i32;
-            let replication = 1 + below(&env, addrs.len().min(3) as u64) as i16;
-            let min_isr = (1 + below(&env, 2) as i16).min(replication).to_string();
-            let segment = SEGMENT_BYTES[below(&env, SEGMENT_BYTES.len() as u64) as usize];
-            // Small segments under a small retention.bytes: retention deletes segments all
-            // along, on leaders and followers alike, amid the faults.
-            let retained = segment == SMALL_SEGMENT_BYTES && below(&env, 2) == 0;
-            let retention = if retained { RETENTION_BYTES } else { "-1" };
-            let configs = [
-                ("flush.policy", "ack"),
-                ("min.insync.replicas", min_isr.as_str()),
-                ("segment.bytes", segment),
-                ("retention.bytes", retention),
-            ];
-            // Retry until answered: an unanswered create may or may not have happened, and
-            // an existing topic is the answer to a retry of one that did.
-            loop {
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                let mut client = any_node(&env, &addrs, "admin");
-                match client.create_replicated_topic(&name, partitions, replication, &configs).await
-                {
-                    Ok(()) => {
-                        let mut l = lock(&shared);
-                        l.creates += 1;
-                        l.topics.push(TopicState {
-                            name: name.clone(),
-                            partitions,
-                            replication,
-                            deleting: false,
-                            retained,
-                        });
-                        break;
-                    }
-                    Err(_) => env.clock.sleep(Duration::from_millis(200)).await,
-                }
-            }
-        } else if let Some(victim) = live.get(below(&env, live.len() as u64) as usize) {
-            {
-                let mut l = lock(&shared);
-                l.deletes += 1;
-                if let Some(t) = l.topics.iter_mut().find(|t| t.name == victim.name) {
-                    t.deleting = true;
-                }
-            }
-            let mut client = any_node(&env, &addrs, "admin");
-            let _ = client.delete_topic(&victim.name).await;
-        }
-    }
-}
-
-/// CreatePartitions on one of `live`, by one or two partitions (to at most
-/// [`PARTITIONS_MAX`]), through a random node. Only an answered growth counts: an unanswered
-/// one may or may not have happened, and then its partitions are just not checked.
-async fn grow(env: &Env, addrs: &[std::net::SocketAddr], shared: &Shared, live: &[TopicState]) {
-    let topic = &live[below(env, live.len() as u64) as usize];
-    let count = (topic.partitions + 1 + below(env, 2) as i32).min(PARTITIONS_MAX);
-    if count <= topic.partitions {
-        return;
-    }
-    let mut client = any_node(env, addrs, "admin");
-    if client.create_partitions(&topic.name, count, ADMIN_WAIT).await.is_ok() {
-        let mut l = lock(shared);
-        l.grown += 1;
-        if let Some(t) = l.topics.iter_mut().find(|t| t.name == topic.name) {
-            t.partitions = t.partitions.max(count);
-        }
-    }
-}
-
-/// Changes `min.insync.replicas` (within the replication factor) or `segment.bytes` of one of
-/// `live` through a random node.
-async fn reconfigure(
-    env: &Env,
-    addrs: &[std::net::SocketAddr],
-    shared: &Shared,
-    live: &[TopicState],
-) {
-    let topic = &live[below(env, live.len() as u64) as usize];
-    let min_isr = (1 + below(env, topic.replication as u64)).to_string();
-    let config = if below(env, 2) == 0 {
-        ("min.insync.replicas", min_isr.as_str())
-    } else {
-        ("segment.bytes", SEGMENT_BYTES[below(env, SEGMENT_BYTES.len() as u64) as usize])
-    };
-    let mut client = any_node(env, addrs, "admin");
-    if client.set_topic_config(&topic.name, config, ADMIN_WAIT).await.is_ok() {
-        lock(shared).reconfigured += 1;
-    }
-}
-
-/// DeleteRecords on a random partition of one of `live`, below one of its acknowledged
-/// offsets, through the leader a random node names.
-async fn delete_records(
-    env: &Env,
-    addrs: &[std::net::SocketAddr],
-    shared: &Shared,
-    live: &[TopicState],
-) {
-    let topic = &live[below(env, live.len() as u64) as usize];
-    let partition = below(env, topic.partitions as u64) as i32;
-    let tp = (topic.name.clone(), partition);
-    let offsets: Vec<i64> = lock(shared)
-        .acked
-        .range((tp.0.clone(), partition, 0)..(tp.0.clone(), partition + 1, 0))
-        .map(|((_, _, o), _)| *o)
-        .collect();
-    let Some(&offset) = offsets.get(below(env, offsets.len() as u64) as usize) else { return };
-    let Ok(view) = any_node(env, addrs, "admin").cluster_view(Some(&[topic.name.as_str()])).await
-    else {
-        return;
-    };
-    let Some((_, leader)) = view.leader_addr(&topic.name, partition) else { return };
-    {
-        let mut l = lock(shared);
-        let asked = l.delete_asked.entry(tp.clone()).or_insert(0);
-        *asked = (*asked).max(offset);
-    }
-    let mut client = Client::new(env.clone(), leader, "admin");
-    let answer = client.delete_records(&topic.name, partition, offset, ADMIN_WAIT).await;
-    if let Ok(low) = answer {
-        let mut l = lock(shared);
-        l.record_deletes += 1;
-        if low < offset {
-            l.anomalies.push(format!(
-                "{}-{partition}: DeleteRecords below {offset} answered a low watermark of {low}",
-                topic.name
-            ));
-        }
-        l.deleted.entry(tp).or_default().push((low, env.clock.now()));
-    }
-}
-
 /// A random partition of a live topic and its leader's address as `view` names it; with no
 /// leader known, `view` is refreshed from a random node and there is no target this time.
 async fn target(
@@ -660,17 +497,6 @@ async fn idempotent_producer(
     }
 }
 
-/// Values of the idempotent producer that appear at more than one offset of `read`.
-fn duplicated(read: &BTreeMap<i64, Bytes>) -> Vec<(Bytes, Vec<i64>)> {
-    let mut at: BTreeMap<&Bytes, Vec<i64>> = BTreeMap::new();
-    for (offset, value) in read {
-        if value.starts_with(IDEMPOTENT_PREFIX.as_bytes()) {
-            at.entry(value).or_default().push(*offset);
-        }
-    }
-    at.into_iter().filter(|(_, o)| o.len() > 1).map(|(v, o)| (v.clone(), o)).collect()
-}
-
 /// Reads random partitions of live topics from their leaders, from where it last stopped.
 async fn consumer(
     env: Env,
@@ -735,172 +561,4 @@ async fn consumer(
             Err(_) => view = ClusterView::default(),
         }
     }
-}
-
-/// One write to every partition of every surviving topic, then every partition read from the
-/// start: every acknowledged record must be at its offset.
-fn final_writes_and_reads(cluster: &mut Cluster, shared: &Shared) -> Vec<String> {
-    let topics = lock(shared).live_topics();
-    let addrs: Vec<_> = (0..cluster.nodes.len()).map(|ix| cluster.addr(ix)).collect();
-    let ledger = Arc::clone(shared);
-    let outcome = cluster.client_call(FINAL_BOUND, move |env: Env| async move {
-        let mut violations = Vec::new();
-        for t in &topics {
-            for partition in 0..t.partitions {
-                let value = Bytes::from(format!("final-{}-{partition}", t.name));
-                let mut written = false;
-                for _ in 0..50 {
-                    let mut meta = Client::new(env.clone(), addrs[0], "final");
-                    let leader = match meta.cluster_view(Some(&[t.name.as_str()])).await {
-                        Ok(view) => view.leader_addr(&t.name, partition),
-                        Err(_) => None,
-                    };
-                    if let Some((_, leader)) = leader {
-                        let batch = PartitionBatch {
-                            partition,
-                            base_sequence: 0,
-                            records: vec![(None, value.clone())],
-                        };
-                        let mut client = Client::new(env.clone(), leader, "final");
-                        if let Ok(ProduceOutcome::Answered(acks)) =
-                            client.produce(&t.name, Acks::All, None, &[batch]).await
-                            && acks[0].error_code == codes::NONE
-                        {
-                            let key = (t.name.clone(), partition, acks[0].base_offset);
-                            lock(&ledger).acked.insert(key, value.clone());
-                            written = true;
-                            break;
-                        }
-                    }
-                    env.clock.sleep(Duration::from_millis(200)).await;
-                }
-                if !written {
-                    violations.push(format!("{}-{partition} took no write after the heal", t.name));
-                    continue;
-                }
-                let read = read_back(&env, &addrs, &ledger, (&t.name, partition), t.retained);
-                violations.extend(read.await);
-            }
-        }
-        violations
-    });
-    outcome.unwrap_or_else(|| {
-        vec![format!("the final writes and reads did not finish within {FINAL_BOUND:?}")]
-    })
-}
-
-/// Reads `topic`/`partition` from its start and checks every acknowledged record (for a topic
-/// with `retention.bytes`, every one from the first offset read).
-async fn read_back(
-    env: &Env,
-    addrs: &[std::net::SocketAddr],
-    shared: &Shared,
-    (topic, partition): (&str, i32),
-    retained: bool,
-) -> Vec<String> {
-    let mut meta = Client::new(env.clone(), addrs[0], "final-read");
-    let Some((_, leader)) =
-        meta.cluster_view(Some(&[topic])).await.ok().and_then(|v| v.leader_addr(topic, partition))
-    else {
-        return vec![format!("{topic}-{partition}: no leader for the final read")];
-    };
-    let mut client = Client::new(env.clone(), leader, "final-read");
-    let read = match client.read_to_end(topic, partition).await {
-        Ok(read) => read,
-        Err(e) => return vec![format!("{topic}-{partition}: final read: {e}")],
-    };
-    let mut l = lock(shared);
-    let mut out = Vec::new();
-    let tp = (topic.to_owned(), partition);
-    if let Some(low) = l.deleted_before(&tp, env.clock.now())
-        && let Some((&first, _)) = read.first_key_value()
-        && first < low
-    {
-        out.push(format!(
-            "{topic}-{partition}@{first}: read at the end, below a DeleteRecords low watermark of {low}"
-        ));
-    }
-    let mut asked = l.delete_asked.get(&tp).copied().unwrap_or(0);
-    if retained {
-        asked = asked.max(read.first_key_value().map_or(0, |(&first, _)| first));
-    }
-    for (value, offsets) in duplicated(&read) {
-        out.push(format!("{topic}-{partition}: idempotent {value:?} appears at {offsets:?}"));
-    }
-    for (offset, value) in &read {
-        l.read((topic.to_owned(), partition, *offset), value.clone());
-    }
-    let acked: Vec<(i64, Bytes)> = l
-        .acked
-        .range((topic.to_owned(), partition, asked)..(topic.to_owned(), partition + 1, 0))
-        .map(|((_, _, o), v)| (*o, v.clone()))
-        .collect();
-    for (offset, value) in acked {
-        if read.get(&offset) != Some(&value) {
-            out.push(format!(
-                "{topic}-{partition}@{offset}: acked {value:?} but read {:?}",
-                read.get(&offset)
-            ));
-        }
-    }
-    out
-}
-
-/// Replica convergence: every partition of every surviving topic with more than one replica
-/// must come to have its in-sync replicas byte-identical to the leader up to the high
-/// watermark.
-fn final_convergence(cluster: &mut Cluster, shared: &Shared) -> Vec<String> {
-    let topics = lock(shared).live_topics();
-    let mut out = Vec::new();
-    for t in topics.iter().filter(|t| t.replication > 1) {
-        for partition in 0..t.partitions {
-            let mut last = Ok(());
-            let converged = (0..(FINAL_BOUND.as_millis() / 500)).any(|_| {
-                last = cluster.replicas_converged(&t.name, partition);
-                if last.is_err() {
-                    cluster.run_for(Duration::from_millis(500));
-                }
-                last.is_ok()
-            });
-            if !converged {
-                out.push(format!("replicas did not converge: {}", last.err().unwrap_or_default()));
-            }
-        }
-    }
-    out
-}
-
-/// The group's committed offsets read back from its coordinator, and the group checkers.
-fn final_group(cluster: &mut Cluster, group: &SharedGroup, topics: &TopicsNow) -> Vec<String> {
-    let addrs: Arc<Vec<_>> =
-        Arc::new((0..cluster.nodes.len()).map(|ix| cluster.addr(ix)).collect());
-    let (group, topics) = (Arc::clone(group), Arc::clone(topics));
-    cluster
-        .client_call(FINAL_BOUND + Duration::from_secs(5), move |env: Env| {
-            group::final_read(env, addrs, group, topics, FINAL_BOUND)
-        })
-        .unwrap_or_else(|| {
-            vec![format!("the final group read did not finish within {FINAL_BOUND:?}")]
-        })
-}
-
-/// Every node's disk must come to hold exactly the partition folders the image gives it.
-fn final_folders(cluster: &mut Cluster) -> Vec<String> {
-    let mut out = Vec::new();
-    for ix in 0..cluster.nodes.len() {
-        let mut last = None;
-        let matched = (0..(FINAL_BOUND.as_millis() / 500)).any(|_| {
-            let (have, want) = (cluster.partition_folders(ix), cluster.expected_folders(ix));
-            let same = have.is_some() && have == want;
-            last = Some((have, want));
-            if !same {
-                cluster.run_for(Duration::from_millis(500));
-            }
-            same
-        });
-        if !matched {
-            out.push(format!("node{}: partition folders {:?}", ix + 1, last));
-        }
-    }
-    out
 }
