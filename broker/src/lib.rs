@@ -10,6 +10,7 @@ pub mod controller;
 pub mod coordinator;
 pub mod fetcher;
 pub mod groups;
+pub mod identity;
 pub mod io;
 pub mod log;
 pub mod model;

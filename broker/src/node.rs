@@ -14,12 +14,13 @@ use crate::config::{BrokerConfig, Role};
 use crate::controller::client::ControllerClient;
 use crate::controller::logic::{ControllerError, LogicConfig, NewTopic};
 use crate::controller::membership::{Membership, Timing};
-use crate::controller::records::{BrokerRegistration, Incarnation};
+use crate::controller::records::{BrokerRegistration, DirectoryId, Incarnation};
 use crate::controller::rpc::{Request, Response};
 use crate::controller::service::{Controller, ControllerConfig, ControllerStartError};
 use crate::coordinator::CoordinatorConfig;
 use crate::fetcher;
 use crate::groups::Groups;
+use crate::identity::{self, IdentityError};
 use crate::io::{Env, Listener, timeout};
 use crate::log::error::Offline;
 use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
@@ -51,6 +52,9 @@ pub enum StartError {
     /// The partitions could not be opened.
     #[error("opening partitions: {0}")]
     Catalog(#[from] CatalogError),
+    /// The data folder's identity could not be settled.
+    #[error("data folder: {0}")]
+    Identity(#[from] IdentityError),
     /// The disk failed.
     #[error("storage: {0}")]
     Io(#[from] std::io::Error),
@@ -99,6 +103,8 @@ pub struct Broker {
     bound: OnceLock<std::net::SocketAddr>,
     /// The previous run ended with a clean shutdown (see [`CLEAN_SHUTDOWN_MARKER`]).
     clean_start: bool,
+    /// Its data folder's identity (see [`identity`]).
+    directory: DirectoryId,
     /// The byte rate this broker's followers out of the ISR copy at, together.
     pub catch_up: std::sync::Mutex<CatchUpBudget>,
     /// The bytes consumers' reads ahead may hold together.
@@ -116,6 +122,8 @@ impl Broker {
     pub async fn start(env: Env, config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
         config.validate()?;
         env.disk.create_dir(std::path::Path::new("")).await?;
+        // First: a folder of another node's is refused before anything in it changes.
+        let directory = identity::load_or_create(&env, config.node_id).await?;
         let clean_start = take_clean_shutdown_marker(&env).await?;
         let voters = config.voters()?;
         let controller = if config.has_role(Role::Controller) {
@@ -161,6 +169,7 @@ impl Broker {
             reconciled_changed: tokio::sync::Notify::new(),
             bound: OnceLock::new(),
             clean_start,
+            directory,
             catch_up: std::sync::Mutex::new(CatchUpBudget::new(catch_up_rate)),
             read_ahead: ReadAheadBudget::new(READ_AHEAD_BYTES_MAX),
         });
@@ -185,6 +194,7 @@ impl Broker {
                 port: u16::try_from(port).unwrap_or(0),
                 rack: self.config.rack.clone(),
                 unclean_shutdown: !self.clean_start,
+                directory: Some(self.directory),
             };
             let membership =
                 Membership::start(self.env.clone(), Arc::clone(&self.client), registration, timing);

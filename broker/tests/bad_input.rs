@@ -199,3 +199,40 @@ async fn corrupt_and_oversized_batches_are_refused_and_nothing_is_written() {
     assert_eq!(produce_error(&broker, good).await, 0);
     assert_eq!(partition.log.log_end_offset().0, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_folder_of_another_node_or_a_damaged_identity_is_refused_and_left_alone() {
+    use weir::identity::{IdentityError, META_PROPERTIES};
+    use weir::node::{Broker, StartError};
+    let (dir, _) = TestBroker::start().await.stop().await;
+    let identity = dir.join(META_PROPERTIES);
+    let written = std::fs::read_to_string(&identity).unwrap();
+    assert!(written.contains("node.id=1\n"), "{written}");
+    let marker = dir.join(weir::node::CLEAN_SHUTDOWN_MARKER);
+    assert!(marker.exists());
+    let start = |node_id: i32| {
+        let config = weir::config::BrokerConfig { node_id, ..support::config(dir.clone()) };
+        Broker::start(weir::runtime::production_env(dir.clone()), config)
+    };
+    match start(2).await {
+        Err(StartError::Identity(IdentityError::OtherNode { found: 1, configured: 2 })) => {}
+        Err(e) => panic!("another error: {e}"),
+        Ok(_) => panic!("node 2 started over node 1's folder"),
+    }
+    std::fs::write(&identity, "version=1\nnode.id=1\ndirectory.id=not-hex\n").unwrap();
+    match start(1).await {
+        Err(StartError::Identity(IdentityError::Malformed(_))) => {}
+        Err(e) => panic!("another error: {e}"),
+        Ok(_) => panic!("started over a damaged {META_PROPERTIES}"),
+    }
+    assert!(marker.exists(), "a refused start took the clean shutdown marker");
+    assert_eq!(
+        std::fs::read_to_string(&identity).unwrap(),
+        "version=1\nnode.id=1\ndirectory.id=not-hex\n"
+    );
+    // Put back as it was, the folder starts again with the same identity.
+    std::fs::write(&identity, &written).unwrap();
+    let again = TestBroker::restart(dir.clone(), "127.0.0.1:0".parse().unwrap()).await;
+    assert_eq!(std::fs::read_to_string(&identity).unwrap(), written);
+    drop(again);
+}

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use weir::config::TopicConfig;
 use weir::controller::image::MetadataImage;
 use weir::controller::logic::{ControllerLogic, LogicConfig, NewTopic};
-use weir::controller::records::{BrokerRegistration, Incarnation, MetadataRecord};
+use weir::controller::records::{BrokerRegistration, DirectoryId, Incarnation, MetadataRecord};
 use weir::io::Instant;
 use weir::model::TopicId;
 
@@ -66,6 +66,12 @@ fn history(ops: &[Op]) -> Vec<Bytes> {
                     port: 9000 + *b as u16,
                     rack: rack.map(|r| format!("rack{r}")),
                     unclean_shutdown: ids.is_multiple_of(3),
+                    // Mostly the broker's one disk; now and then a new one, or none named.
+                    directory: match ids % 7 {
+                        0 => None,
+                        5 => Some(DirectoryId(u128::from(ids))),
+                        _ => Some(DirectoryId(0)),
+                    },
                 };
                 ids = ids.wrapping_add(1);
                 batches.push(logic.register(&image, registration, now));

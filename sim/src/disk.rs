@@ -104,6 +104,13 @@ impl DiskState {
         names.revert_to_durable();
     }
 
+    /// The disk was replaced by an empty one (an operator swapping a failed disk, or a new
+    /// machine taking the host's place): like a power failure, and then every file is gone.
+    pub(crate) fn wipe(&self) {
+        self.on_kill();
+        lock(&self.names).wipe();
+    }
+
     /// Sets the faults injected from now on.
     pub(crate) fn set_faults(&self, faults: DiskFaults) {
         *lock(&self.faults) = faults;

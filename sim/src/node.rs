@@ -176,6 +176,14 @@ impl World {
         disk.power_fail(self);
     }
 
+    /// Cuts the node's power if it runs, and replaces its disk with an empty one.
+    pub(crate) fn wipe_node(self: &Arc<Self>, node: NodeIx) {
+        self.power_fail_node(node);
+        self.trace.fold(Event::Node, (node as u64) << 8 | 6);
+        let disk = self.nodes.with(node, |n| Arc::clone(&n.disk));
+        disk.wipe();
+    }
+
     /// Marks the node down. False if it was already down.
     fn mark_down(&self, node: NodeIx, how: u64) -> bool {
         let was = self.nodes.with(node, |n| std::mem::replace(&mut n.status, NodeStatus::Down));

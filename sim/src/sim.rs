@@ -154,6 +154,12 @@ impl Sim {
         self.world.power_fail_node(host.0);
     }
 
+    /// Cuts the host's power (if it runs) and gives it an empty disk: every file it had, synced
+    /// or not, is gone. It stays down until started.
+    pub fn wipe(&self, host: Host) {
+        self.world.wipe_node(host.0);
+    }
+
     /// Starts a host that is down, over the disk it had.
     pub fn start(&self, host: Host) {
         self.world.start_node(host.0);

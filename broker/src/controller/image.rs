@@ -229,6 +229,7 @@ mod tests {
             port: 9000 + id as u16,
             rack: None,
             unclean_shutdown: false,
+            directory: None,
         })
     }
 

@@ -181,10 +181,22 @@ impl ControllerLogic {
             .brokers
             .get(&id)
             .is_some_and(|b| b.registration.incarnation != registration.incarnation);
-        let unclean = registration.unclean_shutdown;
+        let came_back = Restart {
+            unclean_shutdown: registration.unclean_shutdown,
+            new_disk: image.brokers.get(&id).is_some_and(|b| {
+                matches!((b.registration.directory, registration.directory),
+                    (Some(before), Some(now)) if before != now)
+            }),
+        };
+        if came_back.new_disk {
+            tracing::warn!(
+                broker = id,
+                "registered with a new data folder: it holds no record and leaves every ISR"
+            );
+        }
         let mut out = vec![MetadataRecord::RegisterBroker(registration)];
         if restarted {
-            out.extend(restarted_records(image, id, unclean, &self.config.topic_defaults));
+            out.extend(restarted_records(image, id, came_back, &self.config.topic_defaults));
         }
         let changed: BTreeSet<(TopicId, i32)> = out
             .iter()
@@ -548,17 +560,22 @@ fn leadership_away_from(
 ///   until one returns. The last member stays: no replica holds more. Under `flush.policy=ack`
 ///   a follower reports only what it synced, so a restarted replica holds everything it
 ///   acknowledged and stays.
+/// - Back on a new disk (another directory id), it holds nothing: it leaves every ISR, even as
+///   the last member. A partition whose ISR it was then has no in-sync replica and no leader
+///   until an unclean election, where the topic allows one, picks a live replica: electing
+///   the empty log would make every other replica truncate to it.
 fn restarted_records(
     image: &MetadataImage,
     broker: BrokerId,
-    unclean_shutdown: bool,
+    came_back: Restart,
     defaults: &TopicConfig,
 ) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for topic in image.topics.values() {
-        let distrusted = unclean_shutdown && flushes_on_interval(topic, defaults);
+        let distrusted = came_back.unclean_shutdown && flushes_on_interval(topic, defaults);
         for p in topic.partitions.values() {
-            let leaves_isr = distrusted && p.isr.contains(&broker) && p.isr.len() > 1;
+            let leaves_isr =
+                p.isr.contains(&broker) && (came_back.new_disk || (distrusted && p.isr.len() > 1));
             if !leaves_isr && p.leader != broker {
                 continue;
             }
@@ -578,6 +595,15 @@ fn restarted_records(
         }
     }
     out
+}
+
+/// How a registering broker's new run began.
+#[derive(Clone, Copy, Debug)]
+struct Restart {
+    /// Its last run ended without a clean shutdown.
+    unclean_shutdown: bool,
+    /// Its data folder is another than the one it registered with before: an empty disk.
+    new_disk: bool,
 }
 
 /// Whether `topic` acknowledges records before they are synced (`flush.policy=interval`, its

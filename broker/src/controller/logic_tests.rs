@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::TopicConfig;
+use crate::controller::records::DirectoryId;
 
 const SESSION: Duration = Duration::from_secs(9);
 
@@ -30,6 +31,7 @@ fn registration(id: BrokerId, rack: Option<&str>) -> BrokerRegistration {
         port: 9000 + id as u16,
         rack: rack.map(str::to_owned),
         unclean_shutdown: false,
+        directory: Some(DirectoryId(id as u128)),
     }
 }
 
@@ -360,4 +362,67 @@ fn a_broker_reporting_an_offline_log_loses_that_partition_only() {
     assert!(image.is_live(1), "the broker itself stays live");
     let again = logic.heartbeat(&image, 1, Incarnation(100), false, &offline, at(2)).unwrap();
     assert!(again.is_empty(), "a repeated report changes nothing: {again:?}");
+}
+
+#[test]
+fn a_broker_back_on_a_new_disk_leaves_every_isr_even_as_the_last_member() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("a", 3, 3), 1);
+    create(&mut image, &mut logic, topic("solo", 3, 1), 2);
+    let replaced = 1;
+    let led: Vec<i32> = image
+        .topic("a")
+        .unwrap()
+        .partitions
+        .values()
+        .filter(|p| p.leader == replaced)
+        .map(|p| p.partition)
+        .collect();
+    let (solo, _) =
+        image.topic("solo").unwrap().partitions.iter().find(|(_, p)| p.leader == replaced).unwrap();
+    let solo = *solo;
+    assert!(!led.is_empty());
+    // A restart over the same disk, even an unclean one, keeps its ISRs (flush.policy=ack).
+    let same_disk = BrokerRegistration {
+        incarnation: Incarnation(7),
+        unclean_shutdown: true,
+        ..registration(replaced, None)
+    };
+    let records = logic.register(&image, same_disk, at(1));
+    apply(&mut image, &records);
+    assert!(image.topic("a").unwrap().partitions.values().all(|p| p.isr.len() == 3));
+    assert_eq!(image.partition("solo", solo).unwrap().leader, replaced);
+    // Back on a new disk, it is in no ISR and leads nothing.
+    let before = image.clone();
+    let new_disk = BrokerRegistration {
+        incarnation: Incarnation(8),
+        directory: Some(DirectoryId(0xd15c)),
+        ..registration(replaced, None)
+    };
+    let records = logic.register(&image, new_disk, at(2));
+    apply(&mut image, &records);
+    for p in image.topic("a").unwrap().partitions.values() {
+        let old = &before.topic("a").unwrap().partitions[&p.partition];
+        assert!(!p.isr.contains(&replaced), "{p:?}");
+        assert_eq!(p.isr.len(), 2, "{p:?}");
+        if led.contains(&p.partition) {
+            assert!(p.leader != replaced && p.leader != NO_LEADER, "{p:?}");
+            assert_eq!(p.leader_epoch, old.leader_epoch + 1);
+        } else {
+            assert_eq!((p.leader, p.leader_epoch), (old.leader, old.leader_epoch));
+        }
+        assert_eq!(p.partition_epoch, old.partition_epoch + 1);
+    }
+    let orphan = image.partition("solo", solo).unwrap();
+    assert!(orphan.isr.is_empty() && orphan.leader == NO_LEADER, "{orphan:?}");
+    // Another restart on the new disk does not make it eligible again.
+    let again = BrokerRegistration {
+        incarnation: Incarnation(9),
+        directory: Some(DirectoryId(0xd15c)),
+        ..registration(replaced, None)
+    };
+    let records = logic.register(&image, again, at(3));
+    apply(&mut image, &records);
+    let orphan = image.partition("solo", solo).unwrap();
+    assert!(orphan.isr.is_empty() && orphan.leader == NO_LEADER, "{orphan:?}");
 }

@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use super::codec::{DecodeError, Writer, seal, unseal};
+use super::codec::{DecodeError, Reader, Writer, seal, unseal};
 use crate::model::TopicId;
 
 /// The record format this code writes.
@@ -21,6 +21,12 @@ pub type BrokerId = i32;
 /// incarnation, so heartbeats from an older run are told apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Incarnation(pub u128);
+
+/// A data folder's identity, drawn at random when the folder is first used and kept in its
+/// `meta.properties`: a broker that registers with another one than before lost its disk, and
+/// with it every record it held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DirectoryId(pub u128);
 
 /// A broker's registration: who it is and where clients reach it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +45,8 @@ pub struct BrokerRegistration {
     /// `flush.policy=interval` its logs may have lost acknowledged records, so it must not
     /// stay in sync, or lead, on the strength of what it held before.
     pub unclean_shutdown: bool,
+    /// Its data folder (None in registrations from before directory ids existed).
+    pub directory: Option<DirectoryId>,
 }
 
 /// One partition's assignment and leadership, in full (a change is a new record).
@@ -125,6 +133,8 @@ pub enum MetadataRecord {
 
 mod tag {
     pub const REGISTER: u8 = 1;
+    /// A registration naming its data folder.
+    pub const REGISTER_IN_DIRECTORY: u8 = 10;
     pub const FENCE: u8 = 2;
     pub const UNFENCE: u8 = 3;
     pub const SHUTDOWN: u8 = 4;
@@ -142,13 +152,10 @@ impl MetadataRecord {
         w.u8(RECORD_VERSION);
         match self {
             MetadataRecord::RegisterBroker(r) => {
-                w.u8(tag::REGISTER)
-                    .i32(r.broker_id)
-                    .u128(r.incarnation.0)
-                    .str(&r.host)
-                    .u16(r.port)
-                    .opt_str(r.rack.as_deref())
-                    .bool(r.unclean_shutdown);
+                let kind =
+                    if r.directory.is_some() { tag::REGISTER_IN_DIRECTORY } else { tag::REGISTER };
+                w.u8(kind);
+                write_registration(&mut w, r);
             }
             MetadataRecord::FenceBroker { broker_id, incarnation } => {
                 w.u8(tag::FENCE).i32(*broker_id).u128(incarnation.0);
@@ -198,14 +205,10 @@ impl MetadataRecord {
             return Err(DecodeError::Unknown("record version", u32::from(version)));
         }
         let record = match r.u8("tag")? {
-            tag::REGISTER => MetadataRecord::RegisterBroker(BrokerRegistration {
-                broker_id: r.i32("broker id")?,
-                incarnation: Incarnation(r.u128("incarnation")?),
-                host: r.str("host")?,
-                port: r.u16("port")?,
-                rack: r.opt_str("rack")?,
-                unclean_shutdown: r.bool("unclean shutdown")?,
-            }),
+            tag::REGISTER => MetadataRecord::RegisterBroker(read_registration(&mut r, false)?),
+            tag::REGISTER_IN_DIRECTORY => {
+                MetadataRecord::RegisterBroker(read_registration(&mut r, true)?)
+            }
             tag::FENCE => MetadataRecord::FenceBroker {
                 broker_id: r.i32("broker id")?,
                 incarnation: Incarnation(r.u128("incarnation")?),
@@ -249,6 +252,36 @@ impl MetadataRecord {
     }
 }
 
+/// Writes a registration's fields, its directory last when it has one (the caller writes the
+/// tag or request type that says which).
+pub(crate) fn write_registration(w: &mut Writer, r: &BrokerRegistration) {
+    w.i32(r.broker_id)
+        .u128(r.incarnation.0)
+        .str(&r.host)
+        .u16(r.port)
+        .opt_str(r.rack.as_deref())
+        .bool(r.unclean_shutdown);
+    if let Some(directory) = r.directory {
+        w.u128(directory.0);
+    }
+}
+
+/// Reads what [`write_registration`] wrote; `with_directory` as its tag says.
+pub(crate) fn read_registration(
+    r: &mut Reader,
+    with_directory: bool,
+) -> Result<BrokerRegistration, DecodeError> {
+    Ok(BrokerRegistration {
+        broker_id: r.i32("broker id")?,
+        incarnation: Incarnation(r.u128("incarnation")?),
+        host: r.str("host")?,
+        port: r.u16("port")?,
+        rack: r.opt_str("rack")?,
+        unclean_shutdown: r.bool("unclean shutdown")?,
+        directory: if with_directory { Some(DirectoryId(r.u128("directory id")?)) } else { None },
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -264,6 +297,16 @@ mod tests {
                 port: 19093,
                 rack: Some("a".into()),
                 unclean_shutdown: true,
+                directory: Some(DirectoryId(42)),
+            }),
+            MetadataRecord::RegisterBroker(BrokerRegistration {
+                broker_id: 3,
+                incarnation: Incarnation(98),
+                host: "127.0.0.1".into(),
+                port: 19094,
+                rack: None,
+                unclean_shutdown: false,
+                directory: None,
             }),
             MetadataRecord::FenceBroker { broker_id: 2, incarnation: Incarnation(99) },
             MetadataRecord::UnfenceBroker { broker_id: 2, incarnation: Incarnation(99) },

@@ -13,9 +13,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::codec::{DecodeError, Reader, Writer, seal, unseal};
 use super::logic::{ControllerError, NewTopic};
-use super::records::{BrokerId, BrokerRegistration, Incarnation};
+use super::records::{
+    BrokerId, BrokerRegistration, Incarnation, read_registration, write_registration,
+};
 use crate::io::Conn;
 use crate::model::TopicId;
+
+/// Request type of a registration from before directory ids.
+const REGISTER: u8 = 1;
+/// Request type of a registration naming its data folder.
+const REGISTER_IN_DIRECTORY: u8 = 11;
 
 /// Largest frame accepted (a metadata snapshot of a large cluster fits).
 pub const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -269,13 +276,8 @@ impl Request {
         let mut w = Writer::default();
         match self {
             Request::Register(b) => {
-                w.u8(1)
-                    .i32(b.broker_id)
-                    .u128(b.incarnation.0)
-                    .str(&b.host)
-                    .u16(b.port)
-                    .opt_str(b.rack.as_deref())
-                    .bool(b.unclean_shutdown);
+                w.u8(if b.directory.is_some() { REGISTER_IN_DIRECTORY } else { REGISTER });
+                write_registration(&mut w, b);
             }
             Request::Heartbeat { broker_id, incarnation, shutdown, offline } => {
                 w.u8(2).i32(*broker_id).u128(incarnation.0).bool(*shutdown);
@@ -336,14 +338,8 @@ impl Request {
     pub fn decode(bytes: &Bytes) -> Result<Request, DecodeError> {
         let mut r = unseal(bytes)?;
         let request = match r.u8("request type")? {
-            1 => Request::Register(BrokerRegistration {
-                broker_id: r.i32("broker id")?,
-                incarnation: Incarnation(r.u128("incarnation")?),
-                host: r.str("host")?,
-                port: r.u16("port")?,
-                rack: r.opt_str("rack")?,
-                unclean_shutdown: r.bool("unclean shutdown")?,
-            }),
+            REGISTER => Request::Register(read_registration(&mut r, false)?),
+            REGISTER_IN_DIRECTORY => Request::Register(read_registration(&mut r, true)?),
             2 => Request::Heartbeat {
                 broker_id: r.i32("broker id")?,
                 incarnation: Incarnation(r.u128("incarnation")?),
@@ -486,6 +482,7 @@ pub async fn read_frame(conn: &mut dyn Conn) -> Result<Bytes, RpcError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::controller::records::DirectoryId;
 
     #[test]
     fn requests_and_responses_round_trip() {
@@ -497,6 +494,16 @@ mod tests {
                 port: 1,
                 rack: None,
                 unclean_shutdown: false,
+                directory: Some(DirectoryId(9)),
+            }),
+            Request::Register(BrokerRegistration {
+                broker_id: 4,
+                incarnation: Incarnation(6),
+                host: "h".into(),
+                port: 2,
+                rack: Some("r".into()),
+                unclean_shutdown: true,
+                directory: None,
             }),
             Request::Heartbeat {
                 broker_id: 3,

@@ -406,6 +406,15 @@ impl Namespace {
         }
     }
 
+    /// The disk was replaced: every name is gone, durable or not. File and folder numbers go
+    /// on from where they were, so no new file takes an old one's number.
+    pub(crate) fn wipe(&mut self) {
+        let (next_folder, next_file) = (self.next_folder, self.next_file);
+        *self = Namespace::default();
+        self.next_folder = next_folder;
+        self.next_file = next_file;
+    }
+
     /// Bytes held by the distinct files the live tree names. (Unlinked files still open are not
     /// counted: a simplification, as the kernel frees them only on the last close.)
     pub(crate) fn live_bytes(&self) -> u64 {

@@ -1,0 +1,201 @@
+//! Fault scenario: a broker's disk is replaced (every file gone, synced or not) and the broker
+//! comes back at once under the same node id, within its session, so the controller never
+//! fenced it and it was never dropped from an ISR. It still holds no record, so it must not
+//! stay in sync or lead on the strength of what its old disk held: its new data folder has a
+//! new directory id, and the controller takes it out of every ISR when it registers with it.
+//!
+//! - Even seeds replace the leader's disk: the next in-sync replica leads, every acknowledged
+//!   write is read back from it, and the returning broker catches up and rejoins.
+//! - Odd seeds replace a follower's disk, hold it from fetching, and then stop the two other
+//!   replicas: the partition must wait without a leader (the empty replica is not eligible)
+//!   rather than let the empty log lead and the others truncate to it.
+//! - The last test replaces the disk of the last in-sync replica: no replica holds the
+//!   acknowledged writes any more, so the partition stays without a leader until an operator
+//!   allows an unclean election.
+//!
+//! Disks are replaced on broker-only nodes: a controller voter that lost its metadata log could
+//! vote a stale controller in, which a static quorum cannot guard against.
+
+use std::time::Duration;
+
+use weir::controller::records::{NO_LEADER, PartitionRecord};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::client::produce::Acks;
+use weir_sim::workload::cluster::{Cluster, ClusterSpec, node_id};
+
+/// Five nodes: three voters, and two broker-only nodes whose disks may be replaced.
+fn spec() -> ClusterSpec {
+    ClusterSpec { voters: 3, ..ClusterSpec::combined(5) }
+}
+
+/// Whether node `ix` votes in the metadata quorum.
+fn voter(ix: usize) -> bool {
+    ix < spec().voters
+}
+
+/// Creates one-partition, three-replica topics until `wanted` (given the leader's node index
+/// and the other replicas') accepts one; its name and committed partition.
+fn create_topic_where(
+    c: &mut Cluster,
+    configs: &[(&str, &str)],
+    wanted: impl Fn(usize, &[usize]) -> bool,
+) -> Result<(String, PartitionRecord), String> {
+    const TRIES: usize = 24;
+    for n in 0..TRIES {
+        let name = format!("t{n}");
+        c.create_replicated_topic(0, &name, 1, 3, configs).map_err(|e| e.to_string())?;
+        let p = c.committed_partition(&name, 0).ok_or("no partition")?;
+        let leader = c.ix_of(p.leader).ok_or("no leader")?;
+        let others: Vec<usize> =
+            p.replicas.iter().filter(|&&r| r != p.leader).filter_map(|&r| c.ix_of(r)).collect();
+        if wanted(leader, &others) {
+            return Ok((name, p));
+        }
+    }
+    Err(format!("none of {TRIES} topics had the replicas wanted"))
+}
+
+/// Produces `count` records with acks=all at node `ix`: their offsets and values.
+fn produce_acked(
+    c: &mut Cluster,
+    ix: usize,
+    t: &str,
+    count: usize,
+) -> Result<Vec<(i64, String)>, String> {
+    let mut acked = Vec::new();
+    for i in 0..count {
+        let value = format!("acked-{i}");
+        let offset = c.produce_with(ix, t, 0, &value, Acks::All).map_err(|e| format!("{e:?}"))?;
+        acked.push((offset, value));
+    }
+    Ok(acked)
+}
+
+/// Every acknowledged record is read back from node `ix`.
+fn read_back(c: &mut Cluster, ix: usize, t: &str, acked: &[(i64, String)]) -> Result<(), String> {
+    let read = c.read_all(ix, t, 0)?;
+    for (offset, value) in acked {
+        ensure(read.get(offset).is_some_and(|v| v.as_ref() == value.as_bytes()), || {
+            format!(
+                "{t}-0@{offset}: acked {value:?}, read {:?} from node{}",
+                read.get(offset),
+                ix + 1
+            )
+        })?;
+    }
+    Ok(())
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, spec())?;
+    let configs = [("flush.policy", "ack"), ("min.insync.replicas", "2")];
+    let leader_replaced = seed.is_multiple_of(2);
+    let (t, p) = create_topic_where(&mut c, &configs, |leader, others| {
+        // With a follower replaced, the leader is the other broker-only node, so that the
+        // replicas stopped later leave two voters running.
+        !voter(leader) && (leader_replaced || others.iter().any(|&f| !voter(f)))
+    })?;
+    let t = t.as_str();
+    let leader = c.ix_of(p.leader).ok_or("no leader")?;
+    let acked = produce_acked(&mut c, leader, t, 10)?;
+    if leader_replaced {
+        c.sim.wipe(c.nodes[leader]);
+        c.sim.start(c.nodes[leader]);
+        c.settle("the leader's return on a new disk")?;
+        let now = c.committed_partition(t, 0).ok_or("no partition")?;
+        let new_leader = c.ix_of(now.leader).ok_or("no leader")?;
+        ensure(new_leader != leader, || format!("the empty replica leads: {now:?}"))?;
+        read_back(&mut c, new_leader, t, &acked)?;
+        let full = c.run_until(Duration::from_secs(30), |c| {
+            c.committed_partition(t, 0).is_some_and(|q| q.isr.len() == 3)
+        });
+        ensure(full, || "the replaced broker did not rejoin the ISR".to_owned())?;
+        c.replicas_converged(t, 0)?;
+    } else {
+        let replaced = p
+            .replicas
+            .iter()
+            .filter_map(|&r| c.ix_of(r))
+            .find(|&ix| ix != leader && !voter(ix))
+            .ok_or("no broker-only follower")?;
+        let other = p
+            .replicas
+            .iter()
+            .filter_map(|&r| c.ix_of(r))
+            .find(|&ix| ix != leader && ix != replaced);
+        let other = other.ok_or("no third replica")?;
+        c.sim.wipe(c.nodes[replaced]);
+        // Its fetches do not reach the leader: it stays empty.
+        c.sim.partition(&[c.nodes[replaced]], &[c.nodes[leader]]);
+        c.sim.start(c.nodes[replaced]);
+        let back = c.run_until(Duration::from_secs(20), |c| {
+            c.broker(replaced).is_some_and(|b| b.membership().is_some_and(|m| m.caught_up()))
+        });
+        ensure(back, || "the replaced broker did not register".to_owned())?;
+        c.sim.kill(c.nodes[leader]);
+        c.sim.kill(c.nodes[other]);
+        c.run_for(Duration::from_millis(spec().session_timeout_ms + 5_000));
+        let waiting = c.committed_partition(t, 0).ok_or("no partition")?;
+        let replaced_id = node_id(replaced);
+        ensure(waiting.leader == NO_LEADER && !waiting.isr.contains(&replaced_id), || {
+            format!("the replica on a new disk is in sync or leads: {waiting:?}")
+        })?;
+        c.sim.heal_all();
+        c.sim.start(c.nodes[leader]);
+        c.sim.start(c.nodes[other]);
+        c.settle("the in-sync replicas' return")?;
+        let now = c.committed_partition(t, 0).ok_or("no partition")?;
+        let new_leader = c.ix_of(now.leader).ok_or("no leader")?;
+        ensure(new_leader != replaced, || format!("the replica on a new disk leads: {now:?}"))?;
+        let full = c.run_until(Duration::from_secs(30), |c| {
+            c.committed_partition(t, 0).is_some_and(|q| q.isr.len() == 3)
+        });
+        ensure(full, || "the replaced broker did not rejoin the ISR".to_owned())?;
+        read_back(&mut c, new_leader, t, &acked)?;
+        c.replicas_converged(t, 0)?;
+    }
+    c.watch_verdict()
+}
+
+#[test]
+fn broker_disk_replaced_never_leads_from_an_empty_log() {
+    for_each_seed("broker_disk_replaced_never_leads_from_an_empty_log", 0..8, scenario);
+}
+
+fn last_replica_scenario(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, spec())?;
+    let configs = [("flush.policy", "ack"), ("min.insync.replicas", "1")];
+    let (t, p) = create_topic_where(&mut c, &configs, |leader, _| !voter(leader))?;
+    let t = t.as_str();
+    let leader = c.ix_of(p.leader).ok_or("no leader")?;
+    let followers: Vec<usize> =
+        p.replicas.iter().filter(|&&r| r != p.leader).filter_map(|&r| c.ix_of(r)).collect();
+    for &f in &followers {
+        c.sim.kill(c.nodes[f]);
+    }
+    let alone = c.run_until(Duration::from_secs(20), |c| {
+        c.committed_partition(t, 0).is_some_and(|q| q.isr == vec![p.leader])
+    });
+    ensure(alone, || "the ISR did not shrink to the leader".to_owned())?;
+    produce_acked(&mut c, leader, t, 10)?;
+    c.sim.wipe(c.nodes[leader]);
+    c.sim.start(c.nodes[leader]);
+    for &f in &followers {
+        c.sim.start(c.nodes[f]);
+    }
+    c.run_for(Duration::from_millis(spec().session_timeout_ms + 5_000));
+    let waiting = c.committed_partition(t, 0).ok_or("no partition")?;
+    ensure(waiting.leader == NO_LEADER && !waiting.isr.contains(&p.leader), || {
+        format!("a replica without the acknowledged writes leads or is in sync: {waiting:?}")
+    })?;
+    c.watch_verdict()
+}
+
+#[test]
+fn last_in_sync_replica_on_a_new_disk_leaves_the_partition_without_a_leader() {
+    for_each_seed(
+        "broker_disk_replaced_never_leads_from_an_empty_log",
+        0..8,
+        last_replica_scenario,
+    );
+}
