@@ -46,7 +46,7 @@ enum Workload {
     Broker,
     /// A 3–5-node cluster (metadata quorum, broker-only nodes) with topics created, grown,
     /// reconfigured and deleted, records deleted, producers and a consumer, under faults on
-    /// every node and link between them.
+    /// every node and link between them (broker-only nodes also get new, empty disks).
     Cluster,
     /// A 3-node cluster whose partition leader dies under acks=all writes: how long writes
     /// pause (median and worst over the seeds).

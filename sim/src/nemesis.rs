@@ -37,6 +37,9 @@ pub struct FaultMix {
     pub disk: u32,
     /// Heal everything (partitions, clogs, pauses; restart down hosts).
     pub heal: u32,
+    /// Replace a host's disk with an empty one and restart it (only hosts
+    /// [`Nemesis::with_wipeable`] names).
+    pub wipe: u32,
     /// Mean time between faults.
     pub interval_mean: Duration,
 }
@@ -45,10 +48,11 @@ impl FaultMix {
     /// Draws a fault mix from `seed`: each fault is off with probability 1/3.
     pub fn from_seed(seed: u64) -> FaultMix {
         let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ 0xfa17));
-        let mut weight = |scale: u32| {
-            if rng.next_u32() % 3 == 0 { 0 } else { 1 + rng.next_u32() % scale }
+        let draw = |rng: &mut ChaCha8Rng, scale: u32| {
+            if rng.next_u32().is_multiple_of(3) { 0 } else { 1 + rng.next_u32() % scale }
         };
-        FaultMix {
+        let mut weight = |scale: u32| draw(&mut rng, scale);
+        let mut mix = FaultMix {
             kill: weight(10),
             power_fail: weight(10),
             pause: weight(5),
@@ -59,8 +63,14 @@ impl FaultMix {
             clock: weight(5),
             disk: weight(5),
             heal: 5 + weight(10),
-            interval_mean: Duration::from_millis(100 + u64::from(rng.next_u32() % 2_000)),
-        }
+            interval_mean: Duration::ZERO,
+            wipe: 0,
+        };
+        // Drawn in this order so that the older faults' weights and the interval stay what
+        // they were for every seed before disks could be replaced.
+        mix.interval_mean = Duration::from_millis(100 + u64::from(rng.next_u32() % 2_000));
+        mix.wipe = draw(&mut rng, 2);
+        mix
     }
 
     /// A mix without disk-content faults, for workloads that cannot survive them.
@@ -80,6 +90,7 @@ impl FaultMix {
             + self.clock
             + self.disk
             + self.heal
+            + self.wipe
     }
 }
 
@@ -90,8 +101,10 @@ pub struct Nemesis {
     targets: Vec<Host>,
     peers: Vec<Host>,
     disk_baseline: DiskFaults,
+    wipeable: Vec<Host>,
     log: Vec<String>,
     power_failures: u64,
+    wipes: u64,
 }
 
 impl Nemesis {
@@ -103,8 +116,10 @@ impl Nemesis {
             targets,
             peers: Vec::new(),
             disk_baseline: DiskFaults::default(),
+            wipeable: Vec::new(),
             log: Vec::new(),
             power_failures: 0,
+            wipes: 0,
         }
     }
 
@@ -123,6 +138,19 @@ impl Nemesis {
     pub fn with_disk_baseline(mut self, faults: DiskFaults) -> Nemesis {
         self.disk_baseline = faults;
         self
+    }
+
+    /// The disks of `hosts` may be replaced by empty ones (the mix's `wipe`): hosts whose
+    /// data the system must be able to lose, such as broker-only nodes (a controller voter
+    /// that lost its metadata log could vote a stale controller in).
+    pub fn with_wipeable(mut self, hosts: Vec<Host>) -> Nemesis {
+        self.wipeable = hosts;
+        self
+    }
+
+    /// How many disks the nemesis has replaced so far.
+    pub fn wipes(&self) -> u64 {
+        self.wipes
     }
 
     /// How many power failures the nemesis has caused so far.
@@ -158,12 +186,15 @@ impl Nemesis {
 
     /// Injects one fault.
     pub fn step(&mut self, sim: &Sim) {
-        let total = self.mix.total();
+        let mut m = self.mix.clone();
+        if self.wipeable.is_empty() {
+            m.wipe = 0;
+        }
+        let total = m.total();
         if total == 0 || self.targets.is_empty() {
             return;
         }
         let mut roll = (self.rng.next_u32() % total) as i64;
-        let m = self.mix.clone();
         let weights = [
             m.kill,
             m.power_fail,
@@ -175,14 +206,29 @@ impl Nemesis {
             m.clock,
             m.disk,
             m.heal,
+            m.wipe,
         ];
-        let mut choice = weights.len() - 1;
+        let mut choice = 9;
         for (i, w) in weights.iter().enumerate() {
             roll -= i64::from(*w);
             if roll < 0 {
                 choice = i;
                 break;
             }
+        }
+        if choice == 10 {
+            let at = self.below(self.wipeable.len());
+            let host = self.wipeable[at];
+            self.wipes += 1;
+            sim.wipe(host);
+            sim.set_disk_faults(host, self.disk_baseline.clone());
+            sim.start(host);
+            self.log.push(format!(
+                "{:>10.3}s new disk+restart {}",
+                sim.now().as_secs_f64(),
+                sim.name(host)
+            ));
+            return;
         }
         let host = self.pick();
         let name = sim.name(host);

@@ -544,13 +544,32 @@ impl Cluster {
             }
         }
         for topic in image.topics.values() {
-            for p in topic.partitions.values() {
+            // A partition with no in-sync replica was given up: its last one came back on a
+            // new disk, and no replica holds what it acknowledged (see `given_up`).
+            for p in topic.partitions.values().filter(|p| !p.isr.is_empty()) {
                 if p.leader == NO_LEADER || !image.is_live(p.leader) {
                     return Some(format!("{}-{} has no live leader", topic.name, p.partition));
                 }
             }
         }
         None
+    }
+
+    /// The partitions the committed image lists with no in-sync replica: their last one came
+    /// back on a new disk, so no replica holds what it acknowledged, and they wait for an
+    /// unclean election rather than lead from an empty log.
+    pub fn given_up(&self) -> BTreeSet<(String, i32)> {
+        let Some(image) = self.committed_image() else { return BTreeSet::new() };
+        image
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.partitions
+                    .values()
+                    .filter(|p| p.isr.is_empty())
+                    .map(|p| (t.name.clone(), p.partition))
+            })
+            .collect()
     }
 
     /// Every partition folder on node `ix`'s disk, read through the node (None if it is down

@@ -1,8 +1,9 @@
 //! The swarm's checks after the heal: a write to and a read of every partition of every
 //! surviving topic, replica convergence, each node's partition folders, and the group's
-//! committed offsets.
+//! committed offsets. Partitions given up (their last in-sync replica came back on a new disk,
+//! see [`Cluster::given_up`]) are not expected to take writes or to hold what they acknowledged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,14 +30,20 @@ fn duplicated(read: &BTreeMap<i64, Bytes>) -> Vec<(Bytes, Vec<i64>)> {
 
 /// One write to every partition of every surviving topic, then every partition read from the
 /// start: every acknowledged record must be at its offset.
-pub(super) fn final_writes_and_reads(cluster: &mut Cluster, shared: &Shared) -> Vec<String> {
+pub(super) fn final_writes_and_reads(
+    cluster: &mut Cluster,
+    shared: &Shared,
+    given_up: &BTreeSet<(String, i32)>,
+) -> Vec<String> {
     let topics = lock(shared).live_topics();
+    let given_up = given_up.clone();
     let addrs: Vec<_> = (0..cluster.nodes.len()).map(|ix| cluster.addr(ix)).collect();
     let ledger = Arc::clone(shared);
     let outcome = cluster.client_call(FINAL_BOUND, move |env: Env| async move {
         let mut violations = Vec::new();
         for t in &topics {
-            for partition in 0..t.partitions {
+            for partition in (0..t.partitions).filter(|&p| !given_up.contains(&(t.name.clone(), p)))
+            {
                 let value = Bytes::from(format!("final-{}-{partition}", t.name));
                 let mut written = false;
                 for _ in 0..50 {
@@ -139,11 +146,15 @@ async fn read_back(
 /// Replica convergence: every partition of every surviving topic with more than one replica
 /// must come to have its in-sync replicas byte-identical to the leader up to the high
 /// watermark.
-pub(super) fn final_convergence(cluster: &mut Cluster, shared: &Shared) -> Vec<String> {
+pub(super) fn final_convergence(
+    cluster: &mut Cluster,
+    shared: &Shared,
+    given_up: &BTreeSet<(String, i32)>,
+) -> Vec<String> {
     let topics = lock(shared).live_topics();
     let mut out = Vec::new();
     for t in topics.iter().filter(|t| t.replication > 1) {
-        for partition in 0..t.partitions {
+        for partition in (0..t.partitions).filter(|&p| !given_up.contains(&(t.name.clone(), p))) {
             let mut last = Ok(());
             let converged = (0..(FINAL_BOUND.as_millis() / 500)).any(|_| {
                 last = cluster.replicas_converged(&t.name, partition);

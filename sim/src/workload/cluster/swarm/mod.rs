@@ -4,8 +4,9 @@
 //! with `acks=all` or `acks=1` to each partition's leader as Metadata names it (one of them
 //! idempotent), a consumer reading from leaders and a consumer group committing through
 //! whichever broker coordinates it (see [`super::group`]) — while
-//! the nemesis kills, power-fails, pauses and skews nodes and partitions, cuts, clogs and
-//! resets the links between them. Then everything heals and the checkers judge:
+//! the nemesis kills, power-fails, pauses and skews nodes, replaces the disks of broker-only
+//! nodes with empty ones, and partitions, cuts, clogs and resets the links between them. Then
+//! everything heals and the checkers judge:
 //!
 //! - the [`MetadataWatch`](super::MetadataWatch) saw no split metadata and no image going back;
 //! - within [`SETTLE_BOUND`] of the heal there is one active controller, every node is
@@ -36,6 +37,13 @@
 //! alone and may be lost to a failover, as in Kafka; it is checked only as far as consumers
 //! see it.
 //!
+//! A node back on a new disk holds nothing and leaves every ISR; a partition whose last
+//! in-sync replica it was is given up (no in-sync replica, no leader: nothing holds what it
+//! acknowledged, and no unclean election is allowed), and its acknowledged records, its final
+//! write and its convergence are not expected (nor the group's checks, if an offsets partition
+//! was given up). A partition given up in a run that replaced no disk is a violation; one that
+//! leads from an empty log shows as acknowledged records lost.
+//!
 //! With [`Options::disk_faults`] the nemesis also fails reads, writes and syncs and flips bits in
 //! what reads return. A partition whose log a failed write or sync took offline stays offline
 //! until its broker restarts (a failed sync may have dropped pages, so nothing is trusted
@@ -53,6 +61,7 @@ use bytes::Bytes;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use weir::io::{Env, Instant, TaskHandle};
+use weir::topics::OFFSETS_TOPIC;
 
 use super::group::{self, SharedGroup, TopicsNow};
 use super::{Cluster, ClusterSpec};
@@ -245,7 +254,8 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     }
     let mix = FaultMix::from_seed(seed);
     let mix = if options.disk_faults { mix } else { mix.without_disk_faults() };
-    let mut nemesis = Nemesis::new(seed, mix, cluster.nodes.clone());
+    let broker_only = cluster.nodes[spec.voters.min(spec.nodes)..].to_vec();
+    let mut nemesis = Nemesis::new(seed, mix, cluster.nodes.clone()).with_wipeable(broker_only);
     let end = cluster.sim.now() + fault_phase;
     while cluster.sim.now() < end {
         let step = nemesis.next_interval().min(end - cluster.sim.now());
@@ -277,18 +287,27 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     stop_producing.store(true, Ordering::Relaxed);
     cluster.run_for(Duration::from_secs(6));
     tasks.iter().for_each(TaskHandle::abort);
+    let given_up = cluster.given_up();
+    if !given_up.is_empty() && nemesis.wipes() == 0 {
+        violations
+            .push(format!("partitions without an in-sync replica, no disk replaced: {given_up:?}"));
+    }
     if violations.is_empty() {
-        violations.extend(final_writes_and_reads(&mut cluster, &shared));
-        violations.extend(final_convergence(&mut cluster, &shared));
+        violations.extend(final_writes_and_reads(&mut cluster, &shared, &given_up));
+        violations.extend(final_convergence(&mut cluster, &shared, &given_up));
         violations.extend(final_folders(&mut cluster));
-        violations.extend(final_group(&mut cluster, &group_ledger, &topics_now));
+        if given_up.iter().any(|(t, _)| t == OFFSETS_TOPIC) {
+            tracing::info!("the group's checks are skipped: an offsets partition was given up");
+        } else {
+            violations.extend(final_group(&mut cluster, &group_ledger, &topics_now));
+        }
     }
     violations.extend(cluster.violations());
     let ledger = lock(&shared);
     violations.extend(ledger.anomalies.iter().take(20).cloned());
     let (assignments, commits, offset_reads) = group::counts(&group_ledger);
     let counts = format!(
-        "{} topics created, {} grown, {} reconfigured, {} deleted, {} DeleteRecords answered, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read",
+        "{} topics created, {} grown, {} reconfigured, {} deleted, {} DeleteRecords answered, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read, {} disks replaced, {} partitions given up",
         ledger.creates,
         ledger.grown,
         ledger.reconfigured,
@@ -300,7 +319,9 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
         ledger.reads,
         ledger.produce_errors,
         ledger.corruption_caught,
-        cluster.offsets_watched()
+        cluster.offsets_watched(),
+        nemesis.wipes(),
+        given_up.len()
     );
     Report {
         seed,
