@@ -30,6 +30,8 @@ use kafka_protocol::messages::{BrokerId as WireBrokerId, TopicName};
 use kafka_protocol::messages::{FetchRequest, OffsetForLeaderEpochRequest};
 use kafka_protocol::protocol::StrBytes;
 
+use uuid::Uuid;
+
 use crate::client::{CallError, Connection};
 use crate::controller::records::BrokerId;
 use crate::log::batch::parse_header;
@@ -52,8 +54,9 @@ pub const CATCH_UP_FETCH_MAX_BYTES: i32 = 1 << 20;
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a call may take beyond the fetch's own wait.
 const CALL_MARGIN: Duration = Duration::from_secs(5);
-/// The Fetch version the fetcher speaks (the last with `replica_id` in the body).
-const FETCH_VERSION: i16 = 12;
+/// The Fetch version the fetcher speaks: topics by id, and the follower's id and broker epoch
+/// in `replica_state` (KIP-903), so that the leader counts only the fetches of its current run.
+const FETCH_VERSION: i16 = 15;
 /// The OffsetForLeaderEpoch version the fetcher speaks (with `replica_id`).
 const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
 
@@ -103,6 +106,8 @@ pub async fn follow(
         }
         let env = b.env.clone();
         let me = b.config.node_id;
+        // This run's broker epoch; the fetcher starts only once the broker has registered.
+        let my_epoch = b.membership().map_or(-1, |m| m.incarnation().epoch());
         let addr = leader_addr(&b, leader);
         let catching_up = !in_isr(&b, &partition, me);
         drop(b);
@@ -115,7 +120,7 @@ pub async fn follow(
             if diverged_checked {
                 let max_bytes =
                     if catching_up { CATCH_UP_FETCH_MAX_BYTES } else { FETCH_MAX_BYTES };
-                fetch_once(c, &partition, (me, leader, epoch), max_bytes).await
+                fetch_once(c, &partition, ((me, my_epoch), leader, epoch), max_bytes).await
             } else {
                 diverged_checked = truncate_divergence(c, &partition, me, leader, epoch).await?;
                 Ok(0)
@@ -272,17 +277,18 @@ async fn held(partition: &Partition) -> Result<Offset, StepError> {
 async fn fetch_once(
     conn: &mut Connection,
     partition: &Partition,
-    (me, leader, epoch): (BrokerId, BrokerId, LeaderEpoch),
+    ((me, my_epoch), leader, epoch): ((BrokerId, i64), BrokerId, LeaderEpoch),
     max_bytes: i32,
 ) -> Result<u64, StepError> {
     let mut request = FetchRequest::default();
-    request.replica_id = WireBrokerId(me);
+    request.replica_state.replica_id = WireBrokerId(me);
+    request.replica_state.replica_epoch = my_epoch;
     request.max_wait_ms = FETCH_MAX_WAIT.as_millis() as i32;
     request.min_bytes = 1;
     request.max_bytes = max_bytes;
     request.session_epoch = -1;
     let mut topic = FetchTopic::default();
-    topic.topic = TopicName(StrBytes::from_string(partition.tp.topic.clone()));
+    topic.topic_id = Uuid::from_bytes(partition.topic_id.0);
     let mut wanted = FetchPartition::default();
     wanted.partition = partition.tp.partition.0;
     wanted.current_leader_epoch = epoch.0;

@@ -491,6 +491,7 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 leader_epoch: epoch.0,
                 partition_epoch: proposal.partition_epoch,
                 isr: proposal.isr.iter().copied().collect(),
+                joining: proposal.joining.clone(),
             };
             tracing::info!(partition = %partition.tp, isr = ?proposal.isr, "asking for an ISR change");
             // The change stays in flight — a joining member still bounds the high watermark —

@@ -199,3 +199,76 @@ fn last_in_sync_replica_on_a_new_disk_leaves_the_partition_without_a_leader() {
         last_replica_scenario,
     );
 }
+
+/// The race KIP-903 closes: the leader asks for a caught-up follower to rejoin the ISR, the
+/// request is held on its way to the controller, and meanwhile the follower's disk is replaced
+/// and it registers again (it was out of the ISR, so its registration changes no partition).
+/// The held request, based on the current partition epoch, must still be refused: it names the
+/// follower's previous run, whose log is gone.
+fn stale_join_scenario(seed: u64) -> Result<(), String> {
+    // A long session, so that holding the leader's heartbeats does not fence it; a short lag
+    // bound, so that the cut follower leaves the ISR soon.
+    let spec = ClusterSpec { session_timeout_ms: 20_000, replica_lag_ms: 3_000, ..spec() };
+    let mut c = Cluster::new_settled(seed, spec)?;
+    let configs = [("flush.policy", "ack"), ("min.insync.replicas", "2")];
+    let (t, p) = create_topic_where(&mut c, &configs, |leader, others| {
+        !voter(leader) && others.iter().any(|&f| !voter(f))
+    })?;
+    let t = t.as_str();
+    let leader = c.ix_of(p.leader).ok_or("no leader")?;
+    let replicas: Vec<usize> = p.replicas.iter().filter_map(|&r| c.ix_of(r)).collect();
+    let replaced = *replicas.iter().find(|&&ix| ix != leader && !voter(ix)).ok_or("no follower")?;
+    let (l, f) = (c.nodes[leader], c.nodes[replaced]);
+    let mut acked = produce_acked(&mut c, leader, t, 5)?;
+    c.sim.clog(l, f);
+    c.sim.clog(f, l);
+    let replaced_id = node_id(replaced);
+    let out = c.run_until(Duration::from_secs(10), |c| {
+        c.committed_partition(t, 0).is_some_and(|q| !q.isr.contains(&replaced_id))
+    });
+    ensure(out, || "the cut follower did not leave the ISR".to_owned())?;
+    for (offset, value) in produce_acked(&mut c, leader, t, 5)? {
+        acked.push((offset, value));
+    }
+    let controller = c.active_controller().ok_or("no active controller")?;
+    c.sim.clog(l, c.nodes[controller]);
+    c.sim.unclog(l, f);
+    c.sim.unclog(f, l);
+    let caught_up = c.run_until(Duration::from_secs(5), |c| {
+        c.log_end(replaced, t, 0).is_some() && c.log_end(replaced, t, 0) == c.log_end(leader, t, 0)
+    });
+    ensure(caught_up, || "the follower did not catch up".to_owned())?;
+    // A few rounds of the leader's ISR checks: its request to add the follower is held.
+    c.sim.run_for(Duration::from_secs(1));
+    c.sim.wipe(f);
+    // Back on its new disk, it copies nothing yet.
+    c.sim.clog(l, f);
+    c.sim.start(f);
+    let back = c.run_until(Duration::from_secs(10), |c| {
+        c.broker(replaced).is_some_and(|b| b.membership().is_some_and(|m| m.caught_up()))
+    });
+    ensure(back, || "the replaced broker did not register".to_owned())?;
+    c.sim.unclog(l, c.nodes[controller]);
+    c.run_for(Duration::from_millis(500));
+    let now = c.committed_partition(t, 0).ok_or("no partition")?;
+    let empty = c.log_end(replaced, t, 0).unwrap_or(0) < c.log_end(leader, t, 0).unwrap_or(0);
+    ensure(!(empty && now.isr.contains(&replaced_id)), || {
+        format!("the follower on a new disk joined the ISR before catching up: {now:?}")
+    })?;
+    c.sim.unclog(l, f);
+    c.settle("the held request's delivery")?;
+    let full = c.run_until(Duration::from_secs(30), |c| {
+        c.committed_partition(t, 0).is_some_and(|q| q.isr.len() == 3)
+    });
+    ensure(full, || "the replaced broker did not rejoin the ISR".to_owned())?;
+    let now = c.committed_partition(t, 0).ok_or("no partition")?;
+    let new_leader = c.ix_of(now.leader).ok_or("no leader")?;
+    read_back(&mut c, new_leader, t, &acked)?;
+    c.replicas_converged(t, 0)?;
+    c.watch_verdict()
+}
+
+#[test]
+fn a_join_asked_for_a_follower_before_its_disk_was_replaced_is_refused() {
+    for_each_seed("broker_disk_replaced_never_leads_from_an_empty_log", 0..8, stale_join_scenario);
+}

@@ -70,6 +70,13 @@ const FOUND_BY_SWEEPS: &[(u64, bool)] = &[
     // expansion had committed elsewhere); the leader stopped counting the new member and
     // acknowledged writes it alone held, which the member, elected later, never had.
     (0x57a, true),
+    // Found once disks could be replaced, before ISR changes named the run that caught up
+    // (KIP-903): acknowledged records lost (0x1b9b, 0x1a19) or an offset acknowledged twice
+    // (0x113e1). In the first two a broker on a new disk was in the ISR with an empty log and
+    // then led: a leader's request to add its previous run arrived after it registered again.
+    (0x1b9b, false),
+    (0x1a19, false),
+    (0x113e1, true),
 ];
 
 #[test]

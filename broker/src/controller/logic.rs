@@ -108,6 +108,9 @@ pub struct IsrChange<'a> {
     pub partition_epoch: i32,
     /// The ISR asked for.
     pub isr: &'a [BrokerId],
+    /// Members added, each with the broker epoch of the run whose progress made it eligible
+    /// (empty from leaders that do not know them).
+    pub joining: &'a [(BrokerId, i64)],
 }
 
 /// The controller's settings.
@@ -327,7 +330,8 @@ impl ControllerLogic {
 
     /// The record committing an ISR change asked for by the partition's leader `broker_id`:
     /// refused unless it comes from the current leader in its current leader epoch, is based on
-    /// the current partition epoch, keeps the leader, and adds only live replicas.
+    /// the current partition epoch, keeps the leader, and adds only live replicas, each in the
+    /// run that caught up.
     pub fn alter_partition(
         image: &MetadataImage,
         change: &IsrChange<'_>,
@@ -360,6 +364,16 @@ impl ControllerLogic {
         }
         if let Some(dead) = isr.iter().find(|&&r| !p.isr.contains(&r) && !image.is_live(r)) {
             return Err(ControllerError::IneligibleReplica(format!("broker {dead} is fenced")));
+        }
+        // KIP-903: a member is added for what one run of it fetched. If it has registered again
+        // since (a restart, perhaps on a new disk), that run's log is not the one it has now.
+        for &(r, epoch) in change.joining.iter().filter(|(r, _)| !p.isr.contains(r)) {
+            let current = image.brokers.get(&r).map(|b| b.registration.incarnation.epoch());
+            if current != Some(epoch) {
+                return Err(ControllerError::IneligibleReplica(format!(
+                    "broker {r} caught up in a run (epoch {epoch}) it has since left"
+                )));
+            }
         }
         if isr == p.isr {
             return Ok(Vec::new());

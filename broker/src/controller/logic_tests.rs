@@ -426,3 +426,52 @@ fn a_broker_back_on_a_new_disk_leaves_every_isr_even_as_the_last_member() {
     let orphan = image.partition("solo", solo).unwrap();
     assert!(orphan.isr.is_empty() && orphan.leader == NO_LEADER, "{orphan:?}");
 }
+
+#[test]
+fn a_member_is_added_only_in_the_run_that_caught_up() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("t", 1, 3), 1);
+    let p = image.partition("t", 0).unwrap().clone();
+    let follower = p.replicas.iter().copied().find(|&b| b != p.leader).unwrap();
+    let rest: Vec<BrokerId> = p.isr.iter().copied().filter(|&b| b != follower).collect();
+    let shrink = IsrChange {
+        broker_id: p.leader,
+        topic_id: p.topic_id,
+        partition: 0,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        isr: &rest,
+        joining: &[],
+    };
+    let records = ControllerLogic::alter_partition(&image, &shrink).unwrap();
+    apply(&mut image, &records);
+    let p = image.partition("t", 0).unwrap().clone();
+    let old_run = image.brokers[&follower].registration.incarnation.epoch();
+    // The follower registers again (a restart) before the leader's request arrives.
+    let restarted =
+        BrokerRegistration { incarnation: Incarnation(u128::MAX), ..registration(follower, None) };
+    let records = logic.register(&image, restarted, at(1));
+    apply(&mut image, &records);
+    let new_run = image.brokers[&follower].registration.incarnation.epoch();
+    assert_ne!(old_run, new_run);
+    let all = p.replicas.clone();
+    let join = |epoch: i64| {
+        let joining = [(follower, epoch)];
+        let change = IsrChange {
+            broker_id: p.leader,
+            topic_id: p.topic_id,
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: &all,
+            joining: &joining,
+        };
+        ControllerLogic::alter_partition(&image, &change)
+    };
+    assert!(
+        matches!(join(old_run), Err(ControllerError::IneligibleReplica(_))),
+        "the run that caught up is gone"
+    );
+    let records = join(new_run).unwrap();
+    assert!(matches!(&records[..], [MetadataRecord::Partition(q)] if q.isr.len() == 3));
+}

@@ -22,6 +22,14 @@ pub type BrokerId = i32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Incarnation(pub u128);
 
+impl Incarnation {
+    /// The broker epoch of this run, as followers name it in their Fetch requests
+    /// (`replica_epoch`, KIP-903): 63 bits of the incarnation, never negative.
+    pub fn epoch(self) -> i64 {
+        (self.0 >> 65) as i64
+    }
+}
+
 /// A data folder's identity, drawn at random when the folder is first used and kept in its
 /// `meta.properties`: a broker that registers with another one than before lost its disk, and
 /// with it every record it held.

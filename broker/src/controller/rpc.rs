@@ -23,6 +23,10 @@ use crate::model::TopicId;
 const REGISTER: u8 = 1;
 /// Request type of a registration naming its data folder.
 const REGISTER_IN_DIRECTORY: u8 = 11;
+/// Request type of an ISR change adding no member, or from before broker epochs.
+const ALTER_PARTITION: u8 = 9;
+/// Request type of an ISR change naming the broker epochs of the members it adds.
+const ALTER_PARTITION_JOINING: u8 = 12;
 
 /// Largest frame accepted (a metadata snapshot of a large cluster fits).
 pub const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -129,6 +133,8 @@ pub enum Request {
         partition_epoch: i32,
         /// The ISR asked for.
         isr: Vec<BrokerId>,
+        /// Each member added, with the broker epoch of the run that caught up (KIP-903).
+        joining: Vec<(BrokerId, i64)>,
     },
     /// `request` — a change a client asked for — to be started within `ms` of its arrival,
     /// or not at all: the broker that sends it stops waiting then, and so has its client.
@@ -320,8 +326,9 @@ impl Request {
                 leader_epoch,
                 partition_epoch,
                 isr,
+                joining,
             } => {
-                w.u8(9)
+                w.u8(if joining.is_empty() { ALTER_PARTITION } else { ALTER_PARTITION_JOINING })
                     .i32(*broker_id)
                     .u128(incarnation.0)
                     .topic_id(*topic_id)
@@ -329,6 +336,12 @@ impl Request {
                     .i32(*leader_epoch)
                     .i32(*partition_epoch)
                     .i32s(isr);
+                if !joining.is_empty() {
+                    w.u32(joining.len() as u32);
+                    for (broker, epoch) in joining {
+                        w.i32(*broker).i64(*epoch);
+                    }
+                }
             }
         }
         seal(w)
@@ -365,7 +378,7 @@ impl Request {
             },
             7 => Request::ProducerIds { broker_id: r.i32("broker id")? },
             8 => Request::FetchMetadata { after: r.u64("after")?, max_wait_ms: r.u32("max wait")? },
-            9 => Request::AlterPartition {
+            kind @ (ALTER_PARTITION | ALTER_PARTITION_JOINING) => Request::AlterPartition {
                 broker_id: r.i32("broker id")?,
                 incarnation: Incarnation(r.u128("incarnation")?),
                 topic_id: r.topic_id("topic id")?,
@@ -373,6 +386,13 @@ impl Request {
                 leader_epoch: r.i32("leader epoch")?,
                 partition_epoch: r.i32("partition epoch")?,
                 isr: r.i32s("isr")?,
+                joining: if kind == ALTER_PARTITION_JOINING {
+                    r.list("joining", 12, |r| {
+                        Ok((r.i32("joining broker")?, r.i64("broker epoch")?))
+                    })?
+                } else {
+                    Vec::new()
+                },
             },
             10 => {
                 let ms = r.u32("within ms")?;

@@ -313,6 +313,7 @@ impl Controller {
                 leader_epoch,
                 partition_epoch,
                 isr,
+                joining,
             } => {
                 let current = image
                     .brokers
@@ -326,6 +327,7 @@ impl Controller {
                         leader_epoch,
                         partition_epoch,
                         isr: &isr,
+                        joining: &joining,
                     };
                     match ControllerLogic::alter_partition(&image, &change) {
                         // The leader acts on a refusal (it stops counting the follower it asked

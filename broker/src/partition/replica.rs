@@ -229,17 +229,18 @@ impl Partition {
         self.notify();
     }
 
-    /// A follower `follower` whose log starts at `log_start` fetched from `offset`: the
+    /// A follower `follower`, in the run with broker epoch `epoch` (if named; only its current
+    /// run's fetches come here), whose log starts at `log_start` fetched from `offset`: the
     /// leader's high watermark to tell it.
     pub fn follower_fetched(
         &self,
-        follower: BrokerId,
+        (follower, epoch): (BrokerId, Option<i64>),
         (offset, log_start): (Offset, Offset),
         now: Instant,
     ) -> Result<Offset, FollowerFetchError> {
         let (moved, started, hw) = match &mut self.replica_state().role {
             Role::Leader { replica, .. } => {
-                let moved = replica.on_fetch(follower, offset, now)?;
+                let moved = replica.on_fetch(follower, (epoch, offset), now)?;
                 let started = replica.on_follower_log_start(follower, log_start);
                 (moved, started, replica.high_watermark())
             }

@@ -57,6 +57,10 @@ pub struct FollowerState {
     /// The log start offset its last fetch reported (durable on the follower: it adopts the
     /// leader's start, checkpointed, before it says so). Zero until it has fetched.
     pub log_start: Offset,
+    /// The broker epoch of the run whose fetches this state counts (KIP-903), if its fetches
+    /// name one. A fetch from another run starts the state afresh: a broker that restarted,
+    /// perhaps on a new disk, holds what its new run fetched, not what its old one did.
+    pub epoch: Option<i64>,
 }
 
 /// Where an `acks=all` produce stands.
@@ -93,6 +97,9 @@ pub struct IsrProposal {
     pub isr: BTreeSet<BrokerId>,
     /// The partition epoch it is based on (the controller refuses a stale one).
     pub partition_epoch: i32,
+    /// Each member added, with the broker epoch of the run whose fetches made it eligible:
+    /// the controller refuses the change if that is no longer the broker's current run.
+    pub joining: Vec<(BrokerId, i64)>,
 }
 
 /// The partition as the controller committed it when this broker became its leader.
@@ -160,6 +167,7 @@ impl LeaderReplica {
                     caught_up_at: now,
                     refused: false,
                     log_start: Offset(0),
+                    epoch: None,
                 };
                 (r, state)
             })
@@ -239,16 +247,24 @@ impl LeaderReplica {
         self.advance()
     }
 
-    /// `follower` fetched from `offset` at `now`. Returns the new high watermark if it moved.
+    /// `follower`, in the run with broker epoch `epoch` (if its fetch names one), fetched from
+    /// `offset` at `now`. Returns the new high watermark if it moved. The caller passes only
+    /// fetches of the follower's current run (an older run's, still held in a long poll, would
+    /// otherwise swing the state back and forth).
     pub fn on_fetch(
         &mut self,
         follower: BrokerId,
-        offset: Offset,
+        (epoch, offset): (Option<i64>, Offset),
         now: Instant,
     ) -> Result<Option<Offset>, ReplicationError> {
         let log_end = self.log_end;
         let state =
             self.followers.get_mut(&follower).ok_or(ReplicationError::NotAReplica(follower))?;
+        if epoch.is_some() && epoch != state.epoch {
+            // Another run: what the last one fetched, and the start it reported, are gone.
+            state.epoch = epoch;
+            state.log_start = Offset(0);
+        }
         // A follower that truncated (a new leader epoch) may fetch from lower than before.
         state.fetched = offset.min(log_end);
         state.refused = false;
@@ -326,25 +342,23 @@ impl LeaderReplica {
                 })
             })
             .collect();
+        let mut epochs = Vec::new();
         let isr: BTreeSet<BrokerId> = if !lagging.is_empty() {
             self.isr.difference(&lagging).copied().collect()
         } else {
             let ready = self.high_watermark.max(self.epoch_start);
-            let joining = self
-                .followers
-                .iter()
-                .find(|(r, f)| {
-                    !self.isr.contains(r)
-                        && !f.refused
-                        && f.fetched >= ready
-                        && f.log_start >= self.log_start
-                })
-                .map(|(&r, _)| r)?;
+            let (joining, state) = self.followers.iter().find(|(r, f)| {
+                !self.isr.contains(r)
+                    && !f.refused
+                    && f.fetched >= ready
+                    && f.log_start >= self.log_start
+            })?;
+            epochs.extend(state.epoch.map(|e| (*joining, e)));
             let mut isr = self.isr.clone();
-            isr.insert(joining);
+            isr.insert(*joining);
             isr
         };
-        let proposal = IsrProposal { isr, partition_epoch: self.partition_epoch };
+        let proposal = IsrProposal { isr, partition_epoch: self.partition_epoch, joining: epochs };
         self.pending = Some(proposal.clone());
         Some(proposal)
     }

@@ -39,18 +39,18 @@ fn three(min_isr: usize) -> LeaderReplica {
 fn high_watermark_is_the_least_end_in_the_isr() {
     let mut r = three(2);
     assert_eq!(r.on_append(Offset(10)), None, "followers have nothing yet");
-    assert_eq!(r.on_fetch(2, Offset(10), at(1)), Ok(None), "follower 3 still has nothing");
-    assert_eq!(r.on_fetch(3, Offset(7), at(1)), Ok(Some(Offset(7))));
-    assert_eq!(r.on_fetch(3, Offset(10), at(2)), Ok(Some(Offset(10))));
+    assert_eq!(r.on_fetch(2, (None, Offset(10)), at(1)), Ok(None), "follower 3 still has nothing");
+    assert_eq!(r.on_fetch(3, (None, Offset(7)), at(1)), Ok(Some(Offset(7))));
+    assert_eq!(r.on_fetch(3, (None, Offset(10)), at(2)), Ok(Some(Offset(10))));
     assert_eq!(r.high_watermark(), Offset(10));
-    assert_eq!(r.on_fetch(4, Offset(10), at(2)), Err(ReplicationError::NotAReplica(4)));
+    assert_eq!(r.on_fetch(4, (None, Offset(10)), at(2)), Err(ReplicationError::NotAReplica(4)));
 }
 
 #[test]
 fn the_leaders_durable_end_bounds_the_high_watermark_under_the_ack_policy() {
     let mut r = leader(config(1, true), &[1, 2], &[1, 2], (0, 0), (0, 0, 0));
     r.on_append(Offset(5));
-    assert_eq!(r.on_fetch(2, Offset(5), at(1)), Ok(None), "the leader has not synced");
+    assert_eq!(r.on_fetch(2, (None, Offset(5)), at(1)), Ok(None), "the leader has not synced");
     assert_eq!(r.on_durable(Offset(5)), Some(Offset(5)));
 }
 
@@ -74,7 +74,7 @@ fn a_new_leader_alone_in_its_isr_starts_at_its_durable_end() {
 fn a_follower_out_of_the_isr_does_not_hold_the_high_watermark_back() {
     let mut r = leader(config(2, false), &[1, 2, 3], &[1, 2], (0, 0), (0, 0, 0));
     r.on_append(Offset(4));
-    assert_eq!(r.on_fetch(2, Offset(4), at(1)), Ok(Some(Offset(4))));
+    assert_eq!(r.on_fetch(2, (None, Offset(4)), at(1)), Ok(Some(Offset(4))));
     assert_eq!(r.follower(3).map(|f| f.fetched), Some(Offset(0)));
 }
 
@@ -92,9 +92,9 @@ fn acks_all_waits_for_every_isr_member_then_is_done() {
     assert_eq!(r.check_acks_all(), Ok(()));
     r.on_append(Offset(2));
     assert_eq!(r.ack_status(Offset(2)), AckStatus::Waiting);
-    r.on_fetch(2, Offset(2), at(1)).expect("a replica");
+    r.on_fetch(2, (None, Offset(2)), at(1)).expect("a replica");
     assert_eq!(r.ack_status(Offset(2)), AckStatus::Waiting, "follower 3 is in sync too");
-    r.on_fetch(3, Offset(2), at(1)).expect("a replica");
+    r.on_fetch(3, (None, Offset(2)), at(1)).expect("a replica");
     assert_eq!(r.ack_status(Offset(2)), AckStatus::Done);
 }
 
@@ -102,8 +102,8 @@ fn acks_all_waits_for_every_isr_member_then_is_done() {
 fn a_lagging_follower_is_dropped_and_a_caught_up_one_rejoins() {
     let mut r = three(2);
     r.on_append(Offset(5));
-    r.on_fetch(2, Offset(5), at(10)).expect("a replica");
-    r.on_fetch(3, Offset(1), at(10)).expect("a replica");
+    r.on_fetch(2, (None, Offset(5)), at(10)).expect("a replica");
+    r.on_fetch(3, (None, Offset(1)), at(10)).expect("a replica");
     assert_eq!(r.propose(at(20)), None, "nobody has lagged for 30 s yet");
     let shrink = r.propose(at(31)).expect("follower 3 has lagged for 31 s");
     assert_eq!(shrink.isr, BTreeSet::from([1, 2]));
@@ -113,14 +113,17 @@ fn a_lagging_follower_is_dropped_and_a_caught_up_one_rejoins() {
     assert_eq!(r.on_isr_committed(&[1, 2], 1), Some(Offset(5)));
     assert_eq!(r.ack_status(Offset(5)), AckStatus::Done);
     // Follower 3 catches up with the high watermark and is proposed back.
-    r.on_fetch(3, Offset(5), at(40)).expect("a replica");
+    r.on_fetch(3, (None, Offset(5)), at(40)).expect("a replica");
     let expand = r.propose(at(40)).expect("follower 3 caught up");
-    assert_eq!(expand, IsrProposal { isr: BTreeSet::from([1, 2, 3]), partition_epoch: 1 });
+    assert_eq!(
+        expand,
+        IsrProposal { isr: BTreeSet::from([1, 2, 3]), partition_epoch: 1, joining: Vec::new() }
+    );
     r.on_append(Offset(6));
-    r.on_fetch(2, Offset(6), at(41)).expect("a replica");
+    r.on_fetch(2, (None, Offset(6)), at(41)).expect("a replica");
     assert_eq!(r.high_watermark(), Offset(5), "a member being added counts at once");
     assert_eq!(r.on_isr_committed(&[1, 2, 3], 2), None);
-    assert_eq!(r.on_fetch(3, Offset(6), at(42)), Ok(Some(Offset(6))));
+    assert_eq!(r.on_fetch(3, (None, Offset(6)), at(42)), Ok(Some(Offset(6))));
 }
 
 #[test]
@@ -135,16 +138,16 @@ fn a_refused_follower_is_not_proposed_again_until_it_fetches() {
     assert_eq!(r.on_refused(), Some(Offset(3)), "the refusal frees the high watermark at once");
     assert_eq!(r.ack_status(Offset(3)), AckStatus::Done);
     assert_eq!(r.propose(at(2)), None, "not proposed again before it fetches");
-    r.on_fetch(2, Offset(3), at(3)).expect("a replica");
+    r.on_fetch(2, (None, Offset(3)), at(3)).expect("a replica");
     assert_eq!(r.propose(at(3)).map(|p| p.isr), Some(BTreeSet::from([1, 2])));
 }
 
 #[test]
 fn a_follower_behind_the_start_of_the_leader_epoch_does_not_rejoin() {
     let mut r = leader(config(1, false), &[1, 2], &[1], (3, 10), (10, 10, 8));
-    r.on_fetch(2, Offset(9), at(1)).expect("a replica");
+    r.on_fetch(2, (None, Offset(9)), at(1)).expect("a replica");
     assert_eq!(r.propose(at(1)), None, "offset 9 is before the epoch's start at 10");
-    r.on_fetch(2, Offset(10), at(2)).expect("a replica");
+    r.on_fetch(2, (None, Offset(10)), at(2)).expect("a replica");
     assert!(r.propose(at(2)).is_some());
 }
 
@@ -152,7 +155,7 @@ fn a_follower_behind_the_start_of_the_leader_epoch_does_not_rejoin() {
 fn a_follower_whose_log_starts_before_the_leaders_does_not_rejoin() {
     let mut r = leader(config(1, false), &[1, 2], &[1], (3, 0), (10, 10, 10));
     r.on_log_start(Offset(6));
-    r.on_fetch(2, Offset(10), at(1)).expect("a replica");
+    r.on_fetch(2, (None, Offset(10)), at(1)).expect("a replica");
     assert!(!r.on_follower_log_start(2, Offset(0)), "zero is what the leader assumed");
     assert_eq!(r.propose(at(1)), None, "records 0..6 deleted on the leader are still on it");
     assert!(r.on_follower_log_start(2, Offset(6)));
@@ -170,7 +173,7 @@ fn the_low_watermark_is_the_least_start_in_the_maximal_isr() {
     assert!(!r.on_follower_log_start(3, Offset(2)), "an older fetch's start is not taken");
     assert_eq!(r.low_watermark(), Offset(5));
     // Follower 3 lags and is being removed: it still counts until the removal commits.
-    r.on_fetch(2, Offset(0), at(31)).expect("a replica");
+    r.on_fetch(2, (None, Offset(0)), at(31)).expect("a replica");
     let shrink = r.propose(at(31)).expect("follower 3 lagged");
     assert_eq!(shrink.isr, BTreeSet::from([1, 2]));
     assert_eq!(r.low_watermark(), Offset(5));
@@ -181,7 +184,7 @@ fn the_low_watermark_is_the_least_start_in_the_maximal_isr() {
 #[test]
 fn a_stale_isr_answer_clears_the_proposal_but_changes_nothing() {
     let mut r = three(1);
-    r.on_fetch(2, Offset(0), at(0)).expect("a replica");
+    r.on_fetch(2, (None, Offset(0)), at(0)).expect("a replica");
     let _ = r.propose(at(31)).expect("both followers lagged");
     r.on_isr_committed(&[1], 5);
     assert_eq!(r.isr(), &BTreeSet::from([1]));
@@ -223,7 +226,7 @@ proptest! {
             match op {
                 Op::Append(n) => { end += i64::from(n); r.on_append(Offset(end)); }
                 Op::Durable(n) => { synced = (synced + i64::from(n)).min(end); r.on_durable(Offset(synced)); }
-                Op::Fetch(f, o) => { r.on_fetch(f, Offset(i64::from(o).min(end)), at(now)).expect("a replica"); }
+                Op::Fetch(f, o) => { r.on_fetch(f, (None, Offset(i64::from(o).min(end))), at(now)).expect("a replica"); }
                 Op::Tick(s) => { now += u64::from(s); let _ = r.propose(at(now)); }
                 Op::Commit(apply) => {
                     if let Some(p) = r.pending().cloned() {
@@ -251,9 +254,33 @@ proptest! {
 #[test]
 fn an_unrelated_image_change_keeps_the_change_in_flight() {
     let mut r = three(1);
-    r.on_fetch(2, Offset(0), at(0)).expect("a replica");
+    r.on_fetch(2, (None, Offset(0)), at(0)).expect("a replica");
     let asked = r.propose(at(31)).expect("both followers lagged");
     r.on_isr_committed(&[1, 2, 3], asked.partition_epoch);
     assert_eq!(r.pending(), Some(&asked), "nothing newer than its base was committed");
     assert_eq!(r.propose(at(32)), None, "one change in flight at a time");
+}
+
+#[test]
+fn a_follower_in_a_new_run_starts_afresh_and_joins_under_that_run() {
+    let mut r = three(2);
+    r.on_append(Offset(5));
+    r.on_fetch(2, (Some(20), Offset(5)), at(1)).expect("a replica");
+    r.on_fetch(3, (Some(30), Offset(5)), at(1)).expect("a replica");
+    r.on_follower_log_start(3, Offset(2));
+    assert_eq!(r.high_watermark(), Offset(5));
+    r.on_isr_committed(&[1, 2], 1);
+    // Follower 3 restarted (run 31) on an empty disk: what run 30 held no longer counts.
+    r.on_fetch(3, (Some(31), Offset(0)), at(2)).expect("a replica");
+    let state = r.follower(3).expect("a replica");
+    assert_eq!((state.fetched, state.log_start, state.epoch), (Offset(0), Offset(0), Some(31)));
+    // A fetch of run 30 still held in a long poll is not passed in (the handler checks the
+    // run against the metadata); the state stays run 31's.
+    assert_eq!(r.propose(at(2)), None, "it holds nothing yet");
+    // It catches up, and is proposed with the run that did.
+    r.on_fetch(3, (Some(31), Offset(5)), at(3)).expect("a replica");
+    r.on_follower_log_start(3, Offset(0));
+    let expand = r.propose(at(3)).expect("caught up in run 31");
+    assert_eq!(expand.isr, BTreeSet::from([1, 2, 3]));
+    assert_eq!(expand.joining, vec![(3, 31)]);
 }

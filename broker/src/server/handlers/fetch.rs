@@ -68,6 +68,9 @@ async fn read_all(
     let replica =
         if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
     let replica = (replica >= 0).then_some(replica);
+    // Fetch v15 and later name the follower's broker epoch (KIP-903).
+    let replica_epoch = (version >= 15 && request.replica_state.replica_epoch >= 0)
+        .then_some(request.replica_state.replica_epoch);
     let (mut total, mut failed) = (0usize, false);
     for wanted in &request.topics {
         let topic = if version >= 13 {
@@ -86,7 +89,7 @@ async fn read_all(
                 broker,
                 name,
                 topic.as_ref(),
-                Asker { version, replica },
+                Asker { version, replica, replica_epoch },
                 part,
                 limit,
                 first,
@@ -108,6 +111,19 @@ async fn read_all(
 struct Asker {
     version: i16,
     replica: Option<i32>,
+    replica_epoch: Option<i64>,
+}
+
+/// Whether a replica fetch naming broker epoch `epoch` comes from `follower`'s current run as
+/// this broker's metadata knows it. A fetch naming none (before Fetch v15) is taken as current.
+fn current_run(broker: &Broker, follower: i32, epoch: Option<i64>) -> bool {
+    let Some(epoch) = epoch else { return true };
+    let Some(membership) = broker.membership() else { return false };
+    membership
+        .image()
+        .brokers
+        .get(&follower)
+        .is_some_and(|b| b.registration.incarnation.epoch() == epoch)
 }
 
 async fn read_partition(
@@ -119,7 +135,7 @@ async fn read_partition(
     limit: usize,
     first: bool,
 ) -> PartitionData {
-    let Asker { version, replica } = asker;
+    let Asker { version, replica, replica_epoch } = asker;
     let mut data = PartitionData::default();
     data.partition_index = part.partition;
     data.records = Some(Bytes::new());
@@ -159,11 +175,17 @@ async fn read_partition(
     let offset = Offset(part.fetch_offset);
     let (hw, upto) = match replica {
         None => (partition.high_watermark(), partition.high_watermark()),
+        Some(follower) if !current_run(broker, follower, replica_epoch) => {
+            // A fetch of the follower's previous run (held in a long poll, or sent before its
+            // restart reached this broker's metadata) is answered but counts for nothing.
+            (partition.high_watermark(), partition.log.log_end_offset())
+        }
         Some(follower) => {
             let now = broker.env.clock.now();
             // Fetch v5 and later carry the follower's log start; earlier ones count as zero.
             let start = Offset(part.log_start_offset.max(0));
-            match partition.follower_fetched(follower, (offset, start), now) {
+            let who = (follower, replica_epoch);
+            match partition.follower_fetched(who, (offset, start), now) {
                 Ok(hw) => (hw, partition.log.log_end_offset()),
                 Err(error) => {
                     tracing::debug!(partition = %partition.tp, follower, "refused a replica fetch: {error}");
