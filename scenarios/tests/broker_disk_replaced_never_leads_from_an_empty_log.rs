@@ -9,9 +9,12 @@
 //! - Odd seeds replace a follower's disk, hold it from fetching, and then stop the two other
 //!   replicas: the partition must wait without a leader (the empty replica is not eligible)
 //!   rather than let the empty log lead and the others truncate to it.
-//! - The last test replaces the disk of the last in-sync replica: no replica holds the
-//!   acknowledged writes any more, so the partition stays without a leader until an operator
-//!   allows an unclean election.
+//! - Another replaces the disk of the last in-sync replica: no replica holds the acknowledged
+//!   writes any more, so the partition stays without a leader until an operator allows an
+//!   unclean election, which then serves it again at once.
+//! - The last holds back a leader's request to add a caught-up follower to the ISR until the
+//!   follower is back on a new disk: the request names the follower's previous run, and the
+//!   controller refuses it (KIP-903).
 //!
 //! Disks are replaced on broker-only nodes: a controller voter that lost its metadata log could
 //! vote a stale controller in, which a static quorum cannot guard against.
@@ -188,6 +191,19 @@ fn last_replica_scenario(seed: u64) -> Result<(), String> {
     ensure(waiting.leader == NO_LEADER && !waiting.isr.contains(&p.leader), || {
         format!("a replica without the acknowledged writes leads or is in sync: {waiting:?}")
     })?;
+    // The operator accepts the loss: allowing an unclean election serves the partition again.
+    let (addr, topic) = (c.addr(0), t.to_owned());
+    let allowed = c.client_call(Duration::from_secs(30), move |env| async move {
+        let mut client = weir_sim::client::Client::new(env, addr, "operator");
+        let setting = ("unclean.leader.election.enable", "true");
+        client.set_topic_config(&topic, setting, Duration::from_secs(30)).await
+    });
+    ensure(matches!(allowed, Some(Ok(()))), || format!("enabling unclean election: {allowed:?}"))?;
+    c.settle("the unclean election")?;
+    let now = c.committed_partition(t, 0).ok_or("no partition")?;
+    let leader = c.ix_of(now.leader).ok_or("no leader")?;
+    ensure(now.isr == vec![now.leader], || format!("after the unclean election: {now:?}"))?;
+    produce_acked(&mut c, leader, t, 1)?;
     c.watch_verdict()
 }
 

@@ -449,10 +449,14 @@ impl ControllerLogic {
         if validate_only {
             return Ok(Vec::new());
         }
-        Ok(vec![MetadataRecord::TopicConfigs {
+        let mut out = vec![MetadataRecord::TopicConfigs {
             topic_id: topic.id,
             configs: config.overrides().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        }])
+        }];
+        if config.unclean_leader_election() {
+            out.extend(unclean_elections(image, topic));
+        }
+        Ok(out)
     }
 
     /// The record handing `broker_id` the next block of producer ids.
@@ -627,6 +631,31 @@ fn flushes_on_interval(topic: &TopicImage, defaults: &TopicConfig) -> bool {
         Some(value) => value == "interval",
         None => defaults.log_config().flush_policy == FlushPolicy::Interval,
     }
+}
+
+/// Partition records electing, in `topic` (whose config now allows unclean election), a leader
+/// for each partition that has none and no live in-sync replica: its first live replica, which
+/// becomes the whole ISR. An operator enabling `unclean.leader.election.enable` on a partition
+/// stuck without a leader (its in-sync replicas gone, or its last one back on a new disk) gets
+/// it served again at once, as in Kafka, at the cost of whatever only those replicas held.
+fn unclean_elections(image: &MetadataImage, topic: &TopicImage) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for p in topic.partitions.values() {
+        if p.leader != NO_LEADER || p.isr.iter().any(|&b| image.is_live(b)) {
+            continue;
+        }
+        let Some(leader) = p.replicas.iter().copied().find(|&b| image.is_live(b)) else {
+            continue;
+        };
+        tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
+        let mut next = p.clone();
+        next.leader = leader;
+        next.isr = vec![leader];
+        next.leader_epoch += 1;
+        next.partition_epoch += 1;
+        out.push(MetadataRecord::Partition(next));
+    }
+    out
 }
 
 /// Partition records giving `broker` leadership of partitions that have no leader and list it

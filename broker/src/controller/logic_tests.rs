@@ -425,6 +425,12 @@ fn a_broker_back_on_a_new_disk_leaves_every_isr_even_as_the_last_member() {
     apply(&mut image, &records);
     let orphan = image.partition("solo", solo).unwrap();
     assert!(orphan.isr.is_empty() && orphan.leader == NO_LEADER, "{orphan:?}");
+    // Until an operator allows an unclean election: a live replica then leads at once.
+    let configs = BTreeMap::from([("unclean.leader.election.enable".into(), "true".into())]);
+    let records = logic.alter_configs(&image, "solo", configs, false).unwrap();
+    apply(&mut image, &records);
+    let served = image.partition("solo", solo).unwrap();
+    assert_eq!((served.leader, served.isr.clone()), (replaced, vec![replaced]), "{served:?}");
 }
 
 #[test]
