@@ -30,7 +30,8 @@ struct Cli {
     /// Which workload to run.
     #[arg(long, value_enum, default_value_t = Workload::Echo)]
     workload: Workload,
-    /// Let the nemesis break the nodes' disks too (broker and cluster workloads).
+    /// Let the nemesis break the nodes' disks too: I/O errors, failed syncs, read corruption and
+    /// full disks (broker and cluster workloads).
     #[arg(long)]
     disk_faults: bool,
 }

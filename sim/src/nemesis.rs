@@ -4,6 +4,7 @@
 //! It is driven from outside the executor: the driver runs the simulation for a random interval,
 //! then asks the nemesis for one step, and at the end heals everything for the liveness phase.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rand_chacha::ChaCha8Rng;
@@ -13,6 +14,9 @@ use crate::disk::DiskFaults;
 use crate::node::NodeStatus;
 use crate::sim::{Host, Sim};
 use crate::trace::mix;
+
+/// Most bytes a disk that fills up still takes.
+const DISK_FULL_ROOM_MAX: u64 = 8 << 10;
 
 /// The relative weights of each fault for one seed (0 disables a fault).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,7 +37,7 @@ pub struct FaultMix {
     pub reset: u32,
     /// Jump or drift a host's wall clock.
     pub clock: u32,
-    /// Turn on disk faults on a host for a while.
+    /// Turn on disk faults on a host for a while (errors and corruption, or a full disk).
     pub disk: u32,
     /// Heal everything (partitions, clogs, pauses; restart down hosts).
     pub heal: u32,
@@ -101,6 +105,8 @@ pub struct Nemesis {
     targets: Vec<Host>,
     peers: Vec<Host>,
     disk_baseline: DiskFaults,
+    /// Hosts whose disk is full, and its capacity: a restart does not make room.
+    full: BTreeMap<Host, u64>,
     wipeable: Vec<Host>,
     log: Vec<String>,
     power_failures: u64,
@@ -116,6 +122,7 @@ impl Nemesis {
             targets,
             peers: Vec::new(),
             disk_baseline: DiskFaults::default(),
+            full: BTreeMap::new(),
             wipeable: Vec::new(),
             log: Vec::new(),
             power_failures: 0,
@@ -221,6 +228,7 @@ impl Nemesis {
             let host = self.wipeable[at];
             self.wipes += 1;
             sim.wipe(host);
+            self.full.remove(&host);
             sim.set_disk_faults(host, self.disk_baseline.clone());
             sim.start(host);
             self.log.push(format!(
@@ -283,6 +291,15 @@ impl Nemesis {
                     format!("clock {name} drifts {drift} ppm")
                 }
             }
+            8 if self.rng.next_u32().is_multiple_of(3) => {
+                // The disk fills up: a little room is left, then every write that grows a
+                // file fails with `StorageFull` until the heal.
+                let room = u64::from(self.rng.next_u32()) % DISK_FULL_ROOM_MAX;
+                let capacity = sim.disk_usage(host) + room;
+                self.full.insert(host, capacity);
+                sim.set_disk_faults(host, self.restart_faults(host));
+                format!("disk of {name} full at {capacity} bytes")
+            }
             8 => {
                 let faults = DiskFaults {
                     read_error: 0.01,
@@ -290,6 +307,7 @@ impl Nemesis {
                     sync_error: 0.02,
                     read_corruption: 0.01,
                     latency_max: Duration::from_millis(20),
+                    capacity_bytes: self.full.get(&host).copied(),
                     ..DiskFaults::default()
                 };
                 sim.set_disk_faults(host, faults);
@@ -340,15 +358,22 @@ impl Nemesis {
         } else {
             sim.kill(host);
         }
-        sim.set_disk_faults(host, self.disk_baseline.clone());
+        sim.set_disk_faults(host, self.restart_faults(host));
         sim.start(host);
         format!("{} {}", if power { "power-fail+restart" } else { "kill+restart" }, sim.name(host))
     }
 
-    /// Ends every fault: heals the network, resumes paused hosts, clears disk faults and starts
-    /// hosts that are down.
+    /// The disk faults a host restarts with: the baseline, and its full disk if it has one (a
+    /// restart clears injected errors, not a lack of room).
+    fn restart_faults(&self, host: Host) -> DiskFaults {
+        DiskFaults { capacity_bytes: self.full.get(&host).copied(), ..self.disk_baseline.clone() }
+    }
+
+    /// Ends every fault: heals the network, resumes paused hosts, clears disk faults (making
+    /// room on full disks) and starts hosts that are down.
     pub fn heal(&mut self, sim: &Sim) {
         sim.heal_all();
+        self.full.clear();
         for &host in &self.targets {
             sim.set_disk_faults(host, self.disk_baseline.clone());
             match sim.status(host) {

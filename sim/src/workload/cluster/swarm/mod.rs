@@ -44,8 +44,10 @@
 //! was given up). A partition given up in a run that replaced no disk is a violation; one that
 //! leads from an empty log shows as acknowledged records lost.
 //!
-//! With [`Options::disk_faults`] the nemesis also fails reads, writes and syncs and flips bits in
-//! what reads return. A partition whose log a failed write or sync took offline stays offline
+//! With [`Options::disk_faults`] the nemesis also fails reads, writes and syncs, flips bits in
+//! what reads return, and fills disks up (a full disk stays full across restarts until the
+//! heal: appends are refused with KAFKA_STORAGE_ERROR and the log stays usable, while a
+//! controller whose metadata store cannot write stops until restarted). A partition whose log a failed write or sync took offline stays offline
 //! until its broker restarts (a failed sync may have dropped pages, so nothing is trusted
 //! before recovery); its broker reports it to the controller, which moves the partition's
 //! leadership to another in-sync replica and takes the broker out of its ISR. After the heal
