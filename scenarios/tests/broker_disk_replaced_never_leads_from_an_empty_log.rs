@@ -16,8 +16,8 @@
 //!   follower is back on a new disk: the request names the follower's previous run, and the
 //!   controller refuses it (KIP-903).
 //!
-//! Disks are replaced on broker-only nodes: a controller voter that lost its metadata log could
-//! vote a stale controller in, which a static quorum cannot guard against.
+//! Disks are replaced on broker-only nodes here; a controller voter's replaced disk is
+//! `controller_voter_on_a_new_disk_elects_no_stale_controller`.
 
 use std::time::Duration;
 

@@ -148,8 +148,9 @@ impl Nemesis {
     }
 
     /// The disks of `hosts` may be replaced by empty ones (the mix's `wipe`): hosts whose
-    /// data the system must be able to lose, such as broker-only nodes (a controller voter
-    /// that lost its metadata log could vote a stale controller in).
+    /// data the system must be able to lose, such as broker-only nodes. (Controller voters are
+    /// left out: a voter back empty votes only for empty candidates, which covers one at a
+    /// time, but a majority of voters replaced before catching up loses the metadata log.)
     pub fn with_wipeable(mut self, hosts: Vec<Host>) -> Nemesis {
         self.wipeable = hosts;
         self

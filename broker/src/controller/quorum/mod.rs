@@ -14,7 +14,7 @@ pub mod store;
 
 use bytes::Bytes;
 use protobuf::Message as _;
-use raft::prelude::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
+use raft::prelude::{ConfState, Entry, EntryType, HardState, Message, MessageType, Snapshot};
 use raft::{RawNode, StateRole};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -202,8 +202,25 @@ impl Quorum {
     pub fn step(&mut self, message: &[u8]) -> Result<(), QuorumError> {
         let message =
             Message::parse_from_bytes(message).map_err(|e| QuorumError::Decode(e.to_string()))?;
+        if self.withholds_vote(&message) {
+            return Ok(());
+        }
         self.node.step(message)?;
         Ok(())
+    }
+
+    /// Whether to leave a (pre-)vote request unanswered: this voter holds no entry, and the
+    /// candidate holds some. Plain Raft grants a vote to any candidate whose log is at least as
+    /// long as the voter's, but a voter that holds nothing may have lost its disk: the log it
+    /// had, part of a majority that committed entries the candidate lacks, would have refused
+    /// it. An empty voter therefore votes only for empty candidates (a cluster's first
+    /// election), and otherwise waits for a leader to give it the log.
+    fn withholds_vote(&self, message: &Message) -> bool {
+        let asks = matches!(
+            message.get_msg_type(),
+            MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
+        );
+        asks && self.node.raft.raft_log.last_index() == 0 && message.index > 0
     }
 
     /// Proposes an entry (leader only).
