@@ -77,10 +77,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         })?;
     }
     if nodes > 1 {
-        let full = c.run_until(Duration::from_secs(30), |c| {
-            c.committed_partition("t", 0).is_some_and(|q| q.isr.len() == 3)
-        });
-        ensure(full, || "the restarted broker did not rejoin the ISR".to_owned())?;
+        c.await_isr_size(("t", 0), 3, Duration::from_secs(30))?;
         c.replicas_converged("t", 0)?;
     }
     c.watch_verdict()

@@ -109,10 +109,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         let new_leader = c.ix_of(now.leader).ok_or("no leader")?;
         ensure(new_leader != leader, || format!("the empty replica leads: {now:?}"))?;
         read_back(&mut c, new_leader, t, &acked)?;
-        let full = c.run_until(Duration::from_secs(30), |c| {
-            c.committed_partition(t, 0).is_some_and(|q| q.isr.len() == 3)
-        });
-        ensure(full, || "the replaced broker did not rejoin the ISR".to_owned())?;
+        c.await_isr_size((t, 0), 3, Duration::from_secs(30))?;
         c.replicas_converged(t, 0)?;
     } else {
         let replaced = p
@@ -150,10 +147,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         let now = c.committed_partition(t, 0).ok_or("no partition")?;
         let new_leader = c.ix_of(now.leader).ok_or("no leader")?;
         ensure(new_leader != replaced, || format!("the replica on a new disk leads: {now:?}"))?;
-        let full = c.run_until(Duration::from_secs(30), |c| {
-            c.committed_partition(t, 0).is_some_and(|q| q.isr.len() == 3)
-        });
-        ensure(full, || "the replaced broker did not rejoin the ISR".to_owned())?;
+        c.await_isr_size((t, 0), 3, Duration::from_secs(30))?;
         read_back(&mut c, new_leader, t, &acked)?;
         c.replicas_converged(t, 0)?;
     }
@@ -273,10 +267,7 @@ fn stale_join_scenario(seed: u64) -> Result<(), String> {
     })?;
     c.sim.unclog(l, f);
     c.settle("the held request's delivery")?;
-    let full = c.run_until(Duration::from_secs(30), |c| {
-        c.committed_partition(t, 0).is_some_and(|q| q.isr.len() == 3)
-    });
-    ensure(full, || "the replaced broker did not rejoin the ISR".to_owned())?;
+    c.await_isr_size((t, 0), 3, Duration::from_secs(30))?;
     let now = c.committed_partition(t, 0).ok_or("no partition")?;
     let new_leader = c.ix_of(now.leader).ok_or("no leader")?;
     read_back(&mut c, new_leader, t, &acked)?;

@@ -275,16 +275,25 @@ impl Cluster {
     ) -> Result<(), String> {
         self.sim.start(self.nodes[ix]);
         self.settle("the restart")?;
-        let rejoined = self.run_until(limit, |c| {
+        self.await_isr_size((topic, partition), members, limit)
+            .map_err(|e| format!("node{} did not rejoin: {e}", ix + 1))
+    }
+
+    /// Runs until the committed ISR of `topic`/`partition` has `members` members, for at most
+    /// `limit`.
+    pub fn await_isr_size(
+        &mut self,
+        (topic, partition): (&str, i32),
+        members: usize,
+        limit: Duration,
+    ) -> Result<(), String> {
+        let reached = self.run_until(limit, |c| {
             c.committed_partition(topic, partition).is_some_and(|p| p.isr.len() == members)
         });
-        if rejoined {
+        if reached {
             Ok(())
         } else {
-            Err(format!(
-                "node{} did not rejoin the ISR of {topic}-{partition} within {limit:?}",
-                ix + 1
-            ))
+            Err(format!("the ISR of {topic}-{partition} did not reach {members} within {limit:?}"))
         }
     }
 
