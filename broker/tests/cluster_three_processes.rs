@@ -4,7 +4,10 @@
 //!   produces to every partition and reads everything back in order.
 //! - A topic with replication factor 3 and `min.insync.replicas=2` takes `acks=all` writes
 //!   from an idempotent producer while its leader's process is killed with SIGKILL: producing
-//!   continues after a pause, and every acknowledged record is read back, in order.
+//!   continues after a pause, and every acknowledged record is read back, in order. The killed
+//!   broker then comes back on a new, empty disk (its data folder removed), rejoins the ISR
+//!   once it has copied the log, and the next leader is killed: every acknowledged record is
+//!   still read back, in order.
 //!
 //! The tests share the example ports, so they take turns.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
@@ -59,18 +62,33 @@ fn start(name: &str) -> Cluster {
     for i in 1..=3 {
         let config = format!("node{i}.toml");
         std::fs::copy(examples.join(&config), dir.join(&config)).unwrap();
-        let log = std::fs::File::create(dir.join(format!("node{i}.log"))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["serve", "--config", &config])
-            .current_dir(&dir)
-            .env("WEIR_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        children.push(child);
+        children.push(spawn(&dir, i));
     }
     Cluster { children, dir }
+}
+
+/// Starts node `i` from its configuration in `dir`, its log appended to `node{i}.log`.
+fn spawn(dir: &Path, i: usize) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("node{i}.log")))
+        .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config", &format!("node{i}.toml")])
+        .current_dir(dir)
+        .env("WEIR_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// The `directory.id` line of node `i`'s `meta.properties` (its data folder's identity).
+fn directory_id(dir: &Path, i: usize) -> String {
+    let text = std::fs::read_to_string(dir.join(format!("node{i}-data/meta.properties"))).unwrap();
+    assert!(text.contains(&format!("node.id={i}\n")), "{text}");
+    text.lines().find(|l| l.starts_with("directory.id=")).unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,6 +282,39 @@ async fn kill_9_of_the_leader_loses_no_acknowledged_record() {
     let new_leader = after.topics()[0].partitions()[0].leader();
     assert!(new_leader > 0 && new_leader != leader, "leader {leader} → {new_leader}");
 
+    read_back_exactly(&acked);
+
+    // The killed broker comes back on a new, empty disk (its data folder removed): a new
+    // directory id, out of every ISR (and, as a controller voter, voting for no one) until it
+    // has copied the logs again. Then the leader is killed too: whichever replica leads next,
+    // the one on the new disk included, holds every acknowledged record.
+    let killed = leader as usize;
+    let before = directory_id(&cluster.dir, killed);
+    std::fs::remove_dir_all(cluster.dir.join(format!("node{killed}-data"))).unwrap();
+    cluster.children[killed - 1] = spawn(&cluster.dir, killed);
+    let second = leader_with_full_isr(&probe, "durable").await;
+    assert_ne!(directory_id(&cluster.dir, killed), before, "the new disk kept the old identity");
+    let child = &mut cluster.children[(second - 1) as usize];
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for i in TOTAL..TOTAL + AFTER_REPLACEMENT {
+        let value = format!("record-{i}");
+        let delivery = producer
+            .send(FutureRecord::to("durable").partition(0).key("k").payload(&value), WAIT)
+            .await
+            .unwrap_or_else(|(e, _)| panic!("record {i} was not acknowledged: {e}"));
+        acked.push((delivery.offset, value));
+    }
+    read_back_exactly(&acked);
+    drop(cluster);
+}
+
+/// Records written after a broker's disk was replaced and the next leader killed.
+const AFTER_REPLACEMENT: usize = 20;
+
+/// Reads partition 0 of `durable` from the start up to the last acknowledged offset, with a
+/// fresh consumer, and checks it holds exactly the acknowledged records, in order.
+fn read_back_exactly(acked: &[(i64, String)]) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", BOOTSTRAP)
         .set("group.id", "failover-reader")
@@ -283,11 +334,10 @@ async fn kill_9_of_the_leader_loses_no_acknowledged_record() {
             read.insert(m.offset(), value);
         }
     }
-    for (offset, value) in &acked {
+    for (offset, value) in acked {
         assert_eq!(read.get(offset), Some(value), "acknowledged record at offset {offset}");
     }
     let order: Vec<&String> = read.values().collect();
     let sent: Vec<&String> = acked.iter().map(|(_, v)| v).collect();
     assert_eq!(order, sent, "the log holds exactly the acknowledged records, in order");
-    drop(cluster);
 }
