@@ -580,8 +580,9 @@ fn leadership_away_from(
 ///   acknowledged and stays.
 /// - Back on a new disk (another directory id), it holds nothing: it leaves every ISR, even as
 ///   the last member. A partition whose ISR it was then has no in-sync replica and no leader
-///   until an unclean election, where the topic allows one, picks a live replica: electing
-///   the empty log would make every other replica truncate to it.
+///   (electing the empty log would make every other replica truncate to it) — unless the topic
+///   allows unclean election, which picks another live replica at once, or this one if none
+///   is up.
 fn restarted_records(
     image: &MetadataImage,
     broker: BrokerId,
@@ -600,12 +601,19 @@ fn restarted_records(
             let mut next = p.clone();
             if leaves_isr {
                 next.isr.retain(|&b| b != broker);
-                if p.leader == broker {
+                if next.isr.is_empty() && unclean_allowed(topic, defaults) {
+                    // A replica with a log of its own, if one is up, beats the empty one.
+                    let others = p.replicas.iter().copied().filter(|&b| b != broker);
+                    let leader = others.into_iter().find(|&b| image.is_live(b)).unwrap_or(broker);
+                    tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
+                    next.leader = leader;
+                    next.isr = vec![leader];
+                } else if p.leader == broker {
                     next.leader =
                         next.isr.iter().copied().find(|&b| image.is_live(b)).unwrap_or(NO_LEADER);
                 }
             }
-            if p.leader == broker {
+            if p.leader == broker || next.leader != p.leader {
                 next.leader_epoch += 1;
             }
             next.partition_epoch += 1;

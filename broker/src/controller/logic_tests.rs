@@ -369,6 +369,8 @@ fn a_broker_back_on_a_new_disk_leaves_every_isr_even_as_the_last_member() {
     let (mut image, mut logic) = cluster(&[None, None, None]);
     create(&mut image, &mut logic, topic("a", 3, 3), 1);
     create(&mut image, &mut logic, topic("solo", 3, 1), 2);
+    let unclean = vec![("unclean.leader.election.enable".into(), "true".into())];
+    create(&mut image, &mut logic, NewTopic { configs: unclean, ..topic("lossy", 3, 1) }, 3);
     let replaced = 1;
     let led: Vec<i32> = image
         .topic("a")
@@ -415,6 +417,21 @@ fn a_broker_back_on_a_new_disk_leaves_every_isr_even_as_the_last_member() {
     }
     let orphan = image.partition("solo", solo).unwrap();
     assert!(orphan.isr.is_empty() && orphan.leader == NO_LEADER, "{orphan:?}");
+    // Where the topic allows unclean election, the partition is served again at once (by the
+    // only replica there is, the empty one), in a new leader epoch.
+    let lossy: Vec<_> = image
+        .topic("lossy")
+        .unwrap()
+        .partitions
+        .values()
+        .filter(|p| p.replicas == [replaced])
+        .collect();
+    assert_eq!(lossy.len(), 1, "one of its partitions lives on the replaced broker alone");
+    for p in lossy {
+        let old = &before.topic("lossy").unwrap().partitions[&p.partition];
+        assert_eq!((p.leader, p.isr.clone()), (replaced, vec![replaced]), "{p:?}");
+        assert_eq!(p.leader_epoch, old.leader_epoch + 1);
+    }
     // Another restart on the new disk does not make it eligible again.
     let again = BrokerRegistration {
         incarnation: Incarnation(9),
