@@ -33,7 +33,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use crate::client::{CallError, Connection};
-use crate::controller::records::BrokerId;
+use crate::controller::records::{BrokerEpoch, BrokerId};
 use crate::log::batch::parse_header;
 use crate::log::split::split_batches;
 use crate::log::{AppendError, FlushPolicy, Log, MaintenanceError};
@@ -107,7 +107,7 @@ pub async fn follow(
         let env = b.env.clone();
         let me = b.config.node_id;
         // This run's broker epoch; the fetcher starts only once the broker has registered.
-        let my_epoch = b.membership().map_or(-1, |m| m.incarnation().epoch());
+        let my_epoch = b.membership().map(|m| m.incarnation().epoch());
         let addr = leader_addr(&b, leader);
         let catching_up = !in_isr(&b, &partition, me);
         drop(b);
@@ -277,12 +277,12 @@ async fn held(partition: &Partition) -> Result<Offset, StepError> {
 async fn fetch_once(
     conn: &mut Connection,
     partition: &Partition,
-    ((me, my_epoch), leader, epoch): ((BrokerId, i64), BrokerId, LeaderEpoch),
+    ((me, my_epoch), leader, epoch): ((BrokerId, Option<BrokerEpoch>), BrokerId, LeaderEpoch),
     max_bytes: i32,
 ) -> Result<u64, StepError> {
     let mut request = FetchRequest::default();
     request.replica_state.replica_id = WireBrokerId(me);
-    request.replica_state.replica_epoch = my_epoch;
+    request.replica_state.replica_epoch = my_epoch.map_or(-1, |e| e.0);
     request.max_wait_ms = FETCH_MAX_WAIT.as_millis() as i32;
     request.min_bytes = 1;
     request.max_bytes = max_bytes;

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use super::image::{MetadataImage, TopicImage};
 use super::records::{
-    BrokerId, BrokerRegistration, Incarnation, MetadataRecord, NO_LEADER, PartitionRecord,
+    BrokerEpoch, BrokerId, BrokerRegistration, Incarnation, MetadataRecord, NO_LEADER,
+    PartitionRecord,
 };
 use crate::catalog::TOPIC_PARTITIONS_MAX;
 use crate::config::{ConfigError, TopicConfig};
@@ -110,7 +111,7 @@ pub struct IsrChange<'a> {
     pub isr: &'a [BrokerId],
     /// Members added, each with the broker epoch of the run whose progress made it eligible
     /// (empty from leaders that do not know them).
-    pub joining: &'a [(BrokerId, i64)],
+    pub joining: &'a [(BrokerId, BrokerEpoch)],
 }
 
 /// The controller's settings.
@@ -371,7 +372,8 @@ impl ControllerLogic {
             let current = image.brokers.get(&r).map(|b| b.registration.incarnation.epoch());
             if current != Some(epoch) {
                 return Err(ControllerError::IneligibleReplica(format!(
-                    "broker {r} caught up in a run (epoch {epoch}) it has since left"
+                    "broker {r} caught up in a run (epoch {}) it has since left",
+                    epoch.0
                 )));
             }
         }

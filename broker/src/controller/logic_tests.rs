@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::TopicConfig;
-use crate::controller::records::DirectoryId;
+use crate::controller::records::{BrokerEpoch, DirectoryId};
 
 const SESSION: Duration = Duration::from_secs(9);
 
@@ -478,7 +478,7 @@ fn a_member_is_added_only_in_the_run_that_caught_up() {
     let new_run = image.brokers[&follower].registration.incarnation.epoch();
     assert_ne!(old_run, new_run);
     let all = p.replicas.clone();
-    let join = |epoch: i64| {
+    let join = |epoch: BrokerEpoch| {
         let joining = [(follower, epoch)];
         let change = IsrChange {
             broker_id: p.leader,

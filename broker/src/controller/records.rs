@@ -22,11 +22,15 @@ pub type BrokerId = i32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Incarnation(pub u128);
 
+/// A broker run's epoch as followers name it in their Fetch requests (`replica_epoch`,
+/// KIP-903): 63 bits of its [`Incarnation`], never negative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BrokerEpoch(pub i64);
+
 impl Incarnation {
-    /// The broker epoch of this run, as followers name it in their Fetch requests
-    /// (`replica_epoch`, KIP-903): 63 bits of the incarnation, never negative.
-    pub fn epoch(self) -> i64 {
-        (self.0 >> 65) as i64
+    /// The broker epoch of this run.
+    pub fn epoch(self) -> BrokerEpoch {
+        BrokerEpoch((self.0 >> 65) as i64)
     }
 }
 

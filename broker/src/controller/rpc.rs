@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::codec::{DecodeError, Reader, Writer, seal, unseal};
 use super::logic::{ControllerError, NewTopic};
 use super::records::{
-    BrokerId, BrokerRegistration, Incarnation, read_registration, write_registration,
+    BrokerEpoch, BrokerId, BrokerRegistration, Incarnation, read_registration, write_registration,
 };
 use crate::io::Conn;
 use crate::model::TopicId;
@@ -134,7 +134,7 @@ pub enum Request {
         /// The ISR asked for.
         isr: Vec<BrokerId>,
         /// Each member added, with the broker epoch of the run that caught up (KIP-903).
-        joining: Vec<(BrokerId, i64)>,
+        joining: Vec<(BrokerId, BrokerEpoch)>,
     },
     /// `request` — a change a client asked for — to be started within `ms` of its arrival,
     /// or not at all: the broker that sends it stops waiting then, and so has its client.
@@ -339,7 +339,7 @@ impl Request {
                 if !joining.is_empty() {
                     w.u32(joining.len() as u32);
                     for (broker, epoch) in joining {
-                        w.i32(*broker).i64(*epoch);
+                        w.i32(*broker).i64(epoch.0);
                     }
                 }
             }
@@ -388,7 +388,7 @@ impl Request {
                 isr: r.i32s("isr")?,
                 joining: if kind == ALTER_PARTITION_JOINING {
                     r.list("joining", 12, |r| {
-                        Ok((r.i32("joining broker")?, r.i64("broker epoch")?))
+                        Ok((r.i32("joining broker")?, BrokerEpoch(r.i64("broker epoch")?)))
                     })?
                 } else {
                     Vec::new()

@@ -7,7 +7,7 @@
 use std::sync::MutexGuard;
 
 use super::{Acks, CompletionError, Partition, ProduceError};
-use crate::controller::records::{BrokerId, NO_LEADER};
+use crate::controller::records::{BrokerEpoch, BrokerId, NO_LEADER};
 use crate::io::Instant;
 use crate::log::FlushPolicy;
 use crate::model::{LeaderEpoch, Offset};
@@ -234,7 +234,7 @@ impl Partition {
     /// leader's high watermark to tell it.
     pub fn follower_fetched(
         &self,
-        (follower, epoch): (BrokerId, Option<i64>),
+        (follower, epoch): (BrokerId, Option<BrokerEpoch>),
         (offset, log_start): (Offset, Offset),
         now: Instant,
     ) -> Result<Offset, FollowerFetchError> {

@@ -28,7 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::controller::records::BrokerId;
+use crate::controller::records::{BrokerEpoch, BrokerId};
 use crate::io::Instant;
 use crate::model::Offset;
 
@@ -60,7 +60,7 @@ pub struct FollowerState {
     /// The broker epoch of the run whose fetches this state counts (KIP-903), if its fetches
     /// name one. A fetch from another run starts the state afresh: a broker that restarted,
     /// perhaps on a new disk, holds what its new run fetched, not what its old one did.
-    pub epoch: Option<i64>,
+    pub epoch: Option<BrokerEpoch>,
 }
 
 /// Where an `acks=all` produce stands.
@@ -99,7 +99,7 @@ pub struct IsrProposal {
     pub partition_epoch: i32,
     /// Each member added, with the broker epoch of the run whose fetches made it eligible:
     /// the controller refuses the change if that is no longer the broker's current run.
-    pub joining: Vec<(BrokerId, i64)>,
+    pub joining: Vec<(BrokerId, BrokerEpoch)>,
 }
 
 /// The partition as the controller committed it when this broker became its leader.
@@ -254,7 +254,7 @@ impl LeaderReplica {
     pub fn on_fetch(
         &mut self,
         follower: BrokerId,
-        (epoch, offset): (Option<i64>, Offset),
+        (epoch, offset): (Option<BrokerEpoch>, Offset),
         now: Instant,
     ) -> Result<Option<Offset>, ReplicationError> {
         let log_end = self.log_end;

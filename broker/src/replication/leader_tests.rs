@@ -265,22 +265,25 @@ fn an_unrelated_image_change_keeps_the_change_in_flight() {
 fn a_follower_in_a_new_run_starts_afresh_and_joins_under_that_run() {
     let mut r = three(2);
     r.on_append(Offset(5));
-    r.on_fetch(2, (Some(20), Offset(5)), at(1)).expect("a replica");
-    r.on_fetch(3, (Some(30), Offset(5)), at(1)).expect("a replica");
+    r.on_fetch(2, (Some(BrokerEpoch(20)), Offset(5)), at(1)).expect("a replica");
+    r.on_fetch(3, (Some(BrokerEpoch(30)), Offset(5)), at(1)).expect("a replica");
     r.on_follower_log_start(3, Offset(2));
     assert_eq!(r.high_watermark(), Offset(5));
     r.on_isr_committed(&[1, 2], 1);
     // Follower 3 restarted (run 31) on an empty disk: what run 30 held no longer counts.
-    r.on_fetch(3, (Some(31), Offset(0)), at(2)).expect("a replica");
+    r.on_fetch(3, (Some(BrokerEpoch(31)), Offset(0)), at(2)).expect("a replica");
     let state = r.follower(3).expect("a replica");
-    assert_eq!((state.fetched, state.log_start, state.epoch), (Offset(0), Offset(0), Some(31)));
+    assert_eq!(
+        (state.fetched, state.log_start, state.epoch),
+        (Offset(0), Offset(0), Some(BrokerEpoch(31)))
+    );
     // A fetch of run 30 still held in a long poll is not passed in (the handler checks the
     // run against the metadata); the state stays run 31's.
     assert_eq!(r.propose(at(2)), None, "it holds nothing yet");
     // It catches up, and is proposed with the run that did.
-    r.on_fetch(3, (Some(31), Offset(5)), at(3)).expect("a replica");
+    r.on_fetch(3, (Some(BrokerEpoch(31)), Offset(5)), at(3)).expect("a replica");
     r.on_follower_log_start(3, Offset(0));
     let expand = r.propose(at(3)).expect("caught up in run 31");
     assert_eq!(expand.isr, BTreeSet::from([1, 2, 3]));
-    assert_eq!(expand.joining, vec![(3, 31)]);
+    assert_eq!(expand.joining, vec![(3, BrokerEpoch(31))]);
 }

@@ -17,6 +17,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
 use super::{code, leadership_error};
 use crate::catalog::Topic;
+use crate::controller::records::BrokerEpoch;
 use crate::io::timeout;
 use crate::log::ReadError;
 use crate::model::{Offset, TopicId};
@@ -70,7 +71,9 @@ async fn read_all(
     let replica = (replica >= 0).then_some(replica);
     // Fetch v15 and later name the follower's broker epoch (KIP-903).
     let replica_epoch = (version >= 15 && request.replica_state.replica_epoch >= 0)
-        .then_some(request.replica_state.replica_epoch);
+        .then_some(BrokerEpoch(request.replica_state.replica_epoch));
+    // Once per request: every partition of it comes from the same run.
+    let current = replica.is_some_and(|f| current_run(broker, f, replica_epoch));
     let (mut total, mut failed) = (0usize, false);
     for wanted in &request.topics {
         let topic = if version >= 13 {
@@ -89,7 +92,7 @@ async fn read_all(
                 broker,
                 name,
                 topic.as_ref(),
-                Asker { version, replica, replica_epoch },
+                Asker { version, replica, replica_epoch, current },
                 part,
                 limit,
                 first,
@@ -111,12 +114,14 @@ async fn read_all(
 struct Asker {
     version: i16,
     replica: Option<i32>,
-    replica_epoch: Option<i64>,
+    replica_epoch: Option<BrokerEpoch>,
+    /// A replica fetch from the follower's current run (see [`current_run`]).
+    current: bool,
 }
 
 /// Whether a replica fetch naming broker epoch `epoch` comes from `follower`'s current run as
 /// this broker's metadata knows it. A fetch naming none (before Fetch v15) is taken as current.
-fn current_run(broker: &Broker, follower: i32, epoch: Option<i64>) -> bool {
+fn current_run(broker: &Broker, follower: i32, epoch: Option<BrokerEpoch>) -> bool {
     let Some(epoch) = epoch else { return true };
     let Some(membership) = broker.membership() else { return false };
     membership
@@ -135,7 +140,7 @@ async fn read_partition(
     limit: usize,
     first: bool,
 ) -> PartitionData {
-    let Asker { version, replica, replica_epoch } = asker;
+    let Asker { version, replica, replica_epoch, current } = asker;
     let mut data = PartitionData::default();
     data.partition_index = part.partition;
     data.records = Some(Bytes::new());
@@ -175,7 +180,7 @@ async fn read_partition(
     let offset = Offset(part.fetch_offset);
     let (hw, upto) = match replica {
         None => (partition.high_watermark(), partition.high_watermark()),
-        Some(follower) if !current_run(broker, follower, replica_epoch) => {
+        Some(_) if !current => {
             // A fetch of the follower's previous run (held in a long poll, or sent before its
             // restart reached this broker's metadata) is answered but counts for nothing.
             (partition.high_watermark(), partition.log.log_end_offset())
