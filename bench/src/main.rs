@@ -70,6 +70,13 @@ enum Command {
         #[arg(long, value_name = "BYTES")]
         catch_up_bytes_per_sec: Option<u64>,
     },
+    /// A null broker that discards what it is sent, until killed: the client's ceiling, for
+    /// any Kafka producer pointed at it (`broker` measures it in every run).
+    Sink {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:9093")]
+        listen: std::net::SocketAddr,
+    },
 }
 
 #[derive(Args)]
@@ -107,6 +114,13 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     let common = match &cli.command {
+        Command::Sink { listen } => {
+            let sink = broker::sink::Sink::start(*listen)?;
+            eprintln!("null broker listening on {}; Ctrl-C ends it", sink.addr);
+            loop {
+                std::thread::park();
+            }
+        }
         Command::Baselines(common) => common,
         Command::Log { common, .. }
         | Command::Broker { common, .. }
@@ -144,6 +158,7 @@ fn run(cli: Cli) -> Result<()> {
                 broker::Options { dir: &scratch, peer: peer.clone(), quick: common.quick };
             broker::run(&options, &mut report)
         }
+        Command::Sink { .. } => Ok(()),
     };
     let _ = std::fs::remove_dir_all(&scratch);
     outcome?;

@@ -4,6 +4,7 @@
 //! acceptance targets judged.
 
 pub mod client;
+pub mod sink;
 pub mod target;
 pub mod workload;
 
@@ -13,7 +14,7 @@ use crate::baselines::{self, Baselines};
 use crate::report::{Figure, Latency, Report, Target};
 use crate::sampler::Sampler;
 use client::Result;
-use workload::{ACK_RATE, Outcome, Plan, Policy, Run};
+use workload::{ACK_RATE, Ceiling, Outcome, Plan, Policy, Run};
 
 /// Resident memory bound of the acceptance criteria, MiB.
 const RSS_MAX_MIB: f64 = 256.0;
@@ -34,6 +35,18 @@ pub fn run(options: &Options<'_>, report: &mut Report) -> Result<()> {
     let plan = Plan::new(options.quick);
     let admin = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let tag = format!("{}-{}", std::process::id(), client::now_ns() % 1_000_000);
+
+    let sink = sink::Sink::start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let ceiling = Run {
+        rt: &admin,
+        bootstrap: sink.addr.to_string(),
+        weir: false,
+        disk: None,
+        tag: tag.clone(),
+        plan: &plan,
+    }
+    .ceiling("null broker")?;
+    drop(sink);
 
     let broker = target::InProcess::start(&options.dir.join("weir-broker"))?;
     let sampler = Sampler::start();
@@ -68,14 +81,50 @@ pub fn run(options: &Options<'_>, report: &mut Report) -> Result<()> {
         }
         None => None,
     };
-    figures(report, &base, &weir, peer.as_ref(), sampled.rss_max_mib);
+    ceiling_figures(report, &base, &ceiling);
+    figures(report, &base, &ceiling, &weir, peer.as_ref(), sampled.rss_max_mib);
     notes(report, &plan, options.peer.as_deref());
     Ok(())
+}
+
+/// The null broker's figures: the client's ceiling on this machine, beside the baselines.
+fn ceiling_figures(report: &mut Report, base: &Baselines, ceiling: &Ceiling) {
+    let s = "null broker";
+    for cell in &ceiling.cells {
+        report.push(
+            Figure::plain(
+                s,
+                &format!("produce acks={} 1 KiB 1p", cell.acks),
+                "MB/s",
+                cell.mbs,
+                &format!(
+                    "librdkafka to a broker that discards: {} records in {:.1} s",
+                    cell.records, cell.secs
+                ),
+            )
+            .against(baselines::TCP_COPY, base.tcp_copy_mbs),
+        );
+    }
+    report.push(
+        Figure::plain(
+            s,
+            &format!("produce-ack p99 at {ACK_RATE}/s, linger.ms=0, acks=all"),
+            "µs",
+            ceiling.ack.p99_us,
+            &format!(
+                "p50 {} µs, p99.9 {} µs, max {} µs: client and loopback alone",
+                ceiling.ack.p50_us, ceiling.ack.p999_us, ceiling.ack.max_us
+            ),
+        )
+        .against(baselines::FDATASYNC_4K_P99, base.fdatasync_4k.p99_us),
+    );
+    report.latencies.push(ceiling.ack.clone());
 }
 
 fn figures(
     report: &mut Report,
     base: &Baselines,
+    ceiling: &Ceiling,
     weir: &Outcome,
     peer: Option<&Outcome>,
     rss_max_mib: f64,
@@ -107,6 +156,13 @@ fn figures(
             ));
         }
         let key_cell = cell.size == 1024 && cell.partitions == 1;
+        if key_cell && let Some(null) = ceiling.cells.iter().find(|c| c.acks == cell.acks) {
+            note.push_str(&format!(
+                "; {:.2}× the null broker's {:.0} MB/s",
+                cell.mbs / null.mbs.max(f64::MIN_POSITIVE),
+                null.mbs
+            ));
+        }
         let mut figure = Figure::plain(s, &cell.name(), "MB/s", cell.mbs, &note);
         figure = if cell.acks == "all" && cell.policy == Policy::Ack && key_cell {
             figure
@@ -211,8 +267,8 @@ fn figures(
             "µs",
             latency.p99_us,
             &format!(
-                "p50 {} µs, p99.9 {} µs, max {} µs",
-                latency.p50_us, latency.p999_us, latency.max_us
+                "p50 {} µs, p99.9 {} µs, max {} µs; the null broker's p99 {} µs",
+                latency.p50_us, latency.p999_us, latency.max_us, ceiling.ack.p99_us
             ),
         );
         let figure = match policy {

@@ -197,6 +197,15 @@ pub struct Outcome {
     pub acks: Vec<(Policy, Latency)>,
 }
 
+/// What the client reaches against a null broker.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ceiling {
+    /// acks 0, 1 and all, 1 KiB records, one partition.
+    pub cells: Vec<Cell>,
+    /// Produce-ack latency at [`ACK_RATE`], `linger.ms=0`, acks=all.
+    pub ack: Latency,
+}
+
 /// One broker to run the workload on.
 pub struct Run<'a> {
     /// For the admin client's futures.
@@ -288,6 +297,21 @@ impl Run<'_> {
             acks.push((policy, latency));
         }
         Ok(Outcome { cells, consumed, rates, lagging: Some(lagging), acks })
+    }
+
+    /// The produce cells with 1 KiB records and one partition (acks 0, 1 and all) and the
+    /// produce-ack latency at [`ACK_RATE`]: the part of the workload a null broker
+    /// ([`super::sink`]) can answer, measured there as the client's ceiling.
+    pub fn ceiling(&self, label: &str) -> Result<Ceiling> {
+        let mut cells = Vec::new();
+        for acks in ["0", "1", "all"] {
+            let cell = self.produce_cell(acks, 1024, 1, Policy::Ack)?;
+            eprintln!("{label}: {}: {:.1} MB/s, {:.0} records/s", cell.name(), cell.mbs, cell.rps);
+            cells.push(cell);
+        }
+        let ack = self.ack_latency(Policy::Ack)?;
+        eprintln!("{label}: produce-ack at {ACK_RATE}/s: p99 {} µs", ack.p99_us);
+        Ok(Ceiling { cells, ack })
     }
 
     fn produce_cell(
