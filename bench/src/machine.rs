@@ -24,7 +24,7 @@ pub fn describe(dir: &Path) -> Machine {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
-    Machine { cpus, memory_mib, disk, kernel }
+    Machine { cpus, memory_mib, disk, kernel, memory_cap: String::new() }
 }
 
 /// This process's resident set size in KiB (`VmRSS` of /proc/self/status), if readable.

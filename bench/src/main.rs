@@ -18,6 +18,7 @@ mod cluster;
 mod counting;
 mod logbench;
 mod machine;
+mod memcap;
 mod plot;
 mod progress;
 mod report;
@@ -93,7 +94,15 @@ struct Common {
     /// Write an SVG plot of the results here.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Run in a memory cgroup of this many MiB, so that the page cache recycles its own pages
+    /// as on a broker machine whose memory is full (0: uncapped; see docs/performance.md).
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_CAP_MIB)]
+    memory_cap_mib: u64,
 }
+
+/// The default memory cap: well above the 256 MiB the broker and its clients may use, and
+/// enough page cache to hold the logs a run reads back.
+const DEFAULT_MEMORY_CAP_MIB: u64 = 4096;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -126,16 +135,26 @@ fn run(cli: Cli) -> Result<()> {
         | Command::Broker { common, .. }
         | Command::Cluster { common, .. } => common,
     };
+    // Before any thread starts, so that every thread moves with the process.
+    let cap = memcap::cap(common.memory_cap_mib);
     let scratch = scratch_dir(&common.dir)?;
     let mut report = Report {
         command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
         machine: machine::describe(&scratch),
         ..Report::default()
     };
+    report.machine.memory_cap = memcap::describe(&cap, common.memory_cap_mib);
+    if let Ok(cap) = &cap {
+        eprintln!(
+            "filling the capped memory with clean page cache ({} MiB)",
+            common.memory_cap_mib
+        );
+        cap.fill(&scratch, common.memory_cap_mib)?;
+    }
     let m = &report.machine;
     eprintln!(
-        "machine: {} CPUs, {} MiB memory, kernel {}, data folder on: {}",
-        m.cpus, m.memory_mib, m.kernel, m.disk
+        "machine: {} CPUs, {} MiB memory, kernel {}, data folder on: {}; memory {}",
+        m.cpus, m.memory_mib, m.kernel, m.disk, m.memory_cap
     );
     let outcome = match &cli.command {
         Command::Baselines(c) => {

@@ -206,6 +206,8 @@ pub struct Machine {
     pub disk: String,
     /// The kernel (`uname -r`).
     pub kernel: String,
+    /// The run's memory cap (see `memcap`), or why there was none.
+    pub memory_cap: String,
 }
 
 /// Everything one run measured.
