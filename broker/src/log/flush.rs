@@ -196,6 +196,17 @@ impl Log {
             let state = self.state();
             state.check_online()?;
             let point = state.durable;
+            // Nothing synced, started, cut or acknowledged since the last checkpoint: the
+            // files on disk already say all this one would (an idle partition costs no syncs).
+            let same = PartitionCheckpoint {
+                recovery: point,
+                log_start: state.log_start,
+                high_watermark: state.high_watermark,
+            };
+            if state.checkpointed == point && state.last_checkpoint == Some((same, state.rewrites))
+            {
+                return Ok(());
+            }
             let index = state.segments.get(&point.segment).and_then(|s| match &s.index {
                 SegmentIndex::Active(active) => Some(active.truncated_to(point.position)),
                 SegmentIndex::Sealed(_) => None,
@@ -215,18 +226,21 @@ impl Log {
         &self,
         recovery: super::partition_log::RecoveryPoint,
     ) -> std::io::Result<()> {
-        let body = {
+        let (body, rewrites) = {
             let state = self.state();
-            PartitionCheckpoint {
+            let body = PartitionCheckpoint {
                 recovery,
                 log_start: state.log_start,
                 high_watermark: state.high_watermark,
-            }
+            };
+            (body, state.rewrites)
         };
         checkpoint::write_atomic(&*self.env.disk, &self.dir, PARTITION_CHECKPOINT, body.encode())
             .await?;
         // Checkpoints are written one at a time (under the files lock), so this is the latest.
-        self.state().durable_log_start = body.log_start;
+        let mut state = self.state();
+        state.durable_log_start = body.log_start;
+        state.last_checkpoint = Some((body, rewrites));
         Ok(())
     }
 

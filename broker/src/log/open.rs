@@ -181,6 +181,7 @@ impl Log {
             log_end: log_start,
             durable: RecoveryPoint::default(),
             checkpointed: RecoveryPoint::default(),
+            last_checkpoint: None,
             high_watermark,
             syncing: false,
             cuts: 0,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::config::LogConfig;
 use super::error::Offline;
+use super::open::PartitionCheckpoint;
 use super::segment::Segment;
 use crate::io::{Env, File, Instant};
 use crate::model::Offset;
@@ -57,6 +58,9 @@ pub(super) struct State {
     pub(super) durable: RecoveryPoint,
     /// What the last checkpoint recorded.
     pub(super) checkpointed: RecoveryPoint,
+    /// The partition checkpoint last written, with the count of rewrites when its body was
+    /// taken: a periodic checkpoint that would write the same again is skipped.
+    pub(super) last_checkpoint: Option<(PartitionCheckpoint, u64)>,
     /// The high watermark to record in the next checkpoint (kept by the partition above).
     pub(super) high_watermark: Offset,
     pub(super) syncing: bool,

@@ -113,8 +113,9 @@ pub struct Partition {
     pub(crate) follow: tokio::sync::Mutex<()>,
     /// Held while a producer snapshot is written and while the log is cut: a snapshot taken
     /// before a cut and written after it would describe offsets the log no longer holds (and
-    /// be trusted once the log grew past it again).
-    snapshotting: tokio::sync::Mutex<()>,
+    /// be trusted once the log grew past it again). It holds the last snapshot written (its
+    /// end offset and bytes), so that a checkpoint with nothing new to say writes none.
+    snapshotting: tokio::sync::Mutex<Option<(Offset, Bytes)>>,
     /// Reads started ahead of consumers reading in order (see [`read_ahead`]).
     pub read_ahead: ReadAhead,
 }
@@ -158,7 +159,7 @@ impl Partition {
             replica: std::sync::Mutex::new(replica),
             replicated: tokio::sync::Notify::new(),
             follow: tokio::sync::Mutex::new(()),
-            snapshotting: tokio::sync::Mutex::new(()),
+            snapshotting: tokio::sync::Mutex::new(None),
             read_ahead: ReadAhead::default(),
         })
     }
@@ -257,7 +258,8 @@ impl Partition {
     /// Cuts the log at `offset` (a follower's divergent tail) and rebuilds the producer state
     /// from what remains.
     pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, TruncateError> {
-        let _snapshot = self.snapshotting.lock().await;
+        let mut saved = self.snapshotting.lock().await;
+        *saved = None;
         let mut state = self.producers.lock().await;
         let end = self.log.truncate_to(offset).await?;
         // The cut state first, so that a rebuild that fails (a read error) leaves no batch
@@ -273,7 +275,8 @@ impl Partition {
     /// has deleted everything it lacks (see [`crate::log::Log::restart_at`]). The producer
     /// state starts over too; what it knew was about offsets no longer held.
     pub async fn restart_at(&self, start: Offset) -> Result<(), TruncateError> {
-        let _snapshot = self.snapshotting.lock().await;
+        let mut saved = self.snapshotting.lock().await;
+        *saved = None;
         let mut state = self.producers.lock().await;
         self.log.restart_at(start).await?;
         producers::remove_all(&*self.env.disk, self.log.dir()).await?;
@@ -286,14 +289,20 @@ impl Partition {
     /// rescans and replays only what came after.
     pub async fn checkpoint(&self, producer_expiration_ms: i64) -> Result<(), MaintenanceError> {
         self.log.checkpoint().await?;
-        let _snapshot = self.snapshotting.lock().await;
+        let mut saved = self.snapshotting.lock().await;
         let (bytes, end) = {
             let mut state = self.producers.lock().await;
             state.expire(self.env.clock.wall_ms(), producer_expiration_ms);
             let end = self.log.log_end_offset();
             (state.encode_snapshot(end), end)
         };
-        producers::save(bytes, end, &*self.env.disk, self.log.dir()).await?;
+        if saved.as_ref() == Some(&(end, bytes.clone())) {
+            // The newest snapshot on disk already says exactly this.
+            return Ok(());
+        }
+        *saved = None;
+        producers::save(bytes.clone(), end, &*self.env.disk, self.log.dir()).await?;
+        *saved = Some((end, bytes));
         Ok(())
     }
 
