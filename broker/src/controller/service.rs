@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -117,6 +117,13 @@ pub struct Controller {
     applied: Notify,
     logic: tokio::sync::Mutex<Option<ControllerLogic>>,
     nonce: AtomicU64,
+    /// Set while a proposal's outcome is unknown to this controller: from the moment it is
+    /// proposed until it is seen applied. A commit that failed, or whose caller went away (a
+    /// request's connection closed mid-commit drops its future), leaves it set, and its entry
+    /// may still be in the log, to be applied later. Records computed from an image without it
+    /// would then be applied after it and undo it, a leader or partition epoch going backwards,
+    /// so the next change first commits an empty entry ([`Controller::settle`]).
+    unsettled: AtomicBool,
     /// When each broker's heartbeat last reached this controller, active or not (brokers copy
     /// theirs to every voter), so a controller taking over knows who went silent before it did.
     seen: Mutex<BTreeMap<BrokerId, crate::io::Instant>>,
@@ -152,6 +159,7 @@ impl Controller {
             applied: Notify::new(),
             logic: tokio::sync::Mutex::new(None),
             nonce: AtomicU64::new(env.entropy.next_u64() | 1),
+            unsettled: AtomicBool::new(false),
             seen: Mutex::new(BTreeMap::new()),
         });
         let peers = Peers::new(&controller);
@@ -275,6 +283,9 @@ impl Controller {
             *logic = None;
             return self.not_controller();
         }
+        if let Err(error) = self.settle().await {
+            return Response::Error { error, leader: self.leader() };
+        }
         let image = self.image();
         let now = self.env.clock.now();
         let logic = logic.get_or_insert_with(|| self.take_over(&image, now));
@@ -378,6 +389,8 @@ impl Controller {
 
     /// Proposes `records` as one entry and waits until it is applied; returns its index.
     async fn commit(&self, records: Vec<MetadataRecord>) -> Result<u64, ControllerError> {
+        // Commits run one at a time, under the logic lock; only a success clears this.
+        self.unsettled.store(true, Ordering::Relaxed);
         let nonce = self.nonce.fetch_add(2, Ordering::Relaxed);
         self.published().applied.insert(nonce, 0);
         let result = timeout(&*self.env.clock, COMMIT_TIMEOUT, async {
@@ -408,7 +421,22 @@ impl Controller {
         })
         .await;
         self.published().applied.remove(&nonce);
-        result.unwrap_or(Err(ControllerError::Timeout))
+        let result = result.unwrap_or(Err(ControllerError::Timeout));
+        if result.is_ok() {
+            self.unsettled.store(false, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Makes sure every entry this controller proposed is applied (or gone from the log) before
+    /// a change is computed from its image: if an earlier proposal's outcome is unknown, an
+    /// empty entry is committed first, which the log applies only after everything before it.
+    /// The caller holds the logic lock.
+    async fn settle(&self) -> Result<(), ControllerError> {
+        if self.unsettled.load(Ordering::Relaxed) {
+            self.commit(Vec::new()).await?;
+        }
+        Ok(())
     }
 
     /// Committed entries after `after`, waiting up to `max_wait` when there are none.
@@ -451,6 +479,10 @@ impl Controller {
         let mut logic = self.logic.lock().await;
         if !self.is_active() {
             *logic = None;
+            return;
+        }
+        if let Err(e) = self.settle().await {
+            tracing::warn!("an earlier proposal did not settle: {e}");
             return;
         }
         let image = self.image();
