@@ -105,6 +105,20 @@ fn ceiling_figures(report: &mut Report, base: &Baselines, ceiling: &Ceiling) {
             .against(baselines::TCP_COPY, base.tcp_copy_mbs),
         );
     }
+    let c = &ceiling.consumed;
+    report.push(
+        Figure::plain(
+            s,
+            "consume 1 KiB records",
+            "MB/s",
+            c.mbs,
+            &format!(
+                "librdkafka from a broker that serves one batch from memory per fetch: {} records",
+                c.records
+            ),
+        )
+        .against(baselines::TCP_COPY, base.tcp_copy_mbs),
+    );
     report.push(
         Figure::plain(
             s,
@@ -184,7 +198,13 @@ fn figures(
             &format!("consume a fresh {} MiB log (1 KiB records)", c.log_bytes >> 20),
             "MB/s",
             c.mbs,
-            &format!("{} records, {:.0} records/s", c.records, c.rps),
+            &format!(
+                "{} records, {:.0} records/s; {:.2}× the null broker's {:.0} MB/s",
+                c.records,
+                c.rps,
+                c.mbs / ceiling.consumed.mbs.max(f64::MIN_POSITIVE),
+                ceiling.consumed.mbs
+            ),
         )
         .against(baselines::TCP_COPY, base.tcp_copy_mbs)
         .target(Target::ratio_at_least(0.50, "≥ 0.50× TCP copy"))

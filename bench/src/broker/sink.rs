@@ -1,11 +1,14 @@
-//! A null broker: a Kafka endpoint on loopback that answers ApiVersions, Metadata, CreateTopics
-//! and Produce, and discards every record it is sent. Nothing is stored, checked or synced;
-//! each produce is acknowledged as soon as its request has been read and decoded.
+//! A null broker: a Kafka endpoint on loopback that answers ApiVersions, Metadata, CreateTopics,
+//! Produce, ListOffsets and Fetch, and discards every record it is sent. Nothing is stored,
+//! checked or synced; each produce is acknowledged as soon as its request has been read and
+//! decoded, and counts its records so that offsets advance. A fetch is answered from memory
+//! with one prepared batch of 1 KiB records, copied and stamped with the offset asked for, up
+//! to what was produced (FindCoordinator gets COORDINATOR_NOT_AVAILABLE: there are no groups).
 //!
-//! Driven by the same librdkafka producer as the brokers, it measures what the client and the
+//! Driven by the same librdkafka clients as the brokers, it measures what the clients and the
 //! loopback network reach on this machine when the broker costs (almost) nothing: the ceiling
-//! any broker's produce figures sit under, and the floor under any broker's produce-ack
-//! latency. It is a baseline, not a broker: it keeps no log and cannot be consumed from.
+//! any broker's produce and consume figures sit under, and the floor under any broker's
+//! produce-ack latency. It is a baseline, not a broker: it keeps no log.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -16,13 +19,17 @@ use std::thread::JoinHandle;
 
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsResponse, MetadataResponse, ProduceResponse,
-    TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchResponse,
+    FindCoordinatorResponse, ListOffsetsResponse, MetadataResponse, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir::protocol::api::{Request, Response};
@@ -34,6 +41,16 @@ use super::client::Result;
 const NODE_ID: i32 = 1;
 /// Largest request frame the sink reads (librdkafka's default `message.max.bytes` is 1 MB).
 const FRAME_MAX_BYTES: usize = 64 << 20;
+/// Records in the batch a fetch is answered with: about 1 MB, within librdkafka's default
+/// per-partition fetch size (1 MiB).
+const FETCH_BATCH_RECORDS: usize = 960;
+/// The highest Fetch version the sink answers: the last that names topics (13 on name them by
+/// id, which the sink's metadata does not give).
+const FETCH_VERSION_MAX: i16 = 12;
+/// Kafka's COORDINATOR_NOT_AVAILABLE error code.
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// ListOffsets' timestamp for the log start.
+const EARLIEST: i64 = -2;
 /// Offset of the record count in a RecordBatch v2 header.
 const RECORD_COUNT_AT: usize = 57;
 /// Bytes of a RecordBatch v2 header.
@@ -59,6 +76,7 @@ impl Sink {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let topics = Arc::new(Mutex::new(Topics::default()));
+        let batch = crate::logbench::one_batch(FETCH_BATCH_RECORDS)?;
         let acceptor = {
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
@@ -68,10 +86,11 @@ impl Sink {
                     }
                     let Ok(stream) = stream else { continue };
                     let topics = Arc::clone(&topics);
+                    let batch = batch.clone();
                     std::thread::spawn(move || {
                         // A connection ends when the client closes it or sends what the sink
                         // does not answer; either way there is nothing more to do with it.
-                        let _ = serve(stream, addr, &topics);
+                        let _ = serve(stream, addr, &topics, &batch);
                     });
                 }
             })
@@ -91,7 +110,12 @@ impl Drop for Sink {
     }
 }
 
-fn serve(mut stream: TcpStream, addr: SocketAddr, topics: &Mutex<Topics>) -> Result<()> {
+fn serve(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    topics: &Mutex<Topics>,
+    batch: &Bytes,
+) -> Result<()> {
     stream.set_nodelay(true)?;
     let mut size = [0u8; 4];
     loop {
@@ -102,7 +126,7 @@ fn serve(mut stream: TcpStream, addr: SocketAddr, topics: &Mutex<Topics>) -> Res
         let mut body = BytesMut::zeroed(len);
         stream.read_exact(&mut body)?;
         let decoded = decode_request(body.freeze())?;
-        let Some(response) = answer(decoded.request, addr, topics)? else { continue };
+        let Some(response) = answer(decoded.request, addr, topics, batch)? else { continue };
         let frame = encode_response(&decoded.header, &response).ok_or("cannot encode")?;
         for piece in frame.pieces() {
             stream.write_all(piece)?;
@@ -112,17 +136,33 @@ fn serve(mut stream: TcpStream, addr: SocketAddr, topics: &Mutex<Topics>) -> Res
 
 /// The sink's answer, or `None` where Kafka sends none (acks=0 produce); an error for a
 /// request it does not answer, which ends the connection.
-fn answer(request: Request, addr: SocketAddr, topics: &Mutex<Topics>) -> Result<Option<Response>> {
+fn answer(
+    request: Request,
+    addr: SocketAddr,
+    topics: &Mutex<Topics>,
+    batch: &Bytes,
+) -> Result<Option<Response>> {
     let mut topics = topics.lock().unwrap_or_else(|p| p.into_inner());
     let response = match request {
         Request::ApiVersions(_) => {
             let mut r = ApiVersionsResponse::default();
+            let answered = [
+                ApiKey::ApiVersions,
+                ApiKey::Metadata,
+                ApiKey::CreateTopics,
+                ApiKey::Produce,
+                ApiKey::ListOffsets,
+                ApiKey::Fetch,
+                ApiKey::FindCoordinator,
+            ];
             r.api_keys = advertised_versions()
                 .into_iter()
-                .filter(|v| {
-                    [ApiKey::ApiVersions, ApiKey::Metadata, ApiKey::CreateTopics, ApiKey::Produce]
-                        .iter()
-                        .any(|k| *k as i16 == v.api_key)
+                .filter(|v| answered.iter().any(|k| *k as i16 == v.api_key))
+                .map(|mut v| {
+                    if v.api_key == ApiKey::Fetch as i16 {
+                        v.max_version = v.max_version.min(FETCH_VERSION_MAX);
+                    }
+                    v
                 })
                 .collect();
             Some(Response::ApiVersions(r))
@@ -201,6 +241,62 @@ fn answer(request: Request, addr: SocketAddr, topics: &Mutex<Topics>) -> Result<
             // acks=0: the records count, but Kafka sends no answer.
             (acks != 0).then_some(Response::Produce(r))
         }
+        Request::FindCoordinator(_) => {
+            let mut r = FindCoordinatorResponse::default();
+            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            Some(Response::FindCoordinator(r))
+        }
+        Request::ListOffsets(request) => {
+            let mut r = ListOffsetsResponse::default();
+            for topic in request.topics {
+                let next = topics.0.get(topic.name.0.as_str()).cloned().unwrap_or_default();
+                let mut out = ListOffsetsTopicResponse::default();
+                out.name = topic.name;
+                for partition in topic.partitions {
+                    let mut p = ListOffsetsPartitionResponse::default();
+                    p.partition_index = partition.partition_index;
+                    p.timestamp = -1;
+                    p.leader_epoch = -1;
+                    match usize::try_from(partition.partition_index).ok().and_then(|i| next.get(i))
+                    {
+                        Some(&end) => {
+                            p.offset = if partition.timestamp == EARLIEST { 0 } else { end }
+                        }
+                        None => p.error_code = UNKNOWN_TOPIC_OR_PARTITION,
+                    }
+                    out.partitions.push(p);
+                }
+                r.topics.push(out);
+            }
+            Some(Response::ListOffsets(r))
+        }
+        Request::Fetch(request) => {
+            let mut r = FetchResponse::default();
+            for topic in request.topics {
+                let next = topics.0.get(topic.topic.0.as_str()).cloned().unwrap_or_default();
+                let mut out = FetchableTopicResponse::default();
+                out.topic = topic.topic;
+                for partition in topic.partitions {
+                    let mut p = PartitionData::default();
+                    p.partition_index = partition.partition;
+                    p.preferred_read_replica = BrokerId(-1);
+                    p.aborted_transactions = Some(Vec::new());
+                    match usize::try_from(partition.partition).ok().and_then(|i| next.get(i)) {
+                        Some(&end) => {
+                            p.high_watermark = end;
+                            p.last_stable_offset = end;
+                            if partition.fetch_offset < end {
+                                p.records = Some(stamped(batch, partition.fetch_offset));
+                            }
+                        }
+                        None => p.error_code = UNKNOWN_TOPIC_OR_PARTITION,
+                    }
+                    out.partitions.push(p);
+                }
+                r.responses.push(out);
+            }
+            Some(Response::Fetch(r))
+        }
         other => return Err(format!("the sink does not answer {:?}", other.key()).into()),
     };
     Ok(response)
@@ -208,6 +304,14 @@ fn answer(request: Request, addr: SocketAddr, topics: &Mutex<Topics>) -> Result<
 
 /// Kafka's UNKNOWN_TOPIC_OR_PARTITION error code.
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+
+/// A copy of `batch` with its base offset set to `offset` (outside the CRC, as a broker stamps
+/// it): the read a broker would make, from memory.
+fn stamped(batch: &Bytes, offset: i64) -> Bytes {
+    let mut copy = BytesMut::from(&batch[..]);
+    copy[..8].copy_from_slice(&offset.to_be_bytes());
+    copy.freeze()
+}
 
 /// Records in a produce request's batches, by their headers' counts.
 fn records_in(records: Option<&Bytes>) -> i64 {
@@ -274,7 +378,8 @@ mod tests {
     fn produce_hands_out_consecutive_offsets_and_refuses_unknown_partitions() {
         let addr = SocketAddr::from(([127, 0, 0, 1], 9));
         let topics = Mutex::new(Topics::default());
-        let answer = |r| answer(r, addr, &topics).expect("answered");
+        let served = Bytes::new();
+        let answer = |r| answer(r, addr, &topics, &served).expect("answered");
         assert_eq!(produced(answer(produce(1, "t", 0, batch(4, 10)))), (0, 0));
         assert_eq!(produced(answer(produce(-1, "t", 0, batch(2, 10)))), (0, 4));
         assert_eq!(produced(answer(produce(1, "t", 0, batch(1, 10)))), (0, 6));
@@ -284,10 +389,45 @@ mod tests {
     }
 
     #[test]
+    fn a_fetch_gets_the_prepared_batch_at_its_offset_up_to_what_was_produced() {
+        use kafka_protocol::messages::FetchRequest;
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        let addr = SocketAddr::from(([127, 0, 0, 1], 9));
+        let topics = Mutex::new(Topics::default());
+        let served = Bytes::from(batch(960, 100));
+        answer(produce(1, "t", 0, batch(2_000, 10)), addr, &topics, &served).expect("answered");
+        let fetch = |offset: i64| {
+            let mut p = FetchPartition::default();
+            p.fetch_offset = offset;
+            let mut t = FetchTopic::default();
+            t.topic = TopicName(StrBytes::from_static_str("t"));
+            t.partitions = vec![p];
+            let mut r = FetchRequest::default();
+            r.topics = vec![t];
+            let Some(Response::Fetch(r)) =
+                answer(Request::Fetch(r), addr, &topics, &served).expect("answered")
+            else {
+                panic!("not a fetch response")
+            };
+            let p = r.responses[0].partitions[0].clone();
+            (p.high_watermark, p.records)
+        };
+        let (hw, records) = fetch(1_500);
+        assert_eq!(hw, 2_000);
+        let records = records.expect("records below the high watermark");
+        assert_eq!(records.len(), served.len());
+        assert_eq!(&records[..8], &1_500i64.to_be_bytes(), "stamped with the offset asked for");
+        assert_eq!(&records[8..], &served[8..], "the rest as prepared");
+        let (hw, records) = fetch(2_000);
+        assert_eq!(hw, 2_000);
+        assert!(records.is_none_or(|r| r.is_empty()), "nothing at the high watermark");
+    }
+
+    #[test]
     fn a_request_the_sink_does_not_answer_ends_the_connection() {
         let addr = SocketAddr::from(([127, 0, 0, 1], 9));
         let topics = Mutex::new(Topics::default());
-        let fetch = Request::Fetch(Default::default());
-        assert!(answer(fetch, addr, &topics).is_err());
+        let heartbeat = Request::Heartbeat(Default::default());
+        assert!(answer(heartbeat, addr, &topics, &Bytes::new()).is_err());
     }
 }

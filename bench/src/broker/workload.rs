@@ -202,6 +202,8 @@ pub struct Outcome {
 pub struct Ceiling {
     /// acks 0, 1 and all, 1 KiB records, one partition.
     pub cells: Vec<Cell>,
+    /// Consume throughput, as the brokers' consume phase measures it.
+    pub consumed: Consumed,
     /// Produce-ack latency at [`ACK_RATE`], `linger.ms=0`, acks=all.
     pub ack: Latency,
 }
@@ -299,9 +301,9 @@ impl Run<'_> {
         Ok(Outcome { cells, consumed, rates, lagging: Some(lagging), acks })
     }
 
-    /// The produce cells with 1 KiB records and one partition (acks 0, 1 and all) and the
-    /// produce-ack latency at [`ACK_RATE`]: the part of the workload a null broker
-    /// ([`super::sink`]) can answer, measured there as the client's ceiling.
+    /// The produce cells with 1 KiB records and one partition (acks 0, 1 and all), the consume
+    /// phase and the produce-ack latency at [`ACK_RATE`]: the part of the workload a null
+    /// broker ([`super::sink`]) can answer, measured there as the clients' ceiling.
     pub fn ceiling(&self, label: &str) -> Result<Ceiling> {
         let mut cells = Vec::new();
         for acks in ["0", "1", "all"] {
@@ -309,9 +311,11 @@ impl Run<'_> {
             eprintln!("{label}: {}: {:.1} MB/s, {:.0} records/s", cell.name(), cell.mbs, cell.rps);
             cells.push(cell);
         }
+        let consumed = self.consume()?;
+        eprintln!("{label}: consume {} MiB: {:.1} MB/s", consumed.log_bytes / MIB, consumed.mbs);
         let ack = self.ack_latency(Policy::Ack)?;
         eprintln!("{label}: produce-ack at {ACK_RATE}/s: p99 {} µs", ack.p99_us);
-        Ok(Ceiling { cells, ack })
+        Ok(Ceiling { cells, consumed, ack })
     }
 
     fn produce_cell(
