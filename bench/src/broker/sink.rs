@@ -61,6 +61,14 @@ const BATCH_HEADER_BYTES: usize = 61;
 #[derive(Default)]
 struct Topics(HashMap<String, Vec<i64>>);
 
+impl Topics {
+    /// The next offset of `topic`'s partition `partition`, if the sink knows it.
+    fn end(&self, topic: &str, partition: i32) -> Option<i64> {
+        let ends = self.0.get(topic)?;
+        usize::try_from(partition).ok().and_then(|i| ends.get(i)).copied()
+    }
+}
+
 /// A running null broker.
 pub struct Sink {
     /// Where clients connect.
@@ -249,23 +257,21 @@ fn answer(
         Request::ListOffsets(request) => {
             let mut r = ListOffsetsResponse::default();
             for topic in request.topics {
-                let next = topics.0.get(topic.name.0.as_str()).cloned().unwrap_or_default();
                 let mut out = ListOffsetsTopicResponse::default();
-                out.name = topic.name;
                 for partition in topic.partitions {
                     let mut p = ListOffsetsPartitionResponse::default();
                     p.partition_index = partition.partition_index;
                     p.timestamp = -1;
                     p.leader_epoch = -1;
-                    match usize::try_from(partition.partition_index).ok().and_then(|i| next.get(i))
-                    {
-                        Some(&end) => {
+                    match topics.end(&topic.name, partition.partition_index) {
+                        Some(end) => {
                             p.offset = if partition.timestamp == EARLIEST { 0 } else { end }
                         }
                         None => p.error_code = UNKNOWN_TOPIC_OR_PARTITION,
                     }
                     out.partitions.push(p);
                 }
+                out.name = topic.name;
                 r.topics.push(out);
             }
             Some(Response::ListOffsets(r))
@@ -273,16 +279,14 @@ fn answer(
         Request::Fetch(request) => {
             let mut r = FetchResponse::default();
             for topic in request.topics {
-                let next = topics.0.get(topic.topic.0.as_str()).cloned().unwrap_or_default();
                 let mut out = FetchableTopicResponse::default();
-                out.topic = topic.topic;
                 for partition in topic.partitions {
                     let mut p = PartitionData::default();
                     p.partition_index = partition.partition;
                     p.preferred_read_replica = BrokerId(-1);
                     p.aborted_transactions = Some(Vec::new());
-                    match usize::try_from(partition.partition).ok().and_then(|i| next.get(i)) {
-                        Some(&end) => {
+                    match topics.end(&topic.topic, partition.partition) {
+                        Some(end) => {
                             p.high_watermark = end;
                             p.last_stable_offset = end;
                             if partition.fetch_offset < end {
@@ -293,6 +297,7 @@ fn answer(
                     }
                     out.partitions.push(p);
                 }
+                out.topic = topic.topic;
                 r.responses.push(out);
             }
             Some(Response::Fetch(r))
