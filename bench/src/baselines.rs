@@ -145,6 +145,14 @@ pub fn measure(dir: &Path, sizes: Sizes, report: &mut Report) -> Result<Baseline
     Ok(b)
 }
 
+/// Writes back every dirty page on the machine (`sync(1)`), so that a measurement does not
+/// pay for the writeback of what an earlier one wrote: the baselines it is compared with are
+/// measured on a settled disk too.
+pub fn settle_disk() -> Result<()> {
+    let status = std::process::Command::new("sync").status()?;
+    if status.success() { Ok(()) } else { Err(format!("sync: {status}").into()) }
+}
+
 fn mbs(bytes: u64, elapsed: Duration) -> f64 {
     bytes as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
 }

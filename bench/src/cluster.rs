@@ -29,7 +29,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use weir::config::BrokerConfig;
 
-use crate::baselines::{MIB, pattern};
+use crate::baselines::{self, MIB, pattern};
 use crate::broker::client::{self, CLIENT_TIMEOUT, Result, TimedProducer, now_ns};
 use crate::broker::target::InProcess;
 use crate::broker::workload::{LATENCY_LINGER_MS, Policy, THROUGHPUT_BATCH_BYTES};
@@ -323,7 +323,7 @@ fn timed(
     stop: &AtomicBool,
     name: &str,
 ) -> Result<hdrhistogram::Histogram<u64>> {
-    client::settle_disk()?;
+    baselines::settle_disk()?;
     client::paced(RATE, WARM_UP_SECS, |_, intended| producer.send(topic, payload, intended))?;
     producer.flush()?;
     timed_from_now(producer, topic, payload, secs, stop, name)

@@ -1,8 +1,9 @@
 //! `weir-bench log`: the partition log alone, on the real disk through the production runtime
 //! (`weir::runtime::production_env`, the disk wrapped only to count syncs), beside the
 //! baselines measured in the same run. Appends of 1 KiB records in 16 and 64 KiB batches under
-//! `flush.policy=ack` (several concurrent appenders, so group commit has something to group)
-//! and `interval`, then a read of the whole log back from the page cache.
+//! `flush.policy=ack` (several concurrent appenders, each keeping a few appends in flight as a
+//! producer keeps requests in flight, so group commit has something to group) and `interval`,
+//! then a read of the whole log back from the page cache.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,17 +33,22 @@ pub struct Settings {
     pub max_secs: f64,
     /// Tasks appending concurrently.
     pub appenders: usize,
+    /// Appends each appender keeps in flight under `ack`: written and waiting for their sync, as
+    /// a Kafka producer keeps up to `max.in.flight.requests.per.connection` (5 by default)
+    /// requests in flight and a broker appends the next while the last waits for its sync.
+    pub in_flight: usize,
     /// Batch sizes, KiB (records are 1 KiB).
     pub batch_kib: Vec<usize>,
 }
 
 impl Settings {
     /// Defaults, or smaller runs for `--quick`.
-    pub fn new(quick: bool, appenders: usize) -> Settings {
+    pub fn new(quick: bool, appenders: usize, in_flight: usize) -> Settings {
         Settings {
             bytes: if quick { 256 * MIB } else { 1024 * MIB },
             max_secs: if quick { 4.0 } else { 10.0 },
             appenders,
+            in_flight: in_flight.max(1),
             batch_kib: if quick { vec![32] } else { vec![16, 64] },
         }
     }
@@ -70,6 +76,15 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
             let paired = paired_baseline(dir, policy, settings)?;
             let outcome = runtime.block_on(append_run(dir, &name, policy, &batch, settings))?;
             figures(report, &base, paired, policy, kib, settings, &outcome);
+            if policy == FlushPolicy::Ack && settings.in_flight > 1 {
+                // The same appenders, each waiting for its append's sync before the next:
+                // what group commit makes of the concurrency alone.
+                std::fs::remove_dir_all(dir.join(&name))?;
+                let one = Settings { in_flight: 1, ..settings.clone() };
+                let paired = paired_baseline(dir, policy, &one)?;
+                let outcome = runtime.block_on(append_run(dir, &name, policy, &batch, &one))?;
+                one_in_flight_figure(report, paired, kib, &one, &outcome);
+            }
             if policy == FlushPolicy::Interval {
                 let read = runtime.block_on(read_run(dir, &name))?;
                 report.push(
@@ -113,9 +128,11 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
     }
     recovery::figures(&runtime, dir, quick, report)?;
     report.notes.push(format!(
-        "log: 1 KiB records; {} concurrent appenders per run; each run appends up to {} MiB or {} s; \
-         append ratios are to a baseline of the same size measured just before the run",
+        "log: 1 KiB records; {} concurrent appenders per run, under ack each with up to {} appends \
+         in flight; each run appends up to {} MiB or {} s; append ratios are to a baseline of the \
+         same size measured just before the run",
         settings.appenders,
+        settings.in_flight,
         settings.bytes / MIB,
         settings.max_secs
     ));
@@ -133,6 +150,9 @@ fn batch_size_writes(dir: &Path, settings: &Settings, chunk: usize) -> Result<f6
 
 /// The baseline an append run is judged against, measured just before it.
 fn paired_baseline(dir: &Path, policy: FlushPolicy, settings: &Settings) -> Result<f64> {
+    // What the last run left dirty is written back first, untimed, so that neither the
+    // baseline nor the run after it pays for it.
+    baselines::settle_disk()?;
     let file = dir.join("paired-baseline.dat");
     let mbs = match policy {
         FlushPolicy::Interval => baselines::buffered_write(&file, settings.bytes)?,
@@ -159,25 +179,14 @@ fn figures(
     outcome: &AppendOutcome,
 ) {
     let name = format!("append {kib} KiB batches, flush.policy={}", policy_name(policy));
-    let per_sync = if outcome.syncs > 0 {
-        outcome.appends as f64 / outcome.syncs as f64
-    } else {
-        f64::INFINITY
-    };
+    let per_sync = outcome.per_sync();
     let whole_run = match policy {
         FlushPolicy::Interval => base.buffered_write_mbs,
         FlushPolicy::Ack => base.fsync_per_mib_mbs,
     };
     let note = format!(
-        "{} appenders, {} MiB in {:.1} s; {} appends, {} fdatasyncs ({:.1} appends/sync, {:.0}% of wall time in sync); the run's first baseline was {:.0} MB/s",
-        settings.appenders,
-        outcome.bytes / MIB,
-        outcome.secs,
-        outcome.appends,
-        outcome.syncs,
-        per_sync,
-        100.0 * outcome.sync_secs / outcome.secs.max(1e-9),
-        whole_run
+        "{}; the run's first baseline was {whole_run:.0} MB/s",
+        run_note(settings, outcome)
     );
     let figure = Figure::plain("log", &name, "MB/s", outcome.mbs(), &note);
     let figure = match policy {
@@ -198,6 +207,41 @@ fn figures(
             "group commit: appends completed / file syncs issued (counted at the Disk trait)",
         ));
     }
+}
+
+/// What an append run did, for a figure's note.
+fn run_note(settings: &Settings, outcome: &AppendOutcome) -> String {
+    format!(
+        "{} appenders ({} in flight each), {} MiB in {:.1} s; {} appends, {} fdatasyncs ({:.1} appends/sync, {:.0}% of wall time in sync)",
+        settings.appenders,
+        settings.in_flight,
+        outcome.bytes / MIB,
+        outcome.secs,
+        outcome.appends,
+        outcome.syncs,
+        outcome.per_sync(),
+        100.0 * outcome.sync_secs / outcome.secs.max(1e-9),
+    )
+}
+
+/// The unjudged `ack` run with one append in flight per appender, beside its own baseline.
+fn one_in_flight_figure(
+    report: &mut Report,
+    paired: f64,
+    kib: usize,
+    settings: &Settings,
+    outcome: &AppendOutcome,
+) {
+    report.push(
+        Figure::plain(
+            "log",
+            &format!("append {kib} KiB batches, ack, one in flight per appender"),
+            "MB/s",
+            outcome.mbs(),
+            &run_note(settings, outcome),
+        )
+        .against(&format!("{} (paired)", baselines::FSYNC_PER_MIB), paired),
+    );
 }
 
 /// One batch of `kib` 1 KiB records, as a producer would send it.
@@ -235,6 +279,11 @@ impl AppendOutcome {
     pub fn mbs(&self) -> f64 {
         self.bytes as f64 / self.secs.max(1e-9) / 1e6
     }
+
+    /// Appends made durable per file sync.
+    pub fn per_sync(&self) -> f64 {
+        if self.syncs > 0 { self.appends as f64 / self.syncs as f64 } else { f64::INFINITY }
+    }
 }
 
 async fn append_run(
@@ -256,15 +305,33 @@ async fn append_run(
     for _ in 0..settings.appenders.max(1) {
         let (log, appended, batch) = (Arc::clone(&log), Arc::clone(&appended), batch.clone());
         let (total, len) = (settings.bytes, batch.len() as u64);
+        let in_flight = if policy == FlushPolicy::Ack { settings.in_flight } else { 1 };
         tasks.spawn(async move {
             let mut appends = 0u64;
+            // Ends of the appends written and not yet known durable, oldest first.
+            let mut pending = std::collections::VecDeque::with_capacity(in_flight);
             while appended.fetch_add(len, Ordering::Relaxed) + len <= total
                 && Instant::now() < deadline
             {
                 // The log writes a stamped copy of the header in front of the records and
                 // leaves the caller's bytes alone, so every append can hand it the same buffer,
                 // as a broker hands it the buffer a request was read into.
-                log.append(batch.clone(), LeaderEpoch(0)).await?;
+                if policy == FlushPolicy::Ack {
+                    let info = log.append_unsynced(batch.clone(), LeaderEpoch(0)).await?;
+                    pending.push_back(info.last_offset.next());
+                    if pending.len() == in_flight
+                        && let Some(end) = pending.pop_front()
+                    {
+                        log.wait_durable(end).await?;
+                        appends += 1;
+                    }
+                } else {
+                    log.append(batch.clone(), LeaderEpoch(0)).await?;
+                    appends += 1;
+                }
+            }
+            while let Some(end) = pending.pop_front() {
+                log.wait_durable(end).await?;
                 appends += 1;
             }
             Ok::<u64, weir::log::AppendError>(appends)

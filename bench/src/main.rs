@@ -54,6 +54,10 @@ enum Command {
         /// Tasks appending concurrently (group commit needs several).
         #[arg(long, default_value_t = 16)]
         appenders: usize,
+        /// Appends each appender keeps in flight under `flush.policy=ack` (written, waiting for
+        /// their sync), as a producer keeps `max.in.flight.requests.per.connection` requests.
+        #[arg(long, default_value_t = 5)]
+        in_flight: usize,
     },
     /// A broker driven by librdkafka: produce, consume, latency, lagging consumer, memory.
     Broker {
@@ -160,8 +164,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Baselines(c) => {
             baselines::measure(&scratch, baselines::Sizes::new(c.quick), &mut report).map(|_| ())
         }
-        Command::Log { common, appenders } => {
-            let settings = logbench::Settings::new(common.quick, *appenders);
+        Command::Log { common, appenders, in_flight } => {
+            let settings = logbench::Settings::new(common.quick, *appenders, *in_flight);
             logbench::run(&scratch, &settings, common.quick, &mut report)
         }
         Command::Cluster { common, catch_up_bytes_per_sec } => {

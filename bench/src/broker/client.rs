@@ -220,14 +220,6 @@ pub fn leader_and_isr(probe: &BaseConsumer, topic: &str) -> Result<(i32, Vec<i32
     Ok((partition.leader(), partition.isr().to_vec()))
 }
 
-/// Writes back every dirty page on the machine (`sync(1)`), so that a latency phase does not
-/// pay for the writeback of what an earlier phase wrote: the baselines it is compared with
-/// were measured on a settled disk.
-pub fn settle_disk() -> Result<()> {
-    let status = std::process::Command::new("sync").status()?;
-    if status.success() { Ok(()) } else { Err(format!("sync: {status}").into()) }
-}
-
 /// The high watermark of `topic`/`partition`.
 pub fn high_watermark(bootstrap: &str, topic: &str, partition: i32) -> Result<i64> {
     let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;

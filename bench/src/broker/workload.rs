@@ -13,7 +13,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
 use super::client::{self, CLIENT_TIMEOUT, Result, now_ns};
-use crate::baselines::{MIB, pattern};
+use crate::baselines::{self, MIB, pattern};
 use crate::counting::{DiskCounters, DiskSnapshot};
 use crate::progress;
 use crate::report::{self, Latency};
@@ -456,7 +456,7 @@ impl Run<'_> {
             &self.bootstrap,
             &[("acks", "1".to_owned()), ("linger.ms", LATENCY_LINGER_MS.to_owned())],
         )?;
-        client::settle_disk()?;
+        baselines::settle_disk()?;
         let mut payload = pattern(SIZE);
         // A first record, so the consumer is fetching before the timed records start.
         client::stamp(&mut payload, now_ns());
@@ -548,7 +548,7 @@ impl Run<'_> {
         producer.send(&topic, &payload, now_ns())?;
         producer.flush()?;
         let mut timed = |name: &str| -> Result<hdrhistogram::Histogram<u64>> {
-            client::settle_disk()?;
+            baselines::settle_disk()?;
             // One untimed second at the rate first: the broker may still be draining what
             // the previous phase left (writeback, a client backlog), which is not this
             // phase's latency.
@@ -639,7 +639,7 @@ impl Run<'_> {
         let payload = pattern(SIZE);
         producer.send(&topic, &payload, now_ns())?;
         producer.flush()?;
-        client::settle_disk()?;
+        baselines::settle_disk()?;
         let bar = progress::timed(&format!("{name} at {ACK_RATE}/s"), self.plan.rate_secs);
         producer.tally.record_latency();
         let start = Instant::now();
