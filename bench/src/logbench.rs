@@ -186,7 +186,7 @@ fn figures(
     };
     let note = format!(
         "{}; the run's first baseline was {whole_run:.0} MB/s",
-        run_note(settings, outcome)
+        run_note(policy, settings, outcome)
     );
     let figure = Figure::plain("log", &name, "MB/s", outcome.mbs(), &note);
     let figure = match policy {
@@ -210,11 +210,11 @@ fn figures(
 }
 
 /// What an append run did, for a figure's note.
-fn run_note(settings: &Settings, outcome: &AppendOutcome) -> String {
+fn run_note(policy: FlushPolicy, settings: &Settings, outcome: &AppendOutcome) -> String {
     format!(
         "{} appenders ({} in flight each), {} MiB in {:.1} s; {} appends, {} fdatasyncs ({:.1} appends/sync, {:.0}% of wall time in sync)",
         settings.appenders,
-        settings.in_flight,
+        in_flight(policy, settings),
         outcome.bytes / MIB,
         outcome.secs,
         outcome.appends,
@@ -222,6 +222,11 @@ fn run_note(settings: &Settings, outcome: &AppendOutcome) -> String {
         outcome.per_sync(),
         100.0 * outcome.sync_secs / outcome.secs.max(1e-9),
     )
+}
+
+/// Appends each appender keeps in flight: under `interval` an append is done once written.
+fn in_flight(policy: FlushPolicy, settings: &Settings) -> usize {
+    if policy == FlushPolicy::Ack { settings.in_flight } else { 1 }
 }
 
 /// The unjudged `ack` run with one append in flight per appender, beside its own baseline.
@@ -238,7 +243,7 @@ fn one_in_flight_figure(
             &format!("append {kib} KiB batches, ack, one in flight per appender"),
             "MB/s",
             outcome.mbs(),
-            &run_note(settings, outcome),
+            &run_note(FlushPolicy::Ack, settings, outcome),
         )
         .against(&format!("{} (paired)", baselines::FSYNC_PER_MIB), paired),
     );
@@ -305,7 +310,7 @@ async fn append_run(
     for _ in 0..settings.appenders.max(1) {
         let (log, appended, batch) = (Arc::clone(&log), Arc::clone(&appended), batch.clone());
         let (total, len) = (settings.bytes, batch.len() as u64);
-        let in_flight = if policy == FlushPolicy::Ack { settings.in_flight } else { 1 };
+        let in_flight = in_flight(policy, settings);
         tasks.spawn(async move {
             let mut appends = 0u64;
             // Ends of the appends written and not yet known durable, oldest first.
