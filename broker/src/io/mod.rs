@@ -57,6 +57,14 @@ impl Env {
     {
         self.spawner.spawn(name, Box::pin(task))
     }
+
+    /// Spawns a named task at low priority. See [`Spawner::spawn_background`].
+    pub fn spawn_background<F>(&self, name: &str, task: F) -> TaskHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.spawner.spawn_background(name, Box::pin(task))
+    }
 }
 
 impl std::fmt::Debug for Env {

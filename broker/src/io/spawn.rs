@@ -13,6 +13,14 @@ pub trait Spawner: Send + Sync {
     /// The task runs until it finishes, is aborted through its handle, or the node stops (in
     /// simulation a killed node's tasks are dropped mid-flight, exactly like a crashed process).
     fn spawn(&self, name: &str, task: BoxFuture<'static, ()>) -> TaskHandle;
+
+    /// Runs `task` as [`Spawner::spawn`] does, but at low priority: it gets the CPU only as the
+    /// node's other work leaves it some, for work nobody waits on urgently (reads for a consumer
+    /// catching up from far behind, which must not slow producers down). By default, and in
+    /// simulation, it is the same as `spawn`.
+    fn spawn_background(&self, name: &str, task: BoxFuture<'static, ()>) -> TaskHandle {
+        self.spawn(name, task)
+    }
 }
 
 /// Aborts a spawned task. Dropping the handle detaches the task; it keeps running.

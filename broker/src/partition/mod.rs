@@ -21,7 +21,7 @@ use crate::log::{
 };
 use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 use crate::replication::ReplicationError;
-use read_ahead::{Pending, READ_AHEAD_HOLD, ReadAhead, ReadAheadBudget};
+use read_ahead::{CATCH_UP_BEHIND_RECORDS, Pending, READ_AHEAD_HOLD, ReadAhead, ReadAheadBudget};
 use replica::ReplicaState;
 
 /// Why a produce to this partition failed.
@@ -379,11 +379,18 @@ impl Partition {
         self.read_ahead.offer(Arc::clone(&pending));
         let partition = Arc::clone(self);
         let clock = Arc::clone(&self.env.clock);
-        self.env.spawn("read-ahead", async move {
+        let task = async move {
             let read = partition.log.read(start, max_bytes, upper).await;
             drop(partition);
             pending.fill(read.ok(), reservation);
             pending.hold(&*clock).await;
-        });
+        };
+        // A consumer far behind the end is catching up: its reads wait for CPU the producers
+        // and the consumers at the tail leave idle, so that it can never slow them down.
+        if self.log.log_end_offset().0 - start.0 > CATCH_UP_BEHIND_RECORDS {
+            self.env.spawn_background("read-ahead (catching up)", task);
+        } else {
+            self.env.spawn("read-ahead", task);
+        }
     }
 }

@@ -14,6 +14,10 @@
 //! budget. Otherwise the fetch reads afresh. Reads ahead are bounded: a few per partition
 //! ([`READ_AHEAD_SLOTS`]), a broker-wide byte budget ([`ReadAheadBudget`]), and a result that
 //! no fetch takes within [`READ_AHEAD_HOLD`] is dropped.
+//!
+//! A consumer far behind the end ([`CATCH_UP_BEHIND_RECORDS`]) has its reads ahead run at low
+//! priority: it catches up on the CPU the producers and the consumers at the tail leave idle,
+//! and so cannot slow them down, however fast it could read.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -29,6 +33,10 @@ pub const READ_AHEAD_SLOTS: usize = 4;
 pub const READ_AHEAD_HOLD: Duration = Duration::from_millis(500);
 /// Bytes all reads ahead of a broker may hold together (the default budget).
 pub const READ_AHEAD_BYTES_MAX: usize = 32 << 20;
+/// A read ahead starting more than this many offsets behind the log end is for a consumer
+/// catching up, and runs at low priority ([`crate::io::Spawner::spawn_background`]): 64 MiB of
+/// 1 KiB records, far more than a consumer keeping up with the tail is ever behind.
+pub const CATCH_UP_BEHIND_RECORDS: i64 = 1 << 16;
 
 /// The broker-wide byte budget of reads ahead.
 #[derive(Debug)]
