@@ -385,8 +385,9 @@ impl Partition {
             pending.fill(read.ok(), reservation);
             pending.hold(&*clock).await;
         };
-        // A consumer far behind the end is catching up: its reads wait for CPU the producers
-        // and the consumers at the tail leave idle, so that it can never slow them down.
+        // A consumer far behind the end is catching up: the broker's reads for it wait for CPU
+        // the producers and the consumers at the tail leave idle, so that it slows them down
+        // as little as the broker can make it (its client's own CPU is beyond our reach).
         if self.log.log_end_offset().0 - start.0 > CATCH_UP_BEHIND_RECORDS {
             self.env.spawn_background("read-ahead (catching up)", task);
         } else {
