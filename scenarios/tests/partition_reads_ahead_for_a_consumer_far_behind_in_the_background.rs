@@ -18,7 +18,7 @@ use weir_sim::Sim;
 
 /// Records per batch: three batches put the first read ahead more than
 /// [`CATCH_UP_BEHIND_RECORDS`] behind the end, and the second less.
-const BATCH_RECORDS: i64 = CATCH_UP_BEHIND_RECORDS * 5 / 8;
+const BATCH_RECORDS: i64 = (CATCH_UP_BEHIND_RECORDS * 5 / 8) as i64;
 /// Batches in the log.
 const BATCHES: i64 = 3;
 /// A read's byte budget: one batch (a read always takes a whole first batch and stops before

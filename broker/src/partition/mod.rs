@@ -388,7 +388,7 @@ impl Partition {
         // A consumer far behind the end is catching up: the broker's reads for it wait for CPU
         // the producers and the consumers at the tail leave idle, so that it slows them down
         // as little as the broker can make it (its client's own CPU is beyond our reach).
-        if self.log.log_end_offset().0 - start.0 > CATCH_UP_BEHIND_RECORDS {
+        if self.log.log_end_offset().distance_from(start) > CATCH_UP_BEHIND_RECORDS {
             self.env.spawn_background("read-ahead (catching up)", task);
         } else {
             self.env.spawn("read-ahead", task);

@@ -36,7 +36,7 @@ pub const READ_AHEAD_BYTES_MAX: usize = 32 << 20;
 /// A read ahead starting more than this many offsets behind the log end is for a consumer
 /// catching up, and runs at low priority ([`crate::io::Spawner::spawn_background`]): 64 MiB of
 /// 1 KiB records, far more than a consumer keeping up with the tail is ever behind.
-pub const CATCH_UP_BEHIND_RECORDS: i64 = 1 << 16;
+pub const CATCH_UP_BEHIND_RECORDS: u64 = 1 << 16;
 
 /// The broker-wide byte budget of reads ahead.
 #[derive(Debug)]
