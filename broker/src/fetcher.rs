@@ -126,7 +126,14 @@ pub async fn follow(
                 Ok(0)
             }
         };
-        match step.await {
+        let stepped = step.await;
+        if matches!(stepped, Ok(copied) if copied > 0)
+            && let Some(b) = broker.upgrade()
+        {
+            // Consumers catching up on this broker make way for its replicas' appends too.
+            b.read_ahead.note_write(env.clock.now());
+        }
+        match stepped {
             Ok(copied) if catching_up && copied > 0 => {
                 let Some(b) = broker.upgrade() else { return };
                 let wait = b

@@ -185,6 +185,29 @@ impl Log {
         self.state().size_bytes()
     }
 
+    /// About how many bytes of batches lie from `offset` to the log end, without any I/O: the
+    /// segments after the one holding `offset` whole, and that one's bytes in proportion to
+    /// the share of its offsets at and after `offset`. Exact at segment boundaries.
+    pub fn bytes_from(&self, offset: Offset) -> u64 {
+        let state = self.state();
+        let mut bytes = 0u64;
+        for segment in state.segments.values().rev() {
+            if segment.base >= offset {
+                bytes = bytes.saturating_add(segment.size);
+                continue;
+            }
+            let span = segment.next_offset.distance_from(segment.base);
+            let after = segment.next_offset.distance_from(offset);
+            if span > 0 {
+                let share =
+                    u128::from(segment.size) * u128::from(after.min(span)) / u128::from(span);
+                bytes = bytes.saturating_add(u64::try_from(share).unwrap_or(u64::MAX));
+            }
+            break;
+        }
+        bytes
+    }
+
     /// How many segments the log has.
     pub fn segment_count(&self) -> usize {
         self.state().segments.len()

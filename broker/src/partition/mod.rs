@@ -21,7 +21,7 @@ use crate::log::{
 };
 use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 use crate::replication::ReplicationError;
-use read_ahead::{CATCH_UP_BEHIND_RECORDS, Pending, READ_AHEAD_HOLD, ReadAhead, ReadAheadBudget};
+use read_ahead::{Pending, READ_AHEAD_HOLD, ReadAhead, ReadAheadBudget};
 use replica::ReplicaState;
 
 /// Why a produce to this partition failed.
@@ -385,10 +385,11 @@ impl Partition {
             pending.fill(read.ok(), reservation);
             pending.hold(&*clock).await;
         };
-        // A consumer far behind the end is catching up: the broker's reads for it wait for CPU
-        // the producers and the consumers at the tail leave idle, so that it slows them down
-        // as little as the broker can make it (its client's own CPU is beyond our reach).
-        if self.log.log_end_offset().distance_from(start) > CATCH_UP_BEHIND_RECORDS {
+        // A consumer far behind the end is catching up: while the broker is being written to,
+        // its reads wait for CPU the writers and the consumers at the tail leave idle, so that
+        // it slows them down as little as the broker can make it (its client's own CPU is
+        // beyond our reach).
+        if budget.yields(self.log.bytes_from(start), self.env.clock.now()) {
             self.env.spawn_background("read-ahead (catching up)", task);
         } else {
             self.env.spawn("read-ahead", task);

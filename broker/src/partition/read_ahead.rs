@@ -15,15 +15,18 @@
 //! ([`READ_AHEAD_SLOTS`]), a broker-wide byte budget ([`ReadAheadBudget`]), and a result that
 //! no fetch takes within [`READ_AHEAD_HOLD`] is dropped.
 //!
-//! A consumer far behind the end ([`CATCH_UP_BEHIND_RECORDS`]) has its reads ahead run at low
-//! priority: it catches up on the CPU the producers and the consumers at the tail leave idle,
-//! and so cannot slow them down, however fast it could read.
+//! A consumer far behind the end ([`CATCH_UP_BEHIND_BYTES`]) has its reads ahead run at low
+//! priority while the broker is being written to (a produce or a replica's append within
+//! [`WRITES_RECENT`]): it catches up on the CPU the producers, the replicas and the consumers at
+//! the tail leave idle, and so cannot slow them down, however fast it could read. On a broker
+//! nobody writes to there is no one to make way for, and it reads like any other consumer.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::io::Instant;
 use crate::log::ReadResult;
 use crate::model::Offset;
 
@@ -33,16 +36,24 @@ pub const READ_AHEAD_SLOTS: usize = 4;
 pub const READ_AHEAD_HOLD: Duration = Duration::from_millis(500);
 /// Bytes all reads ahead of a broker may hold together (the default budget).
 pub const READ_AHEAD_BYTES_MAX: usize = 32 << 20;
-/// A read ahead starting more than this many offsets behind the log end is for a consumer
-/// catching up, and runs at low priority ([`crate::io::Spawner::spawn_background`]): 64 MiB of
-/// 1 KiB records, far more than a consumer keeping up with the tail is ever behind.
-pub const CATCH_UP_BEHIND_RECORDS: u64 = 1 << 16;
+/// A read ahead starting more than this many bytes of the log behind its end (see
+/// [`crate::log::Log::bytes_from`]) is for a consumer catching up, and runs at low priority
+/// ([`crate::io::Spawner::spawn_background`]) while the broker is being written to: far more
+/// than a consumer keeping up with the tail is ever behind.
+pub const CATCH_UP_BEHIND_BYTES: u64 = 64 << 20;
+/// The broker counts as being written to for this long after a produce or a replica's append.
+pub const WRITES_RECENT: Duration = Duration::from_secs(1);
 
-/// The broker-wide byte budget of reads ahead.
+/// The broker-wide budget of reads ahead: the bytes they may hold together, and when reads
+/// for consumers catching up yield the CPU to writers.
 #[derive(Debug)]
 pub struct ReadAheadBudget {
     reserved: AtomicUsize,
     max: usize,
+    /// Bytes behind the log end beyond which a consumer is catching up.
+    catch_up_behind: u64,
+    /// The monotonic time of the last write noted, in nanoseconds plus one (0: none yet).
+    last_write: AtomicU64,
 }
 
 /// Bytes taken from a [`ReadAheadBudget`], given back when dropped.
@@ -53,9 +64,35 @@ pub struct Reservation {
 }
 
 impl ReadAheadBudget {
-    /// A budget of `max` bytes (0 turns reading ahead off).
+    /// A budget of `max` bytes (0 turns reading ahead off), a consumer counting as catching up
+    /// beyond [`CATCH_UP_BEHIND_BYTES`].
     pub fn new(max: usize) -> Arc<ReadAheadBudget> {
-        Arc::new(ReadAheadBudget { reserved: AtomicUsize::new(0), max })
+        ReadAheadBudget::catching_up_beyond(max, CATCH_UP_BEHIND_BYTES)
+    }
+
+    /// A budget of `max` bytes, a consumer counting as catching up more than `behind` bytes
+    /// behind the log end.
+    pub fn catching_up_beyond(max: usize, behind: u64) -> Arc<ReadAheadBudget> {
+        Arc::new(ReadAheadBudget {
+            reserved: AtomicUsize::new(0),
+            max,
+            catch_up_behind: behind,
+            last_write: AtomicU64::new(0),
+        })
+    }
+
+    /// Notes that the broker took a write (a produce, or a replica's append) at `now`.
+    pub fn note_write(&self, now: Instant) {
+        self.last_write.fetch_max(now.as_nanos().saturating_add(1), Ordering::AcqRel);
+    }
+
+    /// Whether a read ahead starting `behind` bytes before the log end, at `now`, should run at
+    /// low priority: it is for a consumer catching up, and the broker is being written to.
+    pub fn yields(&self, behind: u64, now: Instant) -> bool {
+        let last = self.last_write.load(Ordering::Acquire);
+        let written_recently = last != 0
+            && now.saturating_duration_since(Instant::from_nanos(last - 1)) < WRITES_RECENT;
+        behind > self.catch_up_behind && written_recently
     }
 
     /// Takes `bytes` from the budget, if that many are left.
@@ -269,6 +306,22 @@ mod tests {
         drop(b);
         assert_eq!(budget.reserved(), 0);
         assert!(ReadAheadBudget::new(0).try_reserve(1).is_none(), "a zero budget is off");
+    }
+
+    #[test]
+    fn only_a_consumer_far_behind_on_a_broker_being_written_to_yields() {
+        let budget = ReadAheadBudget::catching_up_beyond(100, 1_000);
+        let at = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        assert!(!budget.yields(5_000, at(0)), "nothing written yet");
+        budget.note_write(at(0));
+        assert!(budget.yields(5_000, at(0)), "written at the origin of the clock");
+        assert!(!budget.yields(1_000, at(0)), "not beyond the threshold");
+        assert!(budget.yields(1_001, at(999)));
+        assert!(!budget.yields(5_000, at(1_000)), "the last write is a second old");
+        budget.note_write(at(1_500));
+        budget.note_write(at(1_200));
+        assert!(budget.yields(5_000, at(2_499)), "an older write does not hide a newer one");
+        assert!(!budget.yields(5_000, at(2_500)));
     }
 
     #[test]

@@ -118,6 +118,8 @@ async fn append(
     };
     match partition.produce(records, acks).await {
         Ok((produced, completion)) => {
+            // Consumers catching up make way for the producers from now on.
+            broker.read_ahead.note_write(broker.env.clock.now());
             let mut response = PartitionProduceResponse::default();
             response.index = index;
             response.base_offset = produced.base_offset.0;
