@@ -98,6 +98,10 @@ pub const THROUGHPUT_BATCH_BYTES: &str = "1000000";
 pub const LATENCY_LINGER_MS: &str = "1";
 /// Untimed seconds at the offered rate before each lagging-consumer measurement.
 const LAG_WARM_UP_SECS: f64 = 1.0;
+/// How long the consume cell waits after writing its log before it reads: longer than the
+/// broker counts itself as written to after a write.
+const QUIET_BEFORE_READING: Duration =
+    weir::partition::read_ahead::WRITES_RECENT.saturating_add(Duration::from_millis(500));
 /// Offered rate of the produce-ack latency runs.
 pub const ACK_RATE: f64 = 2000.0;
 
@@ -397,6 +401,12 @@ impl Run<'_> {
         }
         producer.flush()?;
         bar.finish_and_clear();
+        // The cell measures a consumer reading a log no one is writing to: it starts once the
+        // broker has taken no write for longer than it counts itself as written to (its reads
+        // for a consumer catching up yield to writers only while there are some; the lagging
+        // consumer cell measures that case), on a settled disk, untimed.
+        std::thread::sleep(QUIET_BEFORE_READING);
+        baselines::settle_disk()?;
         let hw = client::high_watermark(&self.bootstrap, &topic, 0)?.max(0) as u64;
         let consumer =
             client::consumer(&self.bootstrap, &format!("bench-{}-consume", self.tag), &[])?;
