@@ -5,32 +5,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bytes::Bytes;
-use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::{Log, LogConfig};
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::log::{BATCH_RECORDS, batch};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
-/// Records per batch.
-const RECORDS: i32 = 10;
 /// Batches per segment.
 const PER_SEGMENT: i64 = 4;
 /// Segments.
 const SEGMENTS: i64 = 3;
-
-fn batch(value_bytes: usize) -> Bytes {
-    let records: Vec<RecordSpec> = (0..RECORDS)
-        .map(|i| RecordSpec {
-            offset_delta: i,
-            timestamp: 1_000,
-            key: None,
-            value: Some(Bytes::from(vec![7u8; value_bytes])),
-            headers: Vec::new(),
-        })
-        .collect();
-    encode_batch(&records, &BatchOptions::default()).expect("a valid batch")
-}
 
 fn scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
@@ -39,31 +23,31 @@ fn scenario(seed: u64) -> Result<(), String> {
         let log = Log::open(env, PathBuf::from("events-0"), LogConfig::default())
             .await
             .map_err(|e| e.to_string())?;
-        let one = batch(100).len() as u64;
+        let one = batch(7, None).len() as u64;
         for segment in 0..SEGMENTS {
             if segment > 0 {
                 log.roll().await.map_err(|e| e.to_string())?;
             }
             for _ in 0..PER_SEGMENT {
-                log.append(batch(100), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
+                log.append(batch(7, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
             }
         }
         let batches = SEGMENTS * PER_SEGMENT;
         let end = log.log_end_offset();
-        ensure(end == Offset(batches * i64::from(RECORDS)), || format!("the log ends at {end:?}"))?;
+        ensure(end == Offset(batches * BATCH_RECORDS), || format!("the log ends at {end:?}"))?;
         for n in 0..=batches {
-            let at = Offset(n * i64::from(RECORDS));
+            let at = Offset(n * BATCH_RECORDS);
             let want = (batches - n) as u64 * one;
             let got = log.bytes_from(at);
             ensure(got == want, || format!("{got} bytes from batch {n} ({at:?}), want {want}"))?;
         }
         // Inside a batch: between the counts of its two ends.
-        let inside = log.bytes_from(Offset(i64::from(RECORDS) / 2));
+        let inside = log.bytes_from(Offset(BATCH_RECORDS / 2));
         ensure(inside < batches as u64 * one && inside > (batches - 1) as u64 * one, || {
             format!("{inside} bytes from the middle of the first batch")
         })?;
         ensure(log.bytes_from(Offset(end.0 + 5)) == 0, || "bytes past the end".to_string())?;
-        log.delete_records_before(Offset(i64::from(RECORDS) * PER_SEGMENT), end)
+        log.delete_records_before(Offset(BATCH_RECORDS * PER_SEGMENT), end)
             .await
             .map_err(|e| e.to_string())?;
         let whole = log.size_bytes();
