@@ -83,6 +83,12 @@ const FOUND_BY_SWEEPS: &[(u64, bool)] = &[
     // three partitions' leader epochs back. The leader kept its newer epoch and fenced its
     // followers' fetches for good: the final writes never finished.
     (0x30e7, false),
+    // A node that was both the active controller and a partition's leader was paused; the
+    // others moved the leadership and answered a DeleteRecords. On resuming, its broker's
+    // heartbeat was answered by its own, deposed controller from an image that predated the
+    // move, and it served a fetch as the leader it no longer was: records below the low
+    // watermark.
+    (0x144d3, true),
 ];
 
 #[test]

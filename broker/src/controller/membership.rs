@@ -3,7 +3,7 @@
 //! consider itself fenced (no heartbeat answered within the session timeout — it then stops
 //! leading, even before the controller says so).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -52,6 +52,13 @@ pub struct Membership {
     caught_up: AtomicBool,
     registered: AtomicBool,
     last_heartbeat: Mutex<Option<Instant>>,
+    /// The metadata log index the image must reach before this broker leads again: the index
+    /// of the answer to a heartbeat sent after its session may have lapsed, or that unfenced
+    /// it. Meanwhile the controller may have fenced it and moved its partitions' leadership,
+    /// and an image from before that would let it serve as a leader it no longer is (the
+    /// controller proves such an answer by a commit, so a deposed controller cannot give it).
+    /// Zero: none.
+    rejoin_at: AtomicU64,
     shutting_down: AtomicBool,
     /// Partitions whose log here went offline, reported with every heartbeat.
     offline: Mutex<Vec<(TopicId, i32)>>,
@@ -80,6 +87,7 @@ impl Membership {
             caught_up: AtomicBool::new(false),
             registered: AtomicBool::new(false),
             last_heartbeat: Mutex::new(None),
+            rejoin_at: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
             offline: Mutex::new(Vec::new()),
             changed: Notify::new(),
@@ -130,7 +138,8 @@ impl Membership {
     }
 
     /// Whether this broker must not serve as a leader: unregistered, no answered heartbeat
-    /// within the session timeout, or fenced in the image.
+    /// within the session timeout, an image older than the controller's when its session was
+    /// renewed after a lapse, or fenced in the image.
     pub fn is_fenced(&self) -> bool {
         if !self.registered.load(Ordering::Acquire) {
             return true;
@@ -140,7 +149,8 @@ impl Membership {
             self.env.clock.now().saturating_duration_since(t) > self.timing.session_timeout
         });
         let image = self.image();
-        silent || !self.knows_itself(&image) || !image.is_live(self.node())
+        let behind = image.offset < self.rejoin_at.load(Ordering::Acquire);
+        silent || behind || !self.knows_itself(&image) || !image.is_live(self.node())
     }
 
     /// This broker's part in `topic`/`partition` now.
@@ -185,6 +195,7 @@ impl Membership {
             incarnation: self.registration.incarnation,
             shutdown: true,
             offline: Vec::new(),
+            lapsed: false,
         };
         match self.call(&request, limit).await {
             Ok(Response::Done { offset, .. }) => {
@@ -237,24 +248,38 @@ async fn heartbeat_loop(membership: Weak<Membership>) {
             return;
         }
         let interval = m.timing.heartbeat_interval;
+        let sent = m.env.clock.now();
+        // More than half the session timeout since the last answered heartbeat was sent: the
+        // controller, which counts from when heartbeats arrive, may have fenced this broker
+        // and moved its partitions' leadership meanwhile.
+        let lapsed = m
+            .last_heartbeat
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none_or(|t| sent.saturating_duration_since(t) > m.timing.session_timeout / 2);
         let request = if m.registered.load(Ordering::Acquire) {
             Request::Heartbeat {
                 broker_id: m.node(),
                 incarnation: m.registration.incarnation,
                 shutdown: false,
                 offline: m.offline.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                lapsed,
             }
         } else {
             Request::Register(m.registration.clone())
         };
-        let sent = m.env.clock.now();
         if matches!(request, Request::Heartbeat { .. }) {
             m.client.copy_to_others(&request, interval);
         }
         match m.client.call(&request, Lane::Control, interval * 2).await {
-            Ok(Response::Done { .. }) => {
+            Ok(Response::Done { offset, fenced }) => {
                 if !m.registered.swap(true, Ordering::AcqRel) {
                     tracing::info!(node = m.node(), "registered with the controller");
+                }
+                // Back from a lapse, or unfenced by this answer: lead again only with an image
+                // that holds every change the controller made up to it.
+                if matches!(request, Request::Heartbeat { lapsed: true, .. }) || fenced {
+                    m.rejoin_at.fetch_max(offset, Ordering::AcqRel);
                 }
                 *m.last_heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(sent);
             }

@@ -81,6 +81,11 @@ pub enum Request {
         /// Partitions whose log here went offline (a failed write or sync): leadership and
         /// ISR membership move away from this broker for them.
         offline: Vec<(TopicId, i32)>,
+        /// The broker's session may have lapsed since its last answered heartbeat: the
+        /// controller answers only once an entry it proposed commits, with that entry's index,
+        /// so that the answer comes from a controller that still leads and the broker can wait
+        /// for every change made while it was away (see `Membership::is_fenced`).
+        lapsed: bool,
     },
     /// Create a topic.
     CreateTopic {
@@ -169,7 +174,8 @@ pub enum Response {
     Done {
         /// The index to wait for before the change is visible.
         offset: u64,
-        /// Whether the broker is fenced (heartbeats).
+        /// For a heartbeat: whether the broker was fenced when it arrived (this answer's entry
+        /// unfences it), or, for a controlled shutdown, whether it is fenced now.
         fenced: bool,
     },
     /// Producer ids `[first, first + count)`.
@@ -285,12 +291,13 @@ impl Request {
                 w.u8(if b.directory.is_some() { REGISTER_IN_DIRECTORY } else { REGISTER });
                 write_registration(&mut w, b);
             }
-            Request::Heartbeat { broker_id, incarnation, shutdown, offline } => {
+            Request::Heartbeat { broker_id, incarnation, shutdown, offline, lapsed } => {
                 w.u8(2).i32(*broker_id).u128(incarnation.0).bool(*shutdown);
                 w.u32(offline.len() as u32);
                 for (topic_id, partition) in offline {
                     w.topic_id(*topic_id).i32(*partition);
                 }
+                w.bool(*lapsed);
             }
             Request::CreateTopic { topic, validate_only } => {
                 w.u8(3);
@@ -360,6 +367,7 @@ impl Request {
                 offline: r.list("offline partitions", 20, |r| {
                     Ok((r.topic_id("topic id")?, r.i32("partition")?))
                 })?,
+                lapsed: r.bool("lapsed")?,
             },
             3 => Request::CreateTopic {
                 topic: read_topic(&mut r)?,
@@ -530,6 +538,7 @@ mod tests {
                 incarnation: Incarnation(5),
                 shutdown: true,
                 offline: vec![(TopicId([7; 16]), 2)],
+                lapsed: true,
             },
             Request::CreateTopic {
                 topic: NewTopic {

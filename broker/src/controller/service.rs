@@ -289,9 +289,22 @@ impl Controller {
         let image = self.image();
         let now = self.env.clock.now();
         let logic = logic.get_or_insert_with(|| self.take_over(&image, now));
+        // A broker back from a lapsed session is answered with an index only a quorum could
+        // have committed: this controller may have been deposed without knowing it (paused, or
+        // cut off, with that broker), and an index from its stale image would let the broker
+        // lead partitions that moved away meanwhile.
+        let prove = matches!(request, Request::Heartbeat { lapsed: true, .. });
+        // A heartbeat of a broker this controller fenced: the answer's entry unfences it, and
+        // the broker must not lead again before its image holds every change up to it.
+        let rejoining = match &request {
+            Request::Heartbeat { broker_id, shutdown: false, .. } => {
+                image.brokers.get(broker_id).is_some_and(|b| b.fenced)
+            }
+            _ => false,
+        };
         let outcome = match request {
             Request::Register(registration) => Ok(logic.register(&image, registration, now)),
-            Request::Heartbeat { broker_id, incarnation, shutdown, offline } => {
+            Request::Heartbeat { broker_id, incarnation, shutdown, offline, .. } => {
                 logic.heartbeat(&image, broker_id, incarnation, shutdown, &offline, now)
             }
             Request::CreateTopic { topic, validate_only } => {
@@ -367,7 +380,7 @@ impl Controller {
             image.brokers.get(&id).is_some_and(|b| b.fenced || b.shutting_down)
         };
         match outcome {
-            Ok(records) if records.is_empty() => {
+            Ok(records) if records.is_empty() && !prove => {
                 Response::Done { offset: image.offset, fenced: false }
             }
             Ok(records) => {
@@ -378,7 +391,7 @@ impl Controller {
                 match self.commit(records).await {
                     Ok(offset) => Response::Done {
                         offset,
-                        fenced: subject.is_some_and(|b| fenced_of(&self.image(), b)),
+                        fenced: rejoining || subject.is_some_and(|b| fenced_of(&self.image(), b)),
                     },
                     Err(error) => Response::Error { error, leader: self.leader() },
                 }
