@@ -85,9 +85,10 @@ impl Log {
             let (log, end) = (&*plan.log, plan.end);
             let window = Window { start: from, max_bytes, upper, dense, epochs: &epochs };
             let mut found = read_segment(log, position, expected, end, &window).await;
-            if found.is_err() && position > 0 {
-                // The index is only a hint and may itself have been misread: before reporting
-                // corruption, walk the segment from its start.
+            if found.is_err() && (position, expected) != (0, plan.base) {
+                // The index is only a hint and may itself have been misread (or point to the
+                // segment's first byte with another base offset): before reporting corruption,
+                // walk the segment from its start.
                 found = read_segment(log, 0, plan.base, end, &window).await;
             }
             let found = found?;
