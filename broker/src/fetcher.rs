@@ -126,21 +126,19 @@ pub async fn follow(
                 Ok(0)
             }
         };
-        let stepped = step.await;
-        if matches!(stepped, Ok(copied) if copied > 0)
-            && let Some(b) = broker.upgrade()
-        {
-            // Consumers catching up on this broker make way for its replicas' appends too.
-            b.read_ahead.note_write(env.clock.now());
-        }
-        match stepped {
-            Ok(copied) if catching_up && copied > 0 => {
+        match step.await {
+            Ok(copied) if copied > 0 => {
                 let Some(b) = broker.upgrade() else { return };
-                let wait = b
-                    .catch_up
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .charge(env.clock.now(), copied);
+                // Consumers catching up on this broker make way for its replicas' appends too.
+                b.read_ahead.note_write(env.clock.now());
+                let wait = if catching_up {
+                    b.catch_up
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .charge(env.clock.now(), copied)
+                } else {
+                    Duration::ZERO
+                };
                 drop(b);
                 if !wait.is_zero() {
                     env.clock.sleep(wait).await;
