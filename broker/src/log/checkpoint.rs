@@ -19,6 +19,10 @@ const CRC_BYTES: usize = 4;
 /// The largest checkpoint body accepted when reading (producer state is the big one).
 pub const CHECKPOINT_BODY_BYTES_MAX: usize = 64 << 20;
 const TEMP_SUFFIX: &str = ".tmp";
+/// Reads of a checkpoint that fails its checks before it is called invalid. More than a log
+/// batch gets: a checkpoint is tiny, and taking a passing fault for damage forgets what it
+/// recorded (a log start DeleteRecords moved, a recovery point).
+pub const CHECKPOINT_READ_ATTEMPTS: usize = 8;
 
 /// Why a checkpoint could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -112,11 +116,21 @@ pub async fn read(
     if len > CHECKPOINT_BODY_BYTES_MAX + HEADER_BYTES + CRC_BYTES {
         return Err(CheckpointError::Invalid { path, reason: "too large" });
     }
-    let bytes = file
-        .read_at(0, len)
-        .await
-        .map_err(|source| CheckpointError::Io { path: path.clone(), source })?;
-    decode(kind, &bytes).map(Some).map_err(|reason| CheckpointError::Invalid { path, reason })
+    // A read can return a flipped bit: one that fails its checks is read again before the
+    // file is called invalid, or a passing fault would make a caller forget what it recorded.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let bytes = file
+            .read_at(0, len)
+            .await
+            .map_err(|source| CheckpointError::Io { path: path.clone(), source })?;
+        match decode(kind, &bytes) {
+            Ok(decoded) => return Ok(Some(decoded)),
+            Err(_) if attempts < CHECKPOINT_READ_ATTEMPTS => continue,
+            Err(reason) => return Err(CheckpointError::Invalid { path, reason }),
+        }
+    }
 }
 
 /// Whether `name` is a leftover temporary file of [`write_atomic`] (safe to delete at start-up).

@@ -7,7 +7,10 @@
 //! The active segment keeps its entries in memory and writes them out when it is sealed (at
 //! roll or shutdown). Sealed segments are searched in their files, so memory does not grow with
 //! the length of the log. Index files are hints: recovery checks them against the log and
-//! rebuilds any that are missing or inconsistent.
+//! rebuilds any that are missing or inconsistent. They have no checksum, so what is kept from
+//! them (the active segment's entries, a sealed segment's largest timestamp) and time entries a
+//! lookup believes are read until several reads agree (`segment::read_agreed`); an offset
+//! entry a read follows is checked against the batch it names instead.
 
 use bytes::{BufMut, Bytes, BytesMut};
 

@@ -353,17 +353,17 @@ async fn open_sealed(
     {
         return Ok(None);
     }
+    // What these reads return is kept for as long as the log is open (the segment's largest
+    // timestamp decides retention and lookups): only bytes two reads agree on will do.
     let last_entry = if offsets.is_empty() {
         None
     } else {
-        index::decode_offset(
-            &offsets
-                .read_at(
-                    offsets.len() - index::OFFSET_ENTRY_BYTES as u64,
-                    index::OFFSET_ENTRY_BYTES,
-                )
-                .await?,
-        )
+        let at = offsets.len() - index::OFFSET_ENTRY_BYTES as u64;
+        let Some(bytes) = segment::read_agreed(&*offsets, at, index::OFFSET_ENTRY_BYTES).await?
+        else {
+            return Ok(None);
+        };
+        index::decode_offset(&bytes)
     };
     if last_entry.is_some_and(|e| u64::from(e.position) >= log.len())
         || (last_entry.is_none() && !log.is_empty())
@@ -373,9 +373,11 @@ async fn open_sealed(
     let last_time = if times.is_empty() {
         None
     } else {
-        index::decode_time(
-            &times.read_at(times.len() - TIME_ENTRY_BYTES as u64, TIME_ENTRY_BYTES).await?,
-        )
+        let at = times.len() - TIME_ENTRY_BYTES as u64;
+        let Some(bytes) = segment::read_agreed(&*times, at, TIME_ENTRY_BYTES).await? else {
+            return Ok(None);
+        };
+        index::decode_time(&bytes)
     };
     let size = log.len();
     Ok(Some(Segment {
@@ -428,7 +430,12 @@ async fn rescan(
     let Rescan { resume, may_truncate, dense } = how;
     let mut seg = Segment::new_active(base, Arc::clone(&log));
     let mut start = 0;
-    if let Some(point) = resume.filter(|p| p.position > 0 && p.position <= log.len())
+    let resume = resume.filter(|p| p.position > 0 && p.position <= log.len());
+    // Bytes below the recovery point were synced: even when its index cannot be loaded and the
+    // walk starts below it, a bad batch there is damage to report, never a tail to cut off
+    // (with it everything after it).
+    let durable = resume.map_or(0, |p| p.position);
+    if let Some(point) = resume
         && let Some(prefix) = load_prefix(disk, dir, base, &log, point).await?
     {
         seg.index = SegmentIndex::Active(prefix.0);
@@ -441,7 +448,7 @@ async fn rescan(
     let before = epochs.epoch_for(Offset(seg.next_offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
     let learn = Epochs::Learn(before);
     let mut walker = Walker::new(&*log, start, log.len(), seg.next_offset, dense, learn);
-    let mut rewrite = Rewrite::new(&*log, start);
+    let mut rewrite = Rewrite::new(&*log, start.max(durable));
     let stop = loop {
         match walker.next().await {
             Ok(Some(walked)) => {
@@ -449,12 +456,28 @@ async fn rescan(
                 let epoch = LeaderEpoch(header.partition_leader_epoch());
                 epochs.assign(epoch, Offset(header.base_offset()));
                 seg.record_batch(header, walked.position, interval);
-                if may_truncate {
+                if may_truncate && walked.position >= durable {
                     rewrite.push(walked.position, &walked.bytes).await?;
                 }
             }
             Ok(None) => break None,
             Err(WalkStop::Io(e)) => return Err(e),
+            Err(WalkStop::Invalid { position, error }) if may_truncate && position < durable => {
+                // Damage below the recovery point: reads reaching it report it. The walk goes
+                // on from the point, where the unflushed tail begins.
+                let Some(point) = resume else { break Some((position, error)) };
+                tracing::error!(log = %dir.display(), segment = %base, position, %error, "corrupt batch below the recovery point");
+                seg.size = point.position;
+                seg.next_offset = point.offset;
+                if let SegmentIndex::Active(active) = &mut seg.index {
+                    // The tail's first batch gets an entry of its own.
+                    active.bytes_since_entry = u64::MAX;
+                }
+                let before =
+                    epochs.epoch_for(Offset(point.offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
+                let learn = Epochs::Learn(before);
+                walker = Walker::new(&*log, point.position, log.len(), point.offset, dense, learn);
+            }
             Err(WalkStop::Invalid { position, error }) => break Some((position, error)),
         }
     };
@@ -541,8 +564,13 @@ async fn load_prefix(
     ) else {
         return Ok(None);
     };
-    let offset_bytes = offsets.read_at(0, offsets.len() as usize).await?;
-    let time_bytes = times.read_at(0, times.len() as usize).await?;
+    // The entries are kept and written out again: only bytes two reads agree on will do.
+    let (Some(offset_bytes), Some(time_bytes)) = (
+        segment::read_agreed(&*offsets, 0, offsets.len() as usize).await?,
+        segment::read_agreed(&*times, 0, times.len() as usize).await?,
+    ) else {
+        return Ok(None);
+    };
     let (Some(offsets), Some(times)) = (
         index::decode_offsets_checked(&offset_bytes, log.len()),
         index::decode_times_checked(&time_bytes),

@@ -149,6 +149,7 @@ impl Log {
                 .collect()
         };
         let log_start = self.log_start_offset();
+        let (dense, epochs) = (self.dense(), self.epochs());
         for (base, log, end, times) in candidates {
             let from = match times {
                 Some(times) => match segment::sealed_time_ceiling(&*times, timestamp).await? {
@@ -162,10 +163,13 @@ impl Log {
                 Some(plan) if plan.base == base => plan.start_position(from).await?,
                 _ => (0, base),
             };
-            if let Some(found) =
-                first_record_at_or_after(&*log, start, end, timestamp, log_start, self.epochs())
-                    .await?
-            {
+            let scan = Scan { end, timestamp, log_start, dense, epochs: &epochs };
+            let mut found = first_record_at_or_after(&*log, start, &scan).await;
+            if found.is_err() && start != (0, base) {
+                // The offset index is only a hint: walk the segment from its start.
+                found = first_record_at_or_after(&*log, (0, base), &scan).await;
+            }
+            if let Some(found) = found? {
                 return Ok(Some(found));
             }
         }
@@ -291,17 +295,28 @@ fn concat(pieces: &[Bytes], len: usize) -> Bytes {
     out.freeze()
 }
 
-/// Scans one segment from `position` (where a batch at `expected` starts) for the first record
-/// with a timestamp at or after `timestamp`.
-async fn first_record_at_or_after(
-    log: &dyn File,
-    (position, expected): (u64, Offset),
+/// What [`first_record_at_or_after`] looks for, and how it vouches for what it reads.
+struct Scan<'a> {
+    /// The segment's size.
     end: u64,
     timestamp: i64,
     log_start: Offset,
-    epochs: EpochCache,
+    /// Base offsets continue exactly: a batch whose base offset (outside its CRC) breaks the
+    /// sequence is a bad read, not an answer.
+    dense: bool,
+    epochs: &'a EpochCache,
+}
+
+/// Scans one segment from `position` (where a batch at `expected` starts) for the first record
+/// with a timestamp at or after the one wanted.
+async fn first_record_at_or_after(
+    log: &dyn File,
+    (position, expected): (u64, Offset),
+    scan: &Scan<'_>,
 ) -> Result<Option<(Offset, i64)>, ReadError> {
-    let mut walker = Walker::new(log, position, end, expected, false, Epochs::Verify(epochs));
+    let Scan { end, timestamp, log_start, dense, epochs } = *scan;
+    let epochs = Epochs::Verify(epochs.clone());
+    let mut walker = Walker::new(log, position, end, expected, dense, epochs);
     loop {
         let walked = match walker.next().await {
             Ok(Some(walked)) => walked,

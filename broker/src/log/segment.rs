@@ -196,7 +196,9 @@ pub(crate) async fn sealed_floor(
     Ok(best)
 }
 
-/// The first time entry at or after `timestamp` in a time index file, by binary search.
+/// The first time entry at or after `timestamp` in a time index file, by binary search. Unlike
+/// an offset entry, which a read checks against the batch it names, a time entry is believed
+/// as read (a wrong one would skip records), so each one is read as [`read_agreed`] does.
 pub(crate) async fn sealed_time_ceiling(
     file: &dyn File,
     timestamp: i64,
@@ -206,9 +208,11 @@ pub(crate) async fn sealed_time_ceiling(
     let mut best = None;
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        let bytes = file.read_at(mid * TIME_ENTRY_BYTES as u64, TIME_ENTRY_BYTES).await?;
-        let Some(entry) = index::decode_time(&bytes) else {
-            break;
+        let at = mid * TIME_ENTRY_BYTES as u64;
+        let read = read_agreed(file, at, TIME_ENTRY_BYTES).await?;
+        let Some(entry) = read.and_then(|bytes| index::decode_time(&bytes)) else {
+            // Reads that never agree: no hint, the caller scans the segment from its start.
+            return Ok(None);
         };
         if entry.timestamp >= timestamp {
             best = Some(entry);
@@ -218,6 +222,36 @@ pub(crate) async fn sealed_time_ceiling(
         }
     }
     Ok(best)
+}
+
+/// Reads that must agree, in a row, before [`read_agreed`] believes them.
+pub const AGREEING_READS: usize = 3;
+/// Reads [`read_agreed`] makes at most.
+pub const AGREEMENT_ATTEMPTS: usize = 2 * AGREEING_READS;
+
+/// Reads `len` bytes at `position` until [`AGREEING_READS`] reads in a row return the same
+/// bytes, at most [`AGREEMENT_ATTEMPTS`] times; `None` if they never did. For index bytes that
+/// are believed without being checked against the log: an index has no checksum, and a read
+/// can return a flipped bit — a wrong belief then needs the same flip in every one of them.
+pub(crate) async fn read_agreed(
+    file: &dyn File,
+    position: u64,
+    len: usize,
+) -> io::Result<Option<Bytes>> {
+    let mut last = file.read_at(position, len).await?;
+    let mut agreeing = 1;
+    for _ in 1..AGREEMENT_ATTEMPTS {
+        if agreeing == AGREEING_READS {
+            break;
+        }
+        let again = file.read_at(position, len).await?;
+        if again == last {
+            agreeing += 1;
+        } else {
+            (last, agreeing) = (again, 1);
+        }
+    }
+    Ok((agreeing == AGREEING_READS).then_some(last))
 }
 
 /// Writes an index's files beside the segment (temp file, sync, rename). The caller syncs the

@@ -1,0 +1,114 @@
+//! Recovery must never cut off synced batches. The partition checkpoint vouches that every byte
+//! of the active segment below its recovery point was synced; recovery walks only what follows,
+//! starting from the index entries the checkpoint wrote. Here those index files are gone, so
+//! recovery walks the segment from its start, and it meets a batch damaged by a latent sector
+//! error below the recovery point. That is damage to report, as in a sealed segment — never a
+//! torn tail to cut off, which would delete every acknowledged batch after it, and on a leader
+//! make its followers delete them too.
+//!
+//! After the reopen the log must end where it did; the batches before the damage and those past
+//! the recovery point must read back exactly; a read of the damaged batch must fail.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir::log::{Log, LogConfig, ReadError};
+use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::log::{BATCH_RECORDS, all_batches, batch, dir};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::Sim;
+
+/// Batches appended before the checkpoint, and after it.
+const BEFORE: u8 = 10;
+const AFTER: u8 = 5;
+/// The damaged batch, below the recovery point.
+const DAMAGED: u8 = 5;
+
+/// One segment for all the batches, and no retention by time (their timestamps are old).
+fn config() -> LogConfig {
+    LogConfig { retention_ms: -1, ..LogConfig::default() }
+}
+
+/// The first offset of batch `n`.
+fn offset_of(n: u8) -> Offset {
+    Offset(i64::from(n) * BATCH_RECORDS)
+}
+
+/// The batches read from `from` to `to`.
+async fn read(log: &Log, from: Offset, to: Offset) -> Result<Vec<Bytes>, String> {
+    let mut batches = Vec::new();
+    let mut at = from;
+    while at < to {
+        let read = log.read(at, 1 << 20, to).await.map_err(|e| format!("reading {at}: {e}"))?;
+        ensure(read.next_offset > at, || format!("a read at {at} made no progress"))?;
+        for b in weir::log::split::split_batches(&read.records) {
+            batches.push(b.map_err(|e| e.to_string())?);
+        }
+        at = read.next_offset;
+    }
+    Ok(batches)
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let limit = Duration::from_secs(60);
+    let stored = sim
+        .block_on(host, limit, move |env| async move {
+            let log = Log::open(env, dir(), config()).await.map_err(|e| e.to_string())?;
+            for n in 0..BEFORE + AFTER {
+                if n == BEFORE {
+                    log.checkpoint().await.map_err(|e| e.to_string())?;
+                }
+                log.append(batch(n, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
+            }
+            all_batches(&log).await
+        })
+        .ok_or("the appends did not finish")??;
+    ensure(stored.len() == usize::from(BEFORE + AFTER), || format!("{} batches", stored.len()))?;
+    let damaged_at: usize = stored[..usize::from(DAMAGED)].iter().map(Bytes::len).sum();
+    sim.kill(host);
+    // A bit of the damaged batch's records, inside its CRC, and the active index files go.
+    let records_start = 61 + (seed as usize % 40);
+    sim.corrupt_file(
+        host,
+        dir().join(format!("{:020}.log", 0)),
+        (damaged_at + records_start) as u64,
+    )
+    .map_err(|e| format!("corrupting the segment: {e}"))?;
+    sim.start(host);
+    let end = offset_of(BEFORE + AFTER);
+    let (reopened_end, before, damaged, after) = sim
+        .block_on(host, limit, move |env| async move {
+            for ext in ["index", "timeindex"] {
+                let path = dir().join(format!("{:020}.{ext}", 0));
+                env.disk.remove(&path).await.map_err(|e| format!("removing {ext}: {e}"))?;
+            }
+            let log = Log::open(env, dir(), config()).await.map_err(|e| e.to_string())?;
+            let reopened_end = log.log_end_offset();
+            let before = read(&log, Offset(0), offset_of(DAMAGED)).await?;
+            let damaged = log.read(offset_of(DAMAGED), 1 << 20, end).await;
+            let after = read(&log, offset_of(BEFORE), end).await?;
+            Ok::<_, String>((reopened_end, before, damaged, after))
+        })
+        .ok_or("the reopen did not finish")??;
+    ensure(reopened_end == end, || {
+        format!(
+            "the log reopened ending at {reopened_end}, not {end}: acknowledged batches are gone"
+        )
+    })?;
+    ensure(before[..] == stored[..usize::from(DAMAGED)], || {
+        format!("{} batches read before the damage, not the ones stored", before.len())
+    })?;
+    ensure(after[..] == stored[usize::from(BEFORE)..], || {
+        format!("{} batches read past the recovery point, not the ones stored", after.len())
+    })?;
+    ensure(matches!(damaged, Err(ReadError::Corrupt { .. })), || {
+        format!("reading the damaged batch gave {damaged:?}, not a corruption error")
+    })
+}
+
+#[test]
+fn log_recovery_keeps_synced_batches_past_damage() {
+    for_each_seed("log_recovery_keeps_synced_batches_past_damage", 0..8, scenario);
+}
