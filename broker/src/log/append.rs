@@ -232,13 +232,13 @@ impl Log {
             let Some(active) = state.active() else {
                 return Err(Offline::Closed.into());
             };
-            let SegmentIndex::Active(index) = &active.index else {
+            let Some(index) = active.index_to_seal() else {
                 return Ok(());
             };
             if active.size == 0 {
                 return Ok(());
             }
-            (active.base, index.clone(), state.log_end)
+            (active.base, index, state.log_end)
         };
         let disk = &*self.env.disk;
         let created = async {

@@ -436,12 +436,19 @@ async fn rescan(
     // (with it everything after it).
     let durable = resume.map_or(0, |p| p.position);
     if let Some(point) = resume
-        && let Some(prefix) = load_prefix(disk, dir, base, &log, point).await?
+        && let Some(mut index) = load_prefix(disk, dir, base, &log, point).await?
+        && let Some((max, max_batch)) =
+            max_since_last_entry(&log, base, &index, point, dense).await?
     {
-        seg.index = SegmentIndex::Active(prefix.0);
+        index.bytes_since_entry = index
+            .offsets
+            .last()
+            .map_or(0, |e| point.position.saturating_sub(u64::from(e.position)));
+        seg.index = SegmentIndex::Active(index);
         seg.size = point.position;
         seg.next_offset = point.offset;
-        seg.max_timestamp = prefix.1;
+        seg.max_timestamp = max;
+        seg.max_timestamp_batch = max_batch;
         start = point.position;
     }
     let interval = config.index_interval_bytes;
@@ -550,14 +557,14 @@ impl<'a> Rewrite<'a> {
 const REWRITE_CHUNK_BYTES: usize = 1 << 20;
 
 /// The index entries before a checkpointed recovery point, from the index files the checkpoint
-/// wrote, and the largest timestamp they record. `None` if the files do not fit the point.
+/// wrote. `None` if the files do not fit the point.
 async fn load_prefix(
     disk: &dyn crate::io::Disk,
     dir: &Path,
     base: Offset,
     log: &Arc<dyn File>,
     point: RecoveryPoint,
-) -> io::Result<Option<(ActiveIndex, i64)>> {
+) -> io::Result<Option<ActiveIndex>> {
     let (Some(offsets), Some(times)) = (
         open_optional(disk, dir, base, INDEX_EXT).await?,
         open_optional(disk, dir, base, TIME_INDEX_EXT).await?,
@@ -581,8 +588,40 @@ async fn load_prefix(
     if index.offsets.is_empty() {
         return Ok(None);
     }
-    let max_ts = index.times.last().map_or(-1, |t| t.timestamp);
-    Ok(Some((index, max_ts)))
+    Ok(Some(index))
+}
+
+/// The segment's largest timestamp below the recovery point, and the base offset of the batch
+/// holding it: the time index records it as of the last offset entry, and the batches from
+/// there to the point (at most one index interval) are walked for any that raised it since.
+/// `None` if that walk fails (the caller then walks the whole segment).
+async fn max_since_last_entry(
+    log: &Arc<dyn File>,
+    base: Offset,
+    index: &ActiveIndex,
+    point: RecoveryPoint,
+    dense: bool,
+) -> io::Result<Option<(i64, Offset)>> {
+    let Some(last) = index.offsets.last() else { return Ok(None) };
+    let at = |relative: u32| Offset(base.0 + i64::from(relative));
+    let (mut max, mut max_batch) =
+        index.times.last().map_or((-1, base), |t| (t.timestamp, at(t.relative)));
+    let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+    let from = u64::from(last.position);
+    let mut walker = Walker::new(&**log, from, point.position, at(last.relative), dense, epochs);
+    loop {
+        match walker.next().await {
+            Ok(Some(walked)) => {
+                if walked.header.max_timestamp() > max {
+                    max = walked.header.max_timestamp();
+                    max_batch = Offset(walked.header.base_offset());
+                }
+            }
+            Ok(None) => return Ok(Some((max, max_batch))),
+            Err(WalkStop::Io(e)) => return Err(e),
+            Err(WalkStop::Invalid { .. }) => return Ok(None),
+        }
+    }
 }
 
 /// Writes the index files of every rescanned segment except the last, which stays active.
@@ -596,9 +635,9 @@ async fn seal_all_but_last(
         if Some(*base) == last {
             continue;
         }
-        if let SegmentIndex::Active(active) = &seg.index {
+        if let Some(index) = seg.index_to_seal() {
             seg.index =
-                SegmentIndex::Sealed(segment::write_index_files(disk, dir, *base, active).await?);
+                SegmentIndex::Sealed(segment::write_index_files(disk, dir, *base, &index).await?);
         }
     }
     Ok(())

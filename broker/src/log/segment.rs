@@ -105,25 +105,32 @@ impl Segment {
         let len = header.total_bytes() as u64;
         debug_assert_eq!(position, self.size, "batches are appended at the end");
         let relative = self.relative(Offset(header.base_offset()));
-        let raises_max = header.max_timestamp() > self.max_timestamp;
-        if raises_max {
+        if header.max_timestamp() > self.max_timestamp {
             self.max_timestamp = header.max_timestamp();
             self.max_timestamp_batch = Offset(header.base_offset());
         }
+        let max = self
+            .relative(self.max_timestamp_batch)
+            .map(|relative| TimeEntry { timestamp: self.max_timestamp, relative });
         if let (SegmentIndex::Active(active), Some(relative), Ok(position)) =
             (&mut self.index, relative, u32::try_from(position))
         {
-            active.add(
-                relative,
-                position,
-                len,
-                self.max_timestamp,
-                raises_max,
-                index_interval_bytes,
-            );
+            active.add(relative, position, len, max, index_interval_bytes);
         }
         self.size = position + len;
         self.next_offset = Offset(header.last_offset() + 1);
+    }
+
+    /// The index to write out when this segment is sealed: the active one with a last time
+    /// entry for the segment's largest timestamp, which a reopen reads back as that timestamp
+    /// (batches after the last due entry may have raised it). `None` if already sealed.
+    pub(crate) fn index_to_seal(&self) -> Option<ActiveIndex> {
+        let SegmentIndex::Active(active) = &self.index else { return None };
+        let mut index = active.clone();
+        if let Some(relative) = self.relative(self.max_timestamp_batch) {
+            index.push_time(TimeEntry { timestamp: self.max_timestamp, relative });
+        }
+        Some(index)
     }
 
     /// Bytes the offset index of this segment takes (for `segment.index.bytes`).
@@ -136,13 +143,17 @@ impl Segment {
 }
 
 impl ActiveIndex {
+    /// Indexes a batch at `position` (`relative` to the base, `len` bytes), after which the
+    /// segment's largest timestamp is `max`: an offset entry when one is due, and with it a
+    /// time entry for `max` if it is newer than the last one (so the time index lags the
+    /// largest timestamp by at most one interval; sealing closes the gap, see
+    /// [`Segment::index_to_seal`]).
     fn add(
         &mut self,
         relative: u32,
         position: u32,
         len: u64,
-        max_ts: i64,
-        raises_max: bool,
+        max: Option<TimeEntry>,
         interval: u64,
     ) {
         let due = self.offsets.is_empty() || self.bytes_since_entry >= interval;
@@ -150,10 +161,19 @@ impl ActiveIndex {
             self.offsets.push(OffsetEntry { relative, position });
             self.bytes_since_entry = 0;
         }
-        if raises_max && (due || self.times.is_empty()) {
-            self.times.push(TimeEntry { timestamp: max_ts, relative });
+        if let Some(max) = max
+            && (due || self.times.is_empty())
+        {
+            self.push_time(max);
         }
         self.bytes_since_entry += len;
+    }
+
+    /// Adds a time entry for `max` if it is newer than the last one.
+    fn push_time(&mut self, max: TimeEntry) {
+        if max.timestamp > self.times.last().map_or(-1, |t| t.timestamp) {
+            self.times.push(max);
+        }
     }
 
     /// The entries up to (not including) byte `position`, for resuming after a checkpoint.

@@ -16,7 +16,7 @@ use crate::log::batch::{self, BatchHeader};
 use crate::log::epochs::EpochCache;
 use crate::log::error::MaintenanceError;
 use crate::log::records;
-use crate::log::segment::{self, ActiveIndex, LOG_EXT, Segment, SegmentIndex};
+use crate::log::segment::{self, ActiveIndex, LOG_EXT, Segment};
 use crate::log::walk::{Epochs, WalkStop, Walked, Walker};
 use crate::model::Offset;
 
@@ -124,10 +124,7 @@ pub(super) async fn write_cleaned(
         out.push(empty, &header).await?;
     }
     let segment = out.finish().await?;
-    let index = match &segment.index {
-        SegmentIndex::Active(index) => index.clone(),
-        SegmentIndex::Sealed(_) => ActiveIndex::default(),
-    };
+    let index = segment.index_to_seal().unwrap_or_default();
     let group_end = group.last().map_or(base, |s| s.end);
     if segment.next_offset > group_end {
         return Err(batch::BatchError::Corrupt("cleaned segment runs past its group").into());
