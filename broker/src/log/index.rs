@@ -1,8 +1,9 @@
 //! Sparse indexes of a segment, in Kafka's file formats so operators recognise them:
 //! - `.index`: 8-byte entries (offset relative to the segment base `u32`, byte position `u32`),
 //!   one per `index.interval.bytes` of log;
-//! - `.timeindex`: 12-byte entries (timestamp `i64`, relative offset `u32`), added whenever a
-//!   batch raises the segment's largest timestamp and an index entry is due.
+//! - `.timeindex`: 12-byte entries (timestamp `i64`, relative offset `u32`): the segment's
+//!   largest timestamp so far and the batch that first reached it, added with an offset entry
+//!   when it is newer than the last one, and once more when the segment is sealed.
 //!
 //! The active segment keeps its entries in memory and writes them out when it is sealed (at
 //! roll or shutdown). Sealed segments are searched in their files, so memory does not grow with
@@ -113,10 +114,11 @@ pub fn floor_offset(entries: &[OffsetEntry], relative: u32) -> Option<OffsetEntr
     after.checked_sub(1).and_then(|i| entries.get(i)).copied()
 }
 
-/// The first entry whose timestamp is at or after `timestamp`, if any.
-pub fn ceiling_time(entries: &[TimeEntry], timestamp: i64) -> Option<TimeEntry> {
-    let at = entries.partition_point(|e| e.timestamp < timestamp);
-    entries.get(at).copied()
+/// The last entry whose timestamp is older than `timestamp`, if any: where a scan for the first
+/// record at or after `timestamp` may start (see `segment::sealed_time_floor`).
+pub fn floor_time(entries: &[TimeEntry], timestamp: i64) -> Option<TimeEntry> {
+    let after = entries.partition_point(|e| e.timestamp < timestamp);
+    after.checked_sub(1).and_then(|i| entries.get(i)).copied()
 }
 
 #[cfg(test)]
@@ -140,8 +142,10 @@ mod tests {
         let times =
             vec![TimeEntry { timestamp: 5, relative: 0 }, TimeEntry { timestamp: 9, relative: 4 }];
         assert_eq!(decode_times_checked(&encode_times(&times)), Some(times.clone()));
-        assert_eq!(ceiling_time(&times, 6), Some(times[1]));
-        assert_eq!(ceiling_time(&times, 10), None);
+        assert_eq!(floor_time(&times, 5), None);
+        assert_eq!(floor_time(&times, 6), Some(times[0]));
+        assert_eq!(floor_time(&times, 9), Some(times[0]));
+        assert_eq!(floor_time(&times, 10), Some(times[1]));
     }
 
     #[test]

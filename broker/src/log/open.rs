@@ -354,7 +354,7 @@ async fn open_sealed(
         return Ok(None);
     }
     // What these reads return is kept for as long as the log is open (the segment's largest
-    // timestamp decides retention and lookups): only bytes two reads agree on will do.
+    // timestamp decides retention and lookups): only bytes several reads agree on will do.
     let last_entry = if offsets.is_empty() {
         None
     } else {
@@ -571,7 +571,7 @@ async fn load_prefix(
     ) else {
         return Ok(None);
     };
-    // The entries are kept and written out again: only bytes two reads agree on will do.
+    // The entries are kept and written out again: only bytes several reads agree on will do.
     let (Some(offset_bytes), Some(time_bytes)) = (
         segment::read_agreed(&*offsets, 0, offsets.len() as usize).await?,
         segment::read_agreed(&*times, 0, times.len() as usize).await?,

@@ -52,6 +52,14 @@ struct Plan {
     index: Lookup,
 }
 
+/// Where a segment's time index says a timestamp lookup may start.
+enum TimeHint {
+    /// A sealed segment's time index file (absent: from the segment's start).
+    File(Option<Arc<dyn File>>),
+    /// The entry the active segment's index in memory gives.
+    Entry(Option<super::index::TimeEntry>),
+}
+
 enum Lookup {
     /// From the in-memory index: a position and the base offset of the batch there.
     Position(u64, Offset),
@@ -130,8 +138,9 @@ impl Log {
         &self,
         timestamp: i64,
     ) -> Result<Option<(Offset, i64)>, ReadError> {
-        /// A segment that may hold the timestamp: base, log, size, time index.
-        type Candidate = (Offset, Arc<dyn File>, u64, Option<Arc<dyn File>>);
+        /// A segment that may hold the timestamp: base, log, size, where its time index says
+        /// a scan may start.
+        type Candidate = (Offset, Arc<dyn File>, u64, TimeHint);
         let candidates: Vec<Candidate> = {
             let state = self.state();
             state.check_online()?;
@@ -140,24 +149,27 @@ impl Log {
                 .values()
                 .filter(|s| s.max_timestamp >= timestamp)
                 .map(|s| {
-                    let times = match &s.index {
-                        SegmentIndex::Sealed(sealed) => sealed.times.clone(),
-                        SegmentIndex::Active(_) => None,
+                    let hint = match &s.index {
+                        SegmentIndex::Sealed(sealed) => TimeHint::File(sealed.times.clone()),
+                        SegmentIndex::Active(active) => {
+                            TimeHint::Entry(super::index::floor_time(&active.times, timestamp))
+                        }
                     };
-                    (s.base, Arc::clone(&s.log), s.size, times)
+                    (s.base, Arc::clone(&s.log), s.size, hint)
                 })
                 .collect()
         };
         let log_start = self.log_start_offset();
         let (dense, epochs) = (self.dense(), self.epochs());
-        for (base, log, end, times) in candidates {
-            let from = match times {
-                Some(times) => match segment::sealed_time_ceiling(&*times, timestamp).await? {
-                    Some(entry) => Offset(base.0 + i64::from(entry.relative)),
-                    None => base,
-                },
-                None => base,
+        for (base, log, end, hint) in candidates {
+            let entry = match hint {
+                TimeHint::File(Some(times)) => {
+                    segment::sealed_time_floor(&*times, timestamp).await?
+                }
+                TimeHint::File(None) => None,
+                TimeHint::Entry(entry) => entry,
             };
+            let from = entry.map_or(base, |e| Offset(base.0 + i64::from(e.relative)));
             let plan = self.plan(from.max(log_start));
             let start = match plan {
                 Some(plan) if plan.base == base => plan.start_position(from).await?,

@@ -216,10 +216,15 @@ pub(crate) async fn sealed_floor(
     Ok(best)
 }
 
-/// The first time entry at or after `timestamp` in a time index file, by binary search. Unlike
-/// an offset entry, which a read checks against the batch it names, a time entry is believed
-/// as read (a wrong one would skip records), so each one is read as [`read_agreed`] does.
-pub(crate) async fn sealed_time_ceiling(
+/// The last time entry older than `timestamp` in a time index file, by binary search: where a
+/// scan for the first record at or after `timestamp` may start. An entry records the segment's
+/// largest timestamp up to a batch and that batch, the first to reach it; every batch before it
+/// is older still, so nothing before it can be the record wanted. (The first entry at or after
+/// `timestamp` would not do: the batches between it and the entry before may hold the record.)
+/// Unlike an offset entry, which a read checks against the batch it names, a time entry is
+/// believed as read (a wrong one would skip records), so each one is read as [`read_agreed`]
+/// does.
+pub(crate) async fn sealed_time_floor(
     file: &dyn File,
     timestamp: i64,
 ) -> io::Result<Option<TimeEntry>> {
@@ -234,11 +239,11 @@ pub(crate) async fn sealed_time_ceiling(
             // Reads that never agree: no hint, the caller scans the segment from its start.
             return Ok(None);
         };
-        if entry.timestamp >= timestamp {
+        if entry.timestamp < timestamp {
             best = Some(entry);
-            hi = mid;
-        } else {
             lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
     Ok(best)
