@@ -92,12 +92,13 @@ impl Log {
             let (position, expected) = plan.start_position(from).await?;
             let (log, end) = (&*plan.log, plan.end);
             let window = Window { start: from, max_bytes, upper, dense, epochs: &epochs };
-            let mut found = read_segment(log, position, expected, end, &window).await;
-            if found.is_err() && (position, expected) != (0, plan.base) {
+            let from_entry = (position, expected) != (0, plan.base);
+            let mut found = read_segment(log, (position, expected, from_entry), end, &window).await;
+            if found.is_err() && from_entry {
                 // The index is only a hint and may itself have been misread (or point to the
                 // segment's first byte with another base offset): before reporting corruption,
                 // walk the segment from its start.
-                found = read_segment(log, 0, plan.base, end, &window).await;
+                found = read_segment(log, (0, plan.base, false), end, &window).await;
             }
             let found = found?;
             if let Some((records, next)) = found {
@@ -176,10 +177,12 @@ impl Log {
                 _ => (0, base),
             };
             let scan = Scan { end, timestamp, log_start, dense, epochs: &epochs };
-            let mut found = first_record_at_or_after(&*log, start, &scan).await;
-            if found.is_err() && start != (0, base) {
+            let from_entry = start != (0, base);
+            let mut found =
+                first_record_at_or_after(&*log, (start.0, start.1, from_entry), &scan).await;
+            if found.is_err() && from_entry {
                 // The offset index is only a hint: walk the segment from its start.
-                found = first_record_at_or_after(&*log, (0, base), &scan).await;
+                found = first_record_at_or_after(&*log, (0, base, false), &scan).await;
             }
             if let Some(found) = found? {
                 return Ok(Some(found));
@@ -232,20 +235,20 @@ impl Plan {
 }
 
 /// Reads batches of one segment from `position` (a batch boundary, where a batch with base
-/// offset `expected` starts, at or before the one holding `start`). Returns the batches and the
-/// offset after them, or `None` if the segment holds no batch reaching `start` below `upper`.
+/// offset `expected` starts — exactly that one if `from_entry`, an index entry's — at or before
+/// the one holding `start`). Returns the batches and the offset after them, or `None` if the
+/// segment holds no batch reaching `start` below `upper`.
 async fn read_segment(
     log: &dyn File,
-    position: u64,
-    expected: Offset,
+    (position, expected, from_entry): (u64, Offset, bool),
     end: u64,
     window: &Window<'_>,
 ) -> Result<Option<(Bytes, Offset)>, ReadError> {
     let Window { start, max_bytes, upper, dense, epochs } = *window;
     let chunk = max_bytes.saturating_add(INDEX_SLACK_BYTES);
     let epochs = Epochs::Verify(epochs.clone());
-    let mut walker =
-        Walker::new(log, position, end, expected, dense, epochs).with_chunk(chunk).frames_only();
+    let walker = Walker::new(log, position, end, expected, dense, epochs);
+    let mut walker = walker.starting_at_entry(from_entry).with_chunk(chunk).frames_only();
     let mut pieces: Vec<Bytes> = Vec::new();
     let (mut first, mut taken, mut next) = (0u64, 0usize, start);
     loop {
@@ -319,16 +322,18 @@ struct Scan<'a> {
     epochs: &'a EpochCache,
 }
 
-/// Scans one segment from `position` (where a batch at `expected` starts) for the first record
-/// with a timestamp at or after the one wanted.
+/// Scans one segment from `position` (where a batch at `expected` starts — exactly that one if
+/// `from_entry`, an index entry's) for the first record with a timestamp at or after the one
+/// wanted.
 async fn first_record_at_or_after(
     log: &dyn File,
-    (position, expected): (u64, Offset),
+    (position, expected, from_entry): (u64, Offset, bool),
     scan: &Scan<'_>,
 ) -> Result<Option<(Offset, i64)>, ReadError> {
     let Scan { end, timestamp, log_start, dense, epochs } = *scan;
     let epochs = Epochs::Verify(epochs.clone());
-    let mut walker = Walker::new(log, position, end, expected, dense, epochs);
+    let walker = Walker::new(log, position, end, expected, dense, epochs);
+    let mut walker = walker.starting_at_entry(from_entry);
     loop {
         let walked = match walker.next().await {
             Ok(Some(walked)) => walked,

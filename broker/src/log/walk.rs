@@ -23,8 +23,11 @@ pub(crate) enum Epochs {
     Learn(LeaderEpoch),
 }
 
+/// Bytes of a batch's base offset, its first field.
+const BASE_OFFSET_BYTES: usize = 8;
+
 /// Reads of one batch before it is declared corrupt.
-pub const READ_ATTEMPTS: usize = 3;
+pub const READ_ATTEMPTS: usize = 5;
 /// Bytes read at a time when walking a segment.
 pub const WALK_CHUNK_BYTES: usize = 256 << 10;
 
@@ -57,6 +60,9 @@ pub(crate) struct Walker<'a> {
     /// Whether each record of an uncompressed batch is scanned too, or only the frame, header
     /// and CRC are checked (see [`Walker::frames_only`]).
     scan_records: bool,
+    /// Whether the next batch's base offset must be exactly the one expected even where offsets
+    /// may have gaps (see [`Walker::starting_at_entry`]).
+    exact_next: bool,
 }
 
 /// One verified batch.
@@ -88,6 +94,7 @@ impl<'a> Walker<'a> {
             epochs,
             chunk: WALK_CHUNK_BYTES,
             scan_records: true,
+            exact_next: false,
         }
     }
 
@@ -97,6 +104,14 @@ impl<'a> Walker<'a> {
     /// fetches then cost a CRC pass, not a decode.
     pub(crate) fn frames_only(mut self) -> Walker<'a> {
         self.scan_records = false;
+        self
+    }
+
+    /// The walk starts where an index entry points (`exact`): that entry names the exact base
+    /// offset of the batch there, so the first batch must have it even where offsets may have
+    /// gaps — an entry misread into another batch boundary is then caught, not followed.
+    pub(crate) fn starting_at_entry(mut self, exact: bool) -> Walker<'a> {
+        self.exact_next = exact;
         self
     }
 
@@ -143,9 +158,18 @@ impl<'a> Walker<'a> {
                     }
                     Err(io) => return Err(WalkStop::Io(io)),
                 }
+                match self.confirm_base(header).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        error = BatchError::Corrupt("base offset changed between reads");
+                        continue;
+                    }
+                    Err(io) => return Err(WalkStop::Io(io)),
+                }
             }
             match checked {
                 Ok(header) => {
+                    self.exact_next = false;
                     let walked = Walked { position: self.cursor, header, bytes };
                     self.cursor += walked.bytes.len() as u64;
                     self.expected = Offset(header.last_offset() + 1);
@@ -164,7 +188,8 @@ impl<'a> Walker<'a> {
             batch::check_frame(bytes, usize::MAX)?
         };
         let base = header.base_offset();
-        let fits = if self.dense { base == self.expected.0 } else { base >= self.expected.0 };
+        let exact = self.dense || self.exact_next;
+        let fits = if exact { base == self.expected.0 } else { base >= self.expected.0 };
         if !fits {
             return Err(BatchError::Corrupt("base offset breaks the sequence"));
         }
@@ -195,6 +220,17 @@ impl<'a> Walker<'a> {
             self.epochs = Epochs::Learn(epoch);
         }
         Ok(confirmed)
+    }
+
+    /// Where offsets may have gaps, a batch's base offset (outside its CRC) is believed only if
+    /// a fresh read shows the same: nothing else vouches for it, and a flipped bit would serve
+    /// the batch's records under other offsets. Where they are dense, the sequence vouches.
+    async fn confirm_base(&self, header: &BatchHeader) -> std::io::Result<bool> {
+        if self.dense {
+            return Ok(true);
+        }
+        let again = self.file.read_at(self.cursor, BASE_OFFSET_BYTES).await?;
+        Ok(again.get(..BASE_OFFSET_BYTES) == Some(&header.base_offset().to_be_bytes()[..]))
     }
 
     /// The header of the batch at the cursor, unverified, read without disturbing the buffer:
