@@ -173,7 +173,10 @@ impl Log {
             let from = entry.map_or(base, |e| Offset(base.0 + i64::from(e.relative)));
             let plan = self.plan(from.max(log_start));
             let start = match plan {
-                Some(plan) if plan.base == base => plan.start_position(from).await?,
+                // The same segment file (a clean may have swapped in another with its base).
+                Some(plan) if plan.base == base && Arc::ptr_eq(&plan.log, &log) => {
+                    plan.start_position(from).await?
+                }
                 _ => (0, base),
             };
             let scan = Scan { end, timestamp, log_start, dense, epochs: &epochs };

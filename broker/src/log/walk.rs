@@ -51,6 +51,9 @@ pub(crate) struct Walker<'a> {
     end: u64,
     buf: Bytes,
     buf_at: u64,
+    /// Where offsets may have gaps: a second read of the bytes `buf` holds, against which each
+    /// batch's base offset is confirmed (see [`Walker::confirm_base`]).
+    second: Bytes,
     cursor: u64,
     expected: Offset,
     /// Whether base offsets must continue exactly (no compaction gaps).
@@ -88,6 +91,7 @@ impl<'a> Walker<'a> {
             end,
             buf: Bytes::new(),
             buf_at: position,
+            second: Bytes::new(),
             cursor: position,
             expected,
             dense,
@@ -139,6 +143,7 @@ impl<'a> Walker<'a> {
             if attempt > 0 {
                 // Drop the buffer: the next attempt reads the disk again.
                 self.buf = Bytes::new();
+                self.second = Bytes::new();
             }
             let bytes = match self.frame().await {
                 Ok(Ok(bytes)) => bytes,
@@ -223,14 +228,24 @@ impl<'a> Walker<'a> {
     }
 
     /// Where offsets may have gaps, a batch's base offset (outside its CRC) is believed only if
-    /// a fresh read shows the same: nothing else vouches for it, and a flipped bit would serve
-    /// the batch's records under other offsets. Where they are dense, the sequence vouches.
+    /// a second read shows the same: nothing else vouches for it, and a flipped bit would serve
+    /// the batch's records under other offsets. The second read is of the whole chunk, made as
+    /// the chunk is read (one more read per chunk, not per batch); a batch read outside the
+    /// chunk gets a read of its own. Where offsets are dense, the sequence vouches.
     async fn confirm_base(&self, header: &BatchHeader) -> std::io::Result<bool> {
         if self.dense {
             return Ok(true);
         }
-        let again = self.file.read_at(self.cursor, BASE_OFFSET_BYTES).await?;
-        Ok(again.get(..BASE_OFFSET_BYTES) == Some(&header.base_offset().to_be_bytes()[..]))
+        let want = header.base_offset().to_be_bytes();
+        let chunked = self.cursor.checked_sub(self.buf_at).and_then(|at| {
+            let at = usize::try_from(at).ok()?;
+            self.second.get(at..at.checked_add(BASE_OFFSET_BYTES)?)
+        });
+        if let Some(second) = chunked {
+            return Ok(second == want);
+        }
+        let second = self.file.read_at(self.cursor, BASE_OFFSET_BYTES).await?;
+        Ok(second.get(..BASE_OFFSET_BYTES) == Some(&want[..]))
     }
 
     /// The header of the batch at the cursor, unverified, read without disturbing the buffer:
@@ -288,6 +303,9 @@ impl<'a> Walker<'a> {
         let want = (len.max(self.chunk) as u64).min(self.end - self.cursor) as usize;
         self.buf = self.file.read_at(self.cursor, want).await?;
         self.buf_at = self.cursor;
+        if !self.dense {
+            self.second = self.file.read_at(self.cursor, want).await?;
+        }
         Ok(())
     }
 }
