@@ -1,8 +1,10 @@
 //! Opening a log: find its segments, trust what the last checkpoint says was durable, and
 //! re-verify only the tail after it — so recovery time depends on the unflushed tail, not on
-//! the size of the log. A torn or corrupt batch ends the log: the file is cut at the last valid
-//! batch and every later segment is dropped; so does an unsynced segment that ends short of the
-//! next one's base.
+//! the size of the log. A torn or corrupt batch in the unsynced tail ends the log: the file is
+//! cut at the last valid batch and every later segment is dropped; so does an unsynced segment
+//! that ends short of the next one's base. A bad batch in synced data (a latent sector error) is
+//! damage instead: reads of it report it, and the walk goes on past it, so the batches after it
+//! stay indexed and readable.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -11,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 
+use super::batch::BATCH_LOG_OVERHEAD_BYTES;
 use super::checkpoint;
 use super::cleaner::CLEANER_CHECKPOINT;
 use super::config::LogConfig;
@@ -20,6 +23,7 @@ use super::index::{self, TIME_ENTRY_BYTES};
 use super::partition_log::{Log, RecoveryPoint, State};
 use super::segment::{
     self, ActiveIndex, INDEX_EXT, LOG_EXT, SealedIndex, Segment, SegmentIndex, TIME_INDEX_EXT,
+    frame_len,
 };
 use super::walk::{Epochs, WalkStop, Walker};
 use crate::io::{Env, File};
@@ -298,7 +302,7 @@ async fn recover_segments(
             dir,
             base,
             log,
-            Rescan { resume, may_truncate: !trusted, dense },
+            Rescan { resume, may_truncate: !trusted, dense, next_base },
             config,
             epochs,
         )
@@ -414,6 +418,8 @@ struct Rescan {
     may_truncate: bool,
     /// Whether base offsets must continue exactly (the log was never compacted).
     dense: bool,
+    /// The next segment's base offset, if there is one.
+    next_base: Option<Offset>,
 }
 
 /// Rescans a segment from `resume` (or its start), rebuilding its index in memory and cutting
@@ -427,7 +433,7 @@ async fn rescan(
     config: &LogConfig,
     epochs: &mut EpochCache,
 ) -> io::Result<(Segment, bool)> {
-    let Rescan { resume, may_truncate, dense } = how;
+    let Rescan { resume, may_truncate, dense, next_base } = how;
     let mut seg = Segment::new_active(base, Arc::clone(&log));
     let mut start = 0;
     let resume = resume.filter(|p| p.position > 0 && p.position <= log.len());
@@ -435,6 +441,12 @@ async fn rescan(
     // walk starts below it, a bad batch there is damage to report, never a tail to cut off
     // (with it everything after it).
     let durable = resume.map_or(0, |p| p.position);
+    // Where synced data ends, at which byte and offset: damage before it is walked past.
+    let synced_end = if may_truncate {
+        resume.map(|p| (p.position, p.offset))
+    } else {
+        next_base.map(|next| (log.len(), next))
+    };
     if let Some(point) = resume
         && let Some(mut index) = load_prefix(disk, dir, base, &log, point).await?
         && let Some((max, max_batch)) =
@@ -469,23 +481,27 @@ async fn rescan(
             }
             Ok(None) => break None,
             Err(WalkStop::Io(e)) => return Err(e),
-            Err(WalkStop::Invalid { position, error }) if may_truncate && position < durable => {
-                // Damage below the recovery point: reads reaching it report it. The walk goes
-                // on from the point, where the unflushed tail begins.
-                let Some(point) = resume else { break Some((position, error)) };
-                tracing::error!(log = %dir.display(), segment = %base, position, %error, "corrupt batch below the recovery point");
-                seg.size = point.position;
-                seg.next_offset = point.offset;
+            Err(WalkStop::Invalid { position, error }) => {
+                let Some((end, end_offset)) = synced_end.filter(|(end, _)| position < *end) else {
+                    break Some((position, error));
+                };
+                // Damage in synced data: reads reaching it report it. The walk goes on past
+                // it, from the next batch if the damaged one's length leads to batches that
+                // reach the synced end (they stay readable), else from the synced end.
+                tracing::error!(log = %dir.display(), segment = %base, position, %error, "corrupt batch in synced data");
+                let (at, offset) =
+                    walk_past(&*log, position, end, end_offset).await?.unwrap_or((end, end_offset));
+                seg.size = at;
+                seg.next_offset = offset;
                 if let SegmentIndex::Active(active) = &mut seg.index {
-                    // The tail's first batch gets an entry of its own.
+                    // The next batch walked gets an entry of its own.
                     active.bytes_since_entry = u64::MAX;
                 }
                 let before =
-                    epochs.epoch_for(Offset(point.offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
+                    epochs.epoch_for(Offset(offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
                 let learn = Epochs::Learn(before);
-                walker = Walker::new(&*log, point.position, log.len(), point.offset, dense, learn);
+                walker = Walker::new(&*log, at, log.len(), offset, dense, learn);
             }
-            Err(WalkStop::Invalid { position, error }) => break Some((position, error)),
         }
     };
     let clean = stop.is_none();
@@ -553,6 +569,50 @@ impl<'a> Rewrite<'a> {
     }
 }
 
+/// Where a walk may go on past the damaged batch at `damaged`, in synced data that ends at byte
+/// `end` and offset `end_offset`: at the byte the damaged batch's length field leads to (it lies
+/// outside the CRC, and is most often intact), with the base offset the batch there gives. Both
+/// are believed only if the batches from there continue each other's offsets without a gap and
+/// the last ends exactly at `end` and `end_offset` (a wrong length or a flipped base offset
+/// breaks that chain). `None` otherwise: the caller goes on from the synced end, and the batches
+/// between stay unreadable.
+async fn walk_past(
+    log: &dyn File,
+    damaged: u64,
+    end: u64,
+    end_offset: Offset,
+) -> io::Result<Option<(u64, Offset)>> {
+    let Some(head) = segment::read_agreed(log, damaged, BATCH_LOG_OVERHEAD_BYTES).await? else {
+        return Ok(None);
+    };
+    let Some(next) = frame_len(&head).map(|len| damaged + len as u64).filter(|&n| n < end) else {
+        return Ok(None);
+    };
+    let Some(base) = segment::read_agreed(log, next, BASE_OFFSET_BYTES).await? else {
+        return Ok(None);
+    };
+    let Ok(base) = <[u8; BASE_OFFSET_BYTES]>::try_from(&base[..]) else { return Ok(None) };
+    let base = Offset(i64::from_be_bytes(base));
+    let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+    let mut walker = Walker::new(log, next, end, base, true, epochs).frames_only();
+    let mut reached = (next, base);
+    loop {
+        match walker.next().await {
+            Ok(Some(walked)) => {
+                let after = walked.position + walked.bytes.len() as u64;
+                reached = (after, Offset(walked.header.last_offset() + 1));
+            }
+            Ok(None) => break,
+            Err(WalkStop::Io(e)) => return Err(e),
+            Err(WalkStop::Invalid { .. }) => return Ok(None),
+        }
+    }
+    Ok((reached == (end, end_offset)).then_some((next, base)))
+}
+
+/// Bytes of a batch's base offset, its first field.
+const BASE_OFFSET_BYTES: usize = 8;
+
 /// Bytes rewritten at a time by [`Rewrite`].
 const REWRITE_CHUNK_BYTES: usize = 1 << 20;
 
@@ -572,19 +632,10 @@ async fn load_prefix(
         return Ok(None);
     };
     // The entries are kept and written out again: only bytes several reads agree on will do.
-    let (Some(offset_bytes), Some(time_bytes)) = (
-        segment::read_agreed(&*offsets, 0, offsets.len() as usize).await?,
-        segment::read_agreed(&*times, 0, times.len() as usize).await?,
-    ) else {
+    let Some(index) = segment::read_index_files(&*offsets, &*times, log.len()).await? else {
         return Ok(None);
     };
-    let (Some(offsets), Some(times)) = (
-        index::decode_offsets_checked(&offset_bytes, log.len()),
-        index::decode_times_checked(&time_bytes),
-    ) else {
-        return Ok(None);
-    };
-    let index = ActiveIndex { offsets, times, bytes_since_entry: 0 }.truncated_to(point.position);
+    let index = index.truncated_to(point.position);
     if index.offsets.is_empty() {
         return Ok(None);
     }

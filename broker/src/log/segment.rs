@@ -176,6 +176,25 @@ impl ActiveIndex {
         }
     }
 
+    /// Where to start walking the batches wholly below `relative` (a cut there): at the entry
+    /// before the last one at or below it. The batch at the last one may hold `relative`, while
+    /// the one before starts a batch that ends before the last one's begins. Up to that entry
+    /// the index vouches for the largest timestamp too: an offset entry comes with a time entry
+    /// whenever the largest timestamp grew since the last one, so the last time entry up to it
+    /// holds the largest timestamp of every batch up to it. `None` without two such entries.
+    pub(crate) fn kept_below(&self, relative: u32) -> Option<KeptPrefix> {
+        let at_or_below = self.offsets.partition_point(|e| e.relative <= relative);
+        let start_ix = at_or_below.checked_sub(2)?;
+        let start = *self.offsets.get(start_ix)?;
+        let times: Vec<TimeEntry> =
+            self.times.iter().copied().take_while(|t| t.relative <= start.relative).collect();
+        let max = times.last().copied();
+        let offsets = self.offsets.get(..start_ix)?.to_vec();
+        // The batch at `start` is walked again and gets its entry back.
+        let index = ActiveIndex { offsets, times, bytes_since_entry: u64::MAX };
+        Some(KeptPrefix { index, start, max })
+    }
+
     /// The entries up to (not including) byte `position`, for resuming after a checkpoint.
     pub(crate) fn truncated_to(&self, position: u64) -> ActiveIndex {
         let offsets: Vec<OffsetEntry> =
@@ -189,6 +208,42 @@ impl ActiveIndex {
             .collect();
         ActiveIndex { offsets, times, bytes_since_entry: 0 }
     }
+}
+
+/// Where a walk that keeps every batch of a segment wholly below an offset may start, from the
+/// segment's index: see [`ActiveIndex::kept_below`].
+pub(crate) struct KeptPrefix {
+    /// The entries before the walk's start; its first batch gets an entry of its own.
+    pub(crate) index: ActiveIndex,
+    /// Where the walk starts: a batch, and every one before it, wholly below the offset.
+    pub(crate) start: OffsetEntry,
+    /// The largest timestamp up to and including the batch at `start`, and the batch that
+    /// first reached it.
+    pub(crate) max: Option<TimeEntry>,
+}
+
+/// A sealed segment's whole index, read from its files to be kept in memory (the segment is
+/// becoming the active one again), or `None` if the files are implausible for a log of
+/// `log_bytes` bytes or their reads never agree (the caller then walks the log instead). What is
+/// kept is believed, so only bytes several reads agree on will do (see [`read_agreed`]).
+pub(crate) async fn read_index_files(
+    offsets: &dyn File,
+    times: &dyn File,
+    log_bytes: u64,
+) -> io::Result<Option<ActiveIndex>> {
+    let (Some(offset_bytes), Some(time_bytes)) = (
+        read_agreed(offsets, 0, offsets.len() as usize).await?,
+        read_agreed(times, 0, times.len() as usize).await?,
+    ) else {
+        return Ok(None);
+    };
+    let (Some(offsets), Some(times)) = (
+        index::decode_offsets_checked(&offset_bytes, log_bytes),
+        index::decode_times_checked(&time_bytes),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(ActiveIndex { offsets, times, bytes_since_entry: 0 }))
 }
 
 /// The largest index entry at or before `relative` in an index file of `len` bytes, found by
@@ -329,4 +384,41 @@ pub(crate) fn frame_len(bytes: &[u8]) -> Option<usize> {
     let field: [u8; 4] = bytes.get(8..12)?.try_into().ok()?;
     let len = usize::try_from(i32::from_be_bytes(field)).ok()?;
     (len + BATCH_LOG_OVERHEAD_BYTES >= BATCH_HEADER_BYTES).then_some(len + BATCH_LOG_OVERHEAD_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(offsets: &[(u32, u32)], times: &[(i64, u32)]) -> ActiveIndex {
+        ActiveIndex {
+            offsets: offsets
+                .iter()
+                .map(|&(relative, position)| OffsetEntry { relative, position })
+                .collect(),
+            times: times
+                .iter()
+                .map(|&(timestamp, relative)| TimeEntry { timestamp, relative })
+                .collect(),
+            bytes_since_entry: 0,
+        }
+    }
+
+    #[test]
+    fn a_cut_keeps_the_index_up_to_the_entry_before_the_last_one_below_it() {
+        let full = index(&[(0, 0), (10, 100), (20, 200), (30, 300)], &[(5, 0), (9, 12), (11, 25)]);
+        // Offset 25 may lie in the batch at entry 20: the walk starts at entry 10.
+        let kept = full.kept_below(25).expect("two entries at or below 25");
+        assert_eq!(kept.start, OffsetEntry { relative: 10, position: 100 });
+        assert_eq!(kept.index.offsets, vec![OffsetEntry { relative: 0, position: 0 }]);
+        // Time entries up to the start's batch only: batch 12 reached 9 after it.
+        assert_eq!(kept.index.times, vec![TimeEntry { timestamp: 5, relative: 0 }]);
+        assert_eq!(kept.max, Some(TimeEntry { timestamp: 5, relative: 0 }));
+        let kept = full.kept_below(30).expect("entries at or below 30");
+        assert_eq!(kept.start, OffsetEntry { relative: 20, position: 200 });
+        assert_eq!(kept.max, Some(TimeEntry { timestamp: 9, relative: 12 }));
+        // Fewer than two entries at or below: walk from the start.
+        assert!(full.kept_below(9).is_none());
+        assert!(full.kept_below(0).is_none());
+    }
 }

@@ -6,9 +6,14 @@
 //! shorter than the cut, never to anything else: the partition checkpoint's recovery point is
 //! lowered to the cut first (so recovery rescans from there rather than trusting what follows),
 //! then the epoch checkpoint forgets the epochs past the cut, later segments' files are
-//! removed, and the holding segment's file is cut and synced. A follower that restarts asks
+//! removed, the holding segment's index files are rewritten for the batches it keeps (entries
+//! that hold for its file before the cut and after), and its file is cut and synced. A follower that restarts asks
 //! its leader again where the logs diverge, so a cut a crash interrupted is cut again. The
-//! holding segment becomes the active one, its index rebuilt by walking it.
+//! holding segment becomes the active one. Its index is kept up to the entry before the cut and
+//! rebuilt from there by walking the batches up to the cut (from the segment's start where the
+//! index is unusable): batches below that entry are not walked again, so damage among them (a
+//! latent sector error in synced data, which reads report) does not move the cut below its
+//! target, and a cut walks at most about two index intervals, not a whole segment.
 
 use std::io;
 use std::sync::Arc;
@@ -18,8 +23,9 @@ use super::epochs::EPOCH_CHECKPOINT;
 use super::error::{AppendError, MaintenanceError};
 use super::open::remove_segment_files;
 use super::partition_log::{Log, RecoveryPoint};
-use super::segment::{self, INDEX_EXT, LOG_EXT, Segment, TIME_INDEX_EXT};
+use super::segment::{self, ActiveIndex, KeptPrefix, LOG_EXT, Segment, SegmentIndex};
 use super::walk::{Epochs, WalkStop, Walker};
+use crate::io::File;
 use crate::model::{LeaderEpoch, Offset};
 
 impl Log {
@@ -43,7 +49,7 @@ impl Log {
             }
             return Ok(end);
         }
-        let (base, log, dense, log_start, interval) = {
+        let (base, log, dense, log_start, interval, holding) = {
             let state = self.state();
             state.check_online()?;
             let target = offset.max(state.log_start);
@@ -51,22 +57,26 @@ impl Log {
                 return Ok(state.log_end);
             };
             let interval = self.config().index_interval_bytes;
-            (base, Arc::clone(&seg.log), !state.gapped, state.log_start, interval)
+            let holding = match &seg.index {
+                SegmentIndex::Active(active) => Holding::Active(active.clone()),
+                SegmentIndex::Sealed(sealed) => {
+                    Holding::Sealed(sealed.offsets.clone(), sealed.times.clone())
+                }
+            };
+            (base, Arc::clone(&seg.log), !state.gapped, state.log_start, interval, holding)
         };
         let target = offset.max(log_start);
-        // The holding segment anew: every batch wholly below the target.
-        let mut kept = Segment::new_active(base, Arc::clone(&log));
-        let mut walker =
-            Walker::new(&*log, 0, log.len(), base, dense, Epochs::Learn(LeaderEpoch(i32::MIN)));
-        loop {
-            match walker.next().await {
-                Ok(Some(walked)) if walked.header.last_offset() < target.0 => {
-                    kept.record_batch(&walked.header, walked.position, interval);
-                }
-                Ok(_) | Err(WalkStop::Invalid { .. }) => break,
-                Err(WalkStop::Io(e)) => return Err(self.failed(e)),
+        // The holding segment anew: every batch wholly below the target, walked from its
+        // index's entry just below the target where the index allows, else from its start.
+        let prefix = match holding.index(&*log).await {
+            Ok(index) => index.and_then(|i| i.kept_below(u32::try_from(target.0 - base.0).ok()?)),
+            Err(e) => {
+                tracing::warn!(log = %self.dir.display(), segment = %base, error = %e, "the index of the segment to cut is unreadable: walking it from its start");
+                None
             }
-        }
+        };
+        let walk = Walk { base, log: &log, dense, interval, target };
+        let kept = walk.keep(prefix).await.map_err(|e| self.failed(e))?;
         // The cut may remove a batch that straddles the log start: the log then continues at
         // the log start, in a segment of its own (offsets within a segment are dense).
         let natural = kept.next_offset;
@@ -99,13 +109,14 @@ impl Log {
         for b in &later {
             remove_segment_files(disk, &self.dir, *b).await.map_err(|e| self.failed(e))?;
         }
-        // 4. The holding segment is cut; its index files, if it was sealed, are stale.
-        for ext in [INDEX_EXT, TIME_INDEX_EXT] {
-            match disk.remove(&segment::path(&self.dir, base, ext)).await {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(self.failed(e)),
-            }
+        // 4. The holding segment's index files describe the kept batches only (entries valid
+        // for the file before the cut and after it alike), then the segment is cut. Recovery
+        // resumes from them at the lowered point; without them it would walk the segment from
+        // its start, and damage below the point would leave the batches after it unindexed.
+        if let SegmentIndex::Active(index) = &kept.index {
+            segment::write_index_files(disk, &self.dir, base, index)
+                .await
+                .map_err(|e| self.failed(e))?;
         }
         log.truncate(kept.size).await.map_err(|e| self.failed(e))?;
         log.sync_data().await.map_err(|e| self.failed(e))?;
@@ -225,5 +236,76 @@ impl Log {
     /// (recovery then finishes or undoes the cut).
     fn failed(&self, e: io::Error) -> MaintenanceError {
         self.go_offline(super::error::Offline::WriteFailed(e.kind())).into()
+    }
+}
+
+/// The index of the segment holding a cut, as the log had it.
+enum Holding {
+    /// The active segment's entries, in memory.
+    Active(ActiveIndex),
+    /// A sealed segment's index files, if it has them.
+    Sealed(Option<Arc<dyn File>>, Option<Arc<dyn File>>),
+}
+
+impl Holding {
+    /// The whole index, if it is at hand (a sealed segment's read until reads agree).
+    async fn index(self, log: &dyn File) -> io::Result<Option<ActiveIndex>> {
+        match self {
+            Holding::Active(active) => Ok(Some(active)),
+            Holding::Sealed(Some(offsets), Some(times)) => {
+                segment::read_index_files(&*offsets, &*times, log.len()).await
+            }
+            Holding::Sealed(..) => Ok(None),
+        }
+    }
+}
+
+/// The walk that rebuilds the holding segment of a cut.
+struct Walk<'a> {
+    base: Offset,
+    log: &'a Arc<dyn File>,
+    dense: bool,
+    interval: u64,
+    target: Offset,
+}
+
+impl Walk<'_> {
+    /// The holding segment with every batch wholly below the target, walked from `prefix` (see
+    /// [`ActiveIndex::kept_below`]) or from its start. The walk stops at the first bad batch:
+    /// only what lies before the walk's start is kept unwalked, so damage there (a latent
+    /// sector error in durable data) does not cut the batches after it. A walk from a prefix
+    /// that finds no batch where its entry points walks again from the start.
+    async fn keep(&self, mut prefix: Option<KeptPrefix>) -> io::Result<Segment> {
+        let Walk { base, log, dense, interval, target } = *self;
+        'walks: loop {
+            let mut kept = Segment::new_active(base, Arc::clone(log));
+            let from_entry = prefix.is_some();
+            if let Some(KeptPrefix { index, start, max }) = prefix.take() {
+                kept.index = SegmentIndex::Active(index);
+                kept.size = u64::from(start.position);
+                kept.next_offset = Offset(base.0 + i64::from(start.relative));
+                if let Some(max) = max {
+                    kept.max_timestamp = max.timestamp;
+                    kept.max_timestamp_batch = Offset(base.0 + i64::from(max.relative));
+                }
+            }
+            let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+            let mut walker =
+                Walker::new(&**log, kept.size, log.len(), kept.next_offset, dense, epochs)
+                    .starting_at_entry(from_entry);
+            let mut walked_any = false;
+            loop {
+                match walker.next().await {
+                    Ok(Some(walked)) if walked.header.last_offset() < target.0 => {
+                        kept.record_batch(&walked.header, walked.position, interval);
+                        walked_any = true;
+                    }
+                    Ok(_) => return Ok(kept),
+                    Err(WalkStop::Invalid { .. }) if from_entry && !walked_any => continue 'walks,
+                    Err(WalkStop::Invalid { .. }) => return Ok(kept),
+                    Err(WalkStop::Io(e)) => return Err(e),
+                }
+            }
+        }
     }
 }
