@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 
-use super::batch::BATCH_LOG_OVERHEAD_BYTES;
 use super::checkpoint;
 use super::cleaner::CLEANER_CHECKPOINT;
 use super::config::LogConfig;
@@ -23,9 +22,8 @@ use super::index::{self, TIME_ENTRY_BYTES};
 use super::partition_log::{Log, RecoveryPoint, State};
 use super::segment::{
     self, ActiveIndex, INDEX_EXT, LOG_EXT, SealedIndex, Segment, SegmentIndex, TIME_INDEX_EXT,
-    frame_len,
 };
-use super::walk::{Epochs, WalkStop, Walker};
+use super::walk::{Epochs, WalkStop, Walker, walk_past};
 use crate::io::{Env, File};
 use crate::model::{LeaderEpoch, Offset};
 
@@ -568,50 +566,6 @@ impl<'a> Rewrite<'a> {
         self.flush().await
     }
 }
-
-/// Where a walk may go on past the damaged batch at `damaged`, in synced data that ends at byte
-/// `end` and offset `end_offset`: at the byte the damaged batch's length field leads to (it lies
-/// outside the CRC, and is most often intact), with the base offset the batch there gives. Both
-/// are believed only if the batches from there continue each other's offsets without a gap and
-/// the last ends exactly at `end` and `end_offset` (a wrong length or a flipped base offset
-/// breaks that chain). `None` otherwise: the caller goes on from the synced end, and the batches
-/// between stay unreadable.
-async fn walk_past(
-    log: &dyn File,
-    damaged: u64,
-    end: u64,
-    end_offset: Offset,
-) -> io::Result<Option<(u64, Offset)>> {
-    let Some(head) = segment::read_agreed(log, damaged, BATCH_LOG_OVERHEAD_BYTES).await? else {
-        return Ok(None);
-    };
-    let Some(next) = frame_len(&head).map(|len| damaged + len as u64).filter(|&n| n < end) else {
-        return Ok(None);
-    };
-    let Some(base) = segment::read_agreed(log, next, BASE_OFFSET_BYTES).await? else {
-        return Ok(None);
-    };
-    let Ok(base) = <[u8; BASE_OFFSET_BYTES]>::try_from(&base[..]) else { return Ok(None) };
-    let base = Offset(i64::from_be_bytes(base));
-    let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
-    let mut walker = Walker::new(log, next, end, base, true, epochs).frames_only();
-    let mut reached = (next, base);
-    loop {
-        match walker.next().await {
-            Ok(Some(walked)) => {
-                let after = walked.position + walked.bytes.len() as u64;
-                reached = (after, Offset(walked.header.last_offset() + 1));
-            }
-            Ok(None) => break,
-            Err(WalkStop::Io(e)) => return Err(e),
-            Err(WalkStop::Invalid { .. }) => return Ok(None),
-        }
-    }
-    Ok((reached == (end, end_offset)).then_some((next, base)))
-}
-
-/// Bytes of a batch's base offset, its first field.
-const BASE_OFFSET_BYTES: usize = 8;
 
 /// Bytes rewritten at a time by [`Rewrite`].
 const REWRITE_CHUNK_BYTES: usize = 1 << 20;

@@ -11,9 +11,10 @@
 //! its leader again where the logs diverge, so a cut a crash interrupted is cut again. The
 //! holding segment becomes the active one. Its index is kept up to the entry before the cut and
 //! rebuilt from there by walking the batches up to the cut (from the segment's start where the
-//! index is unusable): batches below that entry are not walked again, so damage among them (a
-//! latent sector error in synced data, which reads report) does not move the cut below its
-//! target, and a cut walks at most about two index intervals, not a whole segment.
+//! index is unusable), so a cut walks about two index intervals, not a whole segment. Damage (a
+//! latent sector error in synced data, which reads report) never moves the cut below its
+//! target: batches below that entry are not walked again, and a damaged batch the walk meets is
+//! walked past when it lies wholly below the target.
 
 use std::io;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use super::error::{AppendError, MaintenanceError};
 use super::open::remove_segment_files;
 use super::partition_log::{Log, RecoveryPoint};
 use super::segment::{self, ActiveIndex, KeptPrefix, LOG_EXT, Segment, SegmentIndex};
-use super::walk::{Epochs, WalkStop, Walker};
+use super::walk::{Epochs, WalkStop, Walker, walk_past};
 use crate::io::File;
 use crate::model::{LeaderEpoch, Offset};
 
@@ -57,14 +58,17 @@ impl Log {
                 return Ok(state.log_end);
             };
             let interval = self.config().index_interval_bytes;
+            let holding_end = (seg.size, seg.next_offset);
             let holding = match &seg.index {
                 SegmentIndex::Active(active) => Holding::Active(active.clone()),
                 SegmentIndex::Sealed(sealed) => {
                     Holding::Sealed(sealed.offsets.clone(), sealed.times.clone())
                 }
             };
-            (base, Arc::clone(&seg.log), !state.gapped, state.log_start, interval, holding)
+            let log = Arc::clone(&seg.log);
+            (base, log, !state.gapped, state.log_start, interval, (holding, holding_end))
         };
+        let (holding, (end, end_offset)) = holding;
         let target = offset.max(log_start);
         // The holding segment anew: every batch wholly below the target, walked from its
         // index's entry just below the target where the index allows, else from its start.
@@ -75,7 +79,7 @@ impl Log {
                 None
             }
         };
-        let walk = Walk { base, log: &log, dense, interval, target };
+        let walk = Walk { base, log: &log, dense, interval, target, end, end_offset };
         let kept = walk.keep(prefix).await.map_err(|e| self.failed(e))?;
         // The cut may remove a batch that straddles the log start: the log then continues at
         // the log start, in a segment of its own (offsets within a segment are dense).
@@ -267,16 +271,20 @@ struct Walk<'a> {
     dense: bool,
     interval: u64,
     target: Offset,
+    /// Where the holding segment ends: its size, and the offset after its last batch.
+    end: u64,
+    end_offset: Offset,
 }
 
 impl Walk<'_> {
     /// The holding segment with every batch wholly below the target, walked from `prefix` (see
-    /// [`ActiveIndex::kept_below`]) or from its start. The walk stops at the first bad batch:
-    /// only what lies before the walk's start is kept unwalked, so damage there (a latent
-    /// sector error in durable data) does not cut the batches after it. A walk from a prefix
-    /// that finds no batch where its entry points walks again from the start.
+    /// [`ActiveIndex::kept_below`]) or from its start. What lies before the walk's start is
+    /// kept unwalked. A bad batch the walk meets (a latent sector error) is walked past if it
+    /// lies wholly below the target and the batches after it chain to the segment's end (see
+    /// [`walk_past`]); otherwise the cut falls there. A walk from a prefix that finds no batch
+    /// where its entry points walks again from the start.
     async fn keep(&self, mut prefix: Option<KeptPrefix>) -> io::Result<Segment> {
-        let Walk { base, log, dense, interval, target } = *self;
+        let Walk { base, log, dense, interval, target, end, end_offset } = *self;
         'walks: loop {
             let mut kept = Segment::new_active(base, Arc::clone(log));
             let from_entry = prefix.is_some();
@@ -302,7 +310,23 @@ impl Walk<'_> {
                     }
                     Ok(_) => return Ok(kept),
                     Err(WalkStop::Invalid { .. }) if from_entry && !walked_any => continue 'walks,
-                    Err(WalkStop::Invalid { .. }) => return Ok(kept),
+                    Err(WalkStop::Invalid { position, .. }) => {
+                        match walk_past(&**log, position, end, end_offset).await? {
+                            Some((at, next)) if next <= target => {
+                                kept.size = at;
+                                kept.next_offset = next;
+                                if let SegmentIndex::Active(active) = &mut kept.index {
+                                    // The next batch walked gets an entry of its own.
+                                    active.bytes_since_entry = u64::MAX;
+                                }
+                                let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+                                walker = Walker::new(&**log, at, log.len(), next, dense, epochs);
+                            }
+                            // The damaged batch holds the target, or nothing vouches for
+                            // where the batch after it starts: the cut falls here.
+                            _ => return Ok(kept),
+                        }
+                    }
                     Err(WalkStop::Io(e)) => return Err(e),
                 }
             }

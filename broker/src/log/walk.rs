@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::batch::{self, BATCH_LOG_OVERHEAD_BYTES, BatchError, BatchHeader};
 use super::epochs::EpochCache;
-use super::segment::frame_len;
+use super::segment::{frame_len, read_agreed};
 use crate::io::File;
 use crate::model::{LeaderEpoch, Offset};
 
@@ -308,4 +308,45 @@ impl<'a> Walker<'a> {
         }
         Ok(())
     }
+}
+
+/// Where a walk may go on past the damaged batch at `damaged` (a latent sector error in data
+/// that ends at byte `end` and offset `end_offset`): at the byte the damaged batch's length field
+/// leads to (it lies outside the CRC, and is most often intact), with the base offset the batch
+/// there gives. Both are believed only if the batches from there continue each other's offsets
+/// without a gap and the last ends exactly at `end` and `end_offset`: a wrong length or a flipped
+/// base offset breaks that chain. `None` otherwise. The damaged batch held the offsets from the
+/// walk's expected one to just below the base offset returned.
+pub(crate) async fn walk_past(
+    log: &dyn File,
+    damaged: u64,
+    end: u64,
+    end_offset: Offset,
+) -> std::io::Result<Option<(u64, Offset)>> {
+    let Some(head) = read_agreed(log, damaged, BATCH_LOG_OVERHEAD_BYTES).await? else {
+        return Ok(None);
+    };
+    let Some(next) = frame_len(&head).map(|len| damaged + len as u64).filter(|&n| n < end) else {
+        return Ok(None);
+    };
+    let Some(base) = read_agreed(log, next, BASE_OFFSET_BYTES).await? else {
+        return Ok(None);
+    };
+    let Ok(base) = <[u8; BASE_OFFSET_BYTES]>::try_from(&base[..]) else { return Ok(None) };
+    let base = Offset(i64::from_be_bytes(base));
+    let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+    let mut walker = Walker::new(log, next, end, base, true, epochs).frames_only();
+    let mut reached = (next, base);
+    loop {
+        match walker.next().await {
+            Ok(Some(walked)) => {
+                let after = walked.position + walked.bytes.len() as u64;
+                reached = (after, Offset(walked.header.last_offset() + 1));
+            }
+            Ok(None) => break,
+            Err(WalkStop::Io(e)) => return Err(e),
+            Err(WalkStop::Invalid { .. }) => return Ok(None),
+        }
+    }
+    Ok((reached == (end, end_offset)).then_some((next, base)))
 }
