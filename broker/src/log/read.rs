@@ -1,19 +1,26 @@
 //! Reading: whole batches from the one holding the requested offset, bounded by a byte budget
 //! and an upper offset (the high watermark), served as stored — never decoded — but every batch
 //! checked against its CRC before it leaves, so a corrupt disk is reported, not forwarded.
+//!
+//! A read walks from an index entry to the batch it wants, checking each batch it passes. A
+//! damaged batch on the way (a latent sector error) fails only the reads of its own offsets: a
+//! read of a later one walks past it, from where the damaged batch's length leads, if the
+//! batches from there chain to the next index entry or the segment's end (`walk::walk_past`).
 
 use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use super::batch::BatchError;
 use super::epochs::EpochCache;
 use super::error::ReadError;
+use super::index::OffsetEntry;
 use super::partition_log::{Log, State};
 use super::records;
 use super::segment::{self, SegmentIndex};
 use super::split;
-use super::walk::{Epochs, WalkStop, Walker};
+use super::walk::{Epochs, WalkStop, Walker, walk_past};
 use crate::io::File;
 use crate::model::Offset;
 
@@ -49,7 +56,28 @@ struct Plan {
     base: Offset,
     log: Arc<dyn File>,
     end: u64,
+    /// The offset after the segment's last batch, as `end` was taken.
+    end_offset: Offset,
     index: Lookup,
+}
+
+/// Why the read of one segment stopped short.
+enum SegmentStop {
+    /// A bad batch at `position`, before any batch the read wants.
+    Damaged { position: u64, error: BatchError },
+    /// Anything else.
+    Failed(ReadError),
+}
+
+impl SegmentStop {
+    fn into_error(self, start: Offset) -> ReadError {
+        match self {
+            SegmentStop::Damaged { error, .. } => {
+                ReadError::Corrupt { offset: start, cause: error }
+            }
+            SegmentStop::Failed(e) => e,
+        }
+    }
 }
 
 /// Where a segment's time index says a timestamp lookup may start.
@@ -100,7 +128,20 @@ impl Log {
                 // walk the segment from its start.
                 found = read_segment(log, (0, plan.base, false), end, &window).await;
             }
-            let found = found?;
+            // A damaged batch below the one wanted: walk past it where the batches after it
+            // chain to the next index entry (or the segment's end). Each pass starts further
+            // on, so this ends.
+            while let Err(SegmentStop::Damaged { position: damaged, .. }) = &found {
+                let damaged = *damaged;
+                let (until, until_offset) = self.chain_end(&plan, damaged).await?;
+                match walk_past(log, damaged, until, until_offset).await? {
+                    Some((at, next)) if next <= from => {
+                        found = read_segment(log, (at, next, true), end, &window).await;
+                    }
+                    _ => break,
+                }
+            }
+            let found = found.map_err(|stop| stop.into_error(from))?;
             if let Some((records, next)) = found {
                 return Ok(ReadResult { records, next_offset: next, log_start, log_end });
             }
@@ -112,6 +153,34 @@ impl Log {
             }
         }
         Ok(ReadResult { records: Bytes::new(), next_offset: start, log_start, log_end })
+    }
+
+    /// Where the batches after the damaged one at byte `damaged` of the planned segment must
+    /// chain to for a read to walk past it: the first index entry after it, else the segment's
+    /// end as planned.
+    async fn chain_end(&self, plan: &Plan, damaged: u64) -> Result<(u64, Offset), ReadError> {
+        let at =
+            |e: OffsetEntry| (u64::from(e.position), Offset(plan.base.0 + i64::from(e.relative)));
+        let within = |e: &OffsetEntry| u64::from(e.position) < plan.end;
+        let file = {
+            let state = self.state();
+            let seg = state.segments.get(&plan.base).filter(|s| Arc::ptr_eq(&s.log, &plan.log));
+            match seg.map(|s| &s.index) {
+                Some(SegmentIndex::Active(active)) => {
+                    let after =
+                        active.offsets.partition_point(|e| u64::from(e.position) <= damaged);
+                    let entry = active.offsets.get(after).copied().filter(within);
+                    return Ok(entry.map_or((plan.end, plan.end_offset), at));
+                }
+                Some(SegmentIndex::Sealed(sealed)) => sealed.offsets.clone(),
+                None => None,
+            }
+        };
+        let entry = match file {
+            Some(file) => segment::sealed_entry_after(&*file, damaged).await?.filter(within),
+            None => None,
+        };
+        Ok(entry.map_or((plan.end, plan.end_offset), at))
     }
 
     fn plan(&self, offset: Offset) -> Option<Plan> {
@@ -130,7 +199,8 @@ impl Log {
             }
             SegmentIndex::Sealed(sealed) => Lookup::File(sealed.offsets.clone()),
         };
-        Some(Plan { base: seg.base, log: Arc::clone(&seg.log), end: seg.size, index })
+        let (base, end, end_offset) = (seg.base, seg.size, seg.next_offset);
+        Some(Plan { base, log: Arc::clone(&seg.log), end, end_offset, index })
     }
 
     /// The offset of the first record whose timestamp is at or after `timestamp`, with that
@@ -246,7 +316,7 @@ async fn read_segment(
     (position, expected, from_entry): (u64, Offset, bool),
     end: u64,
     window: &Window<'_>,
-) -> Result<Option<(Bytes, Offset)>, ReadError> {
+) -> Result<Option<(Bytes, Offset)>, SegmentStop> {
     let Window { start, max_bytes, upper, dense, epochs } = *window;
     let chunk = max_bytes.saturating_add(INDEX_SLACK_BYTES);
     let epochs = Epochs::Verify(epochs.clone());
@@ -272,9 +342,9 @@ async fn read_segment(
             Ok(None) => break,
             // Return what came before a bad batch; the next read starts there and reports it.
             Err(_) if !pieces.is_empty() => break,
-            Err(WalkStop::Io(e)) => return Err(e.into()),
-            Err(WalkStop::Invalid { error, .. }) => {
-                return Err(ReadError::Corrupt { offset: start, cause: error });
+            Err(WalkStop::Io(e)) => return Err(SegmentStop::Failed(e.into())),
+            Err(WalkStop::Invalid { position, error }) => {
+                return Err(SegmentStop::Damaged { position, error });
             }
         };
         let header = walked.header;

@@ -271,6 +271,31 @@ pub(crate) async fn sealed_floor(
     Ok(best)
 }
 
+/// The first index entry past byte `position` in an index file, by binary search with small
+/// reads (an entry a misread spoils is caught by whoever checks it against the log).
+pub(crate) async fn sealed_entry_after(
+    file: &dyn File,
+    position: u64,
+) -> io::Result<Option<OffsetEntry>> {
+    let count = file.len() / OFFSET_ENTRY_BYTES as u64;
+    let (mut lo, mut hi) = (0u64, count);
+    let mut best = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let bytes = file.read_at(mid * OFFSET_ENTRY_BYTES as u64, OFFSET_ENTRY_BYTES).await?;
+        let Some(entry) = index::decode_offset(&bytes) else {
+            break;
+        };
+        if u64::from(entry.position) > position {
+            best = Some(entry);
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(best)
+}
+
 /// The last time entry older than `timestamp` in a time index file, by binary search: where a
 /// scan for the first record at or after `timestamp` may start. An entry records the segment's
 /// largest timestamp up to a batch and that batch, the first to reach it; every batch before it

@@ -1,0 +1,92 @@
+//! A damaged batch must fail only the reads of its own offsets. A read walks from the index
+//! entry at or below the offset it wants, checking every batch it passes; a latent sector error
+//! in one of them failed every read of the intact batches after it up to the next entry (a
+//! consumer or follower at those offsets was stuck for good).
+//!
+//! The log holds 20 batches with an index entry about every six (the default interval), in an
+//! active segment or in a sealed one (by seed). One batch is damaged in place while the log runs.
+//! Then, from every offset: a read of the damaged batch's offsets must fail as corrupt, and any
+//! other read must return exactly the stored batches from the one holding it on (stopping before
+//! the damaged one).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir::log::split::split_batches;
+use weir::log::{Log, LogConfig, ReadError};
+use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::log::{BATCH_RECORDS, batch, dir};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::Sim;
+
+/// Batches in the segment read.
+const BATCHES: u8 = 20;
+
+fn offset_of(n: u8) -> Offset {
+    Offset(i64::from(n) * BATCH_RECORDS)
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let sealed = seed % 2 == 1;
+    // Any batch but the first (whose reads start at the segment's start anyway).
+    let damaged = 1 + (seed / 2 % u64::from(BATCHES - 1)) as u8;
+    let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
+    let log = sim
+        .block_on(host, Duration::from_secs(60), move |env| async move {
+            let log = Log::open(env, dir(), config).await.map_err(|e| e.to_string())?;
+            for n in 0..BATCHES {
+                log.append(batch(n, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
+            }
+            if sealed {
+                log.roll().await.map_err(|e| e.to_string())?;
+                log.append(batch(BATCHES, None), LeaderEpoch(0))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(std::sync::Arc::new(log))
+        })
+        .ok_or("the appends did not finish")??;
+    let stored: Vec<Bytes> =
+        (0..BATCHES).map(|n| batch(n, Some((offset_of(n), LeaderEpoch(0))))).collect();
+    let damaged_at: usize = stored[..usize::from(damaged)].iter().map(Bytes::len).sum();
+    let within = 61 + (seed as usize % 40);
+    sim.corrupt_file(host, dir().join(format!("{:020}.log", 0)), (damaged_at + within) as u64)
+        .map_err(|e| format!("corrupting the segment: {e}"))?;
+    sim.block_on(host, Duration::from_secs(60), move |_env| async move {
+        let upper = offset_of(BATCHES);
+        for from in 0..upper.0 {
+            let from = Offset(from);
+            let holder = (from.0 / BATCH_RECORDS) as u8;
+            let read = log.read(from, 1 << 20, upper).await;
+            if holder == damaged {
+                ensure(matches!(read, Err(ReadError::Corrupt { .. })), || {
+                    format!("reading {from} in damaged batch {damaged} gave {read:?}")
+                })?;
+                continue;
+            }
+            let read = read.map_err(|e| {
+                format!("reading {from} (batch {holder}; batch {damaged} is damaged): {e}")
+            })?;
+            let got: Vec<Bytes> = split_batches(&read.records)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("reading {from}: {e}"))?;
+            let last = if holder < damaged { damaged } else { BATCHES };
+            let want = &stored[usize::from(holder)..usize::from(last)];
+            ensure(got[..] == want[..], || {
+                format!(
+                    "reading {from} returned {} batches, not batches {holder}..{last} as stored",
+                    got.len()
+                )
+            })?;
+        }
+        Ok(())
+    })
+    .ok_or("the reads did not finish")?
+}
+
+#[test]
+fn log_reads_walk_past_a_damaged_batch() {
+    for_each_seed("log_reads_walk_past_a_damaged_batch", 0..38, scenario);
+}
