@@ -1,7 +1,9 @@
 //! Fault scenario: a partition log is appended under `flush.policy=ack` while its host is killed
-//! or power-failed at random instants and its disk tears writes, fails syncs and corrupts reads.
-//! Every acknowledged batch must survive with its bytes and offset; nothing corrupt may be read;
-//! no offset may ever show two different batches.
+//! or power-failed at random instants and its disk tears writes, fails syncs, corrupts reads and
+//! flips bits of synced batches for good (latent sector errors, below the last checkpoint).
+//! Every acknowledged batch must survive with its bytes and offset, but a damaged one, which must
+//! fail its reads and nothing else's; nothing corrupt may be read; no offset may ever show two
+//! different batches.
 
 use std::time::Duration;
 

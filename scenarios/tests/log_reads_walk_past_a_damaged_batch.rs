@@ -4,10 +4,10 @@
 //! consumer or follower at those offsets was stuck for good).
 //!
 //! The log holds 20 batches with an index entry about every six (the default interval), in an
-//! active segment or in a sealed one (by seed). One batch is damaged in place while the log runs.
-//! Then, from every offset: a read of the damaged batch's offsets must fail as corrupt, and any
-//! other read must return exactly the stored batches from the one holding it on (stopping before
-//! the damaged one).
+//! active segment or in a sealed one (by seed). While the log runs, one batch is damaged in place
+//! in its records or in its length field, or two batches in a row are (by seed). Then, from every
+//! offset: a read of a damaged batch's offsets must fail as corrupt, and any other read must
+//! return exactly the stored batches from the one holding it on (stopping before a damaged one).
 
 use std::time::Duration;
 
@@ -31,7 +31,13 @@ fn scenario(seed: u64) -> Result<(), String> {
     let host = sim.add_client("broker");
     let sealed = seed % 2 == 1;
     // Any batch but the first (whose reads start at the segment's start anyway).
-    let damaged = 1 + (seed / 2 % u64::from(BATCHES - 1)) as u8;
+    let first_damaged = 1 + (seed / 2 % u64::from(BATCHES - 1)) as u8;
+    let how = seed / 38 % 3;
+    let damaged: Vec<u8> = if how == 2 && first_damaged + 1 < BATCHES {
+        vec![first_damaged, first_damaged + 1]
+    } else {
+        vec![first_damaged]
+    };
     let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
     let log = sim
         .block_on(host, Duration::from_secs(60), move |env| async move {
@@ -50,29 +56,32 @@ fn scenario(seed: u64) -> Result<(), String> {
         .ok_or("the appends did not finish")??;
     let stored: Vec<Bytes> =
         (0..BATCHES).map(|n| batch(n, Some((offset_of(n), LeaderEpoch(0))))).collect();
-    let damaged_at: usize = stored[..usize::from(damaged)].iter().map(Bytes::len).sum();
-    let within = 61 + (seed as usize % 40);
-    sim.corrupt_file(host, dir().join(format!("{:020}.log", 0)), (damaged_at + within) as u64)
-        .map_err(|e| format!("corrupting the segment: {e}"))?;
+    for &n in &damaged {
+        let at: usize = stored[..usize::from(n)].iter().map(Bytes::len).sum();
+        // In the records (inside the CRC), or in the length field (outside it).
+        let within = if how == 1 { 8 + seed as usize % 4 } else { 61 + seed as usize % 40 };
+        sim.corrupt_file(host, dir().join(format!("{:020}.log", 0)), (at + within) as u64)
+            .map_err(|e| format!("corrupting the segment: {e}"))?;
+    }
     sim.block_on(host, Duration::from_secs(60), move |_env| async move {
         let upper = offset_of(BATCHES);
         for from in 0..upper.0 {
             let from = Offset(from);
             let holder = (from.0 / BATCH_RECORDS) as u8;
             let read = log.read(from, 1 << 20, upper).await;
-            if holder == damaged {
+            if damaged.contains(&holder) {
                 ensure(matches!(read, Err(ReadError::Corrupt { .. })), || {
-                    format!("reading {from} in damaged batch {damaged} gave {read:?}")
+                    format!("reading {from} in damaged batch {holder} gave {read:?}")
                 })?;
                 continue;
             }
             let read = read.map_err(|e| {
-                format!("reading {from} (batch {holder}; batch {damaged} is damaged): {e}")
+                format!("reading {from} (batch {holder}; batches {damaged:?} are damaged): {e}")
             })?;
             let got: Vec<Bytes> = split_batches(&read.records)
                 .collect::<Result<_, _>>()
                 .map_err(|e| format!("reading {from}: {e}"))?;
-            let last = if holder < damaged { damaged } else { BATCHES };
+            let last = damaged.iter().copied().find(|&n| n > holder).unwrap_or(BATCHES);
             let want = &stored[usize::from(holder)..usize::from(last)];
             ensure(got[..] == want[..], || {
                 format!(
@@ -88,5 +97,5 @@ fn scenario(seed: u64) -> Result<(), String> {
 
 #[test]
 fn log_reads_walk_past_a_damaged_batch() {
-    for_each_seed("log_reads_walk_past_a_damaged_batch", 0..38, scenario);
+    for_each_seed("log_reads_walk_past_a_damaged_batch", 0..114, scenario);
 }

@@ -202,7 +202,10 @@ fn run_workload(
             Outcome {
                 seed,
                 trace_hash: r.trace_hash,
-                summary: format!("{} acked batches, {} crashes", r.acked, r.crashes),
+                summary: format!(
+                    "{} acked batches, {} crashes, {} batches damaged",
+                    r.acked, r.crashes, r.damaged
+                ),
                 faults: Vec::new(),
                 violations: r.violations,
                 measured: None,

@@ -1,5 +1,5 @@
 //! The durable partition log: RecordBatch v2 bytes as clients send them, validated and stamped in
-//! place, and (to come) the segments, indexes, recovery, retention and compaction that keep them.
+//! place, and the segments, indexes, recovery, retention and compaction that keep them.
 //!
 //! [`batch`] is the only way bytes from a client or a disk become a trusted batch; everything that
 //! must look inside one goes through [`records`].

@@ -487,8 +487,9 @@ async fn rescan(
                 // it, from the next batch if the damaged one's length leads to batches that
                 // reach the synced end (they stay readable), else from the synced end.
                 tracing::error!(log = %dir.display(), segment = %base, position, %error, "corrupt batch in synced data");
-                let (at, offset) =
-                    walk_past(&*log, position, end, end_offset).await?.unwrap_or((end, end_offset));
+                let (at, offset) = walk_past(&*log, (position, seg.next_offset), end, end_offset)
+                    .await?
+                    .unwrap_or((end, end_offset));
                 seg.size = at;
                 seg.next_offset = offset;
                 if let SegmentIndex::Active(active) = &mut seg.index {
@@ -599,7 +600,11 @@ async fn load_prefix(
 /// The segment's largest timestamp below the recovery point, and the base offset of the batch
 /// holding it: the time index records it as of the last offset entry, and the batches from
 /// there to the point (at most one index interval) are walked for any that raised it since.
-/// `None` if that walk fails (the caller then walks the whole segment).
+/// A damaged batch among them (a latent sector error: they were synced) is walked past where
+/// the batches after it chain to the point, and otherwise ends the walk: its timestamps, and
+/// those of the batches up to the point, are not counted, and reads of it report the damage.
+/// `None` if the first batch, the one the last entry names, cannot be read (the entry may be
+/// wrong: the caller then walks the whole segment).
 async fn max_since_last_entry(
     log: &Arc<dyn File>,
     base: Offset,
@@ -624,7 +629,18 @@ async fn max_since_last_entry(
             }
             Ok(None) => return Ok(Some((max, max_batch))),
             Err(WalkStop::Io(e)) => return Err(e),
-            Err(WalkStop::Invalid { .. }) => return Ok(None),
+            Err(WalkStop::Invalid { position, .. }) if position == from => return Ok(None),
+            Err(WalkStop::Invalid { position, error }) => {
+                tracing::error!(position, %error, "corrupt batch in synced data");
+                let damaged = (position, walker.expected());
+                match walk_past(&**log, damaged, point.position, point.offset).await? {
+                    Some((resume, next)) => {
+                        let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+                        walker = Walker::new(&**log, resume, point.position, next, dense, epochs);
+                    }
+                    None => return Ok(Some((max, max_batch))),
+                }
+            }
         }
     }
 }

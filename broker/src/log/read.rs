@@ -63,8 +63,8 @@ struct Plan {
 
 /// Why the read of one segment stopped short.
 enum SegmentStop {
-    /// A bad batch at `position`, before any batch the read wants.
-    Damaged { position: u64, error: BatchError },
+    /// A bad batch at `position`, starting at `offset`, before any batch the read wants.
+    Damaged { position: u64, offset: Offset, error: BatchError },
     /// Anything else.
     Failed(ReadError),
 }
@@ -131,9 +131,9 @@ impl Log {
             // A damaged batch below the one wanted: walk past it where the batches after it
             // chain to the next index entry (or the segment's end). Each pass starts further
             // on, so this ends.
-            while let Err(SegmentStop::Damaged { position: damaged, .. }) = &found {
-                let damaged = *damaged;
-                let (until, until_offset) = self.chain_end(&plan, damaged).await?;
+            while let Err(SegmentStop::Damaged { position, offset, .. }) = &found {
+                let damaged = (*position, *offset);
+                let (until, until_offset) = self.chain_end(&plan, damaged.0).await?;
                 match walk_past(log, damaged, until, until_offset).await? {
                     Some((at, next)) if next <= from => {
                         found = read_segment(log, (at, next, true), end, &window).await;
@@ -344,7 +344,7 @@ async fn read_segment(
             Err(_) if !pieces.is_empty() => break,
             Err(WalkStop::Io(e)) => return Err(SegmentStop::Failed(e.into())),
             Err(WalkStop::Invalid { position, error }) => {
-                return Err(SegmentStop::Damaged { position, error });
+                return Err(SegmentStop::Damaged { position, offset: walker.expected(), error });
             }
         };
         let header = walked.header;

@@ -311,7 +311,8 @@ impl Walk<'_> {
                     Ok(_) => return Ok(kept),
                     Err(WalkStop::Invalid { .. }) if from_entry && !walked_any => continue 'walks,
                     Err(WalkStop::Invalid { position, .. }) => {
-                        match walk_past(&**log, position, end, end_offset).await? {
+                        let damaged = (position, kept.next_offset);
+                        match walk_past(&**log, damaged, end, end_offset).await? {
                             Some((at, next)) if next <= target => {
                                 kept.size = at;
                                 kept.next_offset = next;

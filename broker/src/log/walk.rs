@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::batch::{self, BATCH_LOG_OVERHEAD_BYTES, BatchError, BatchHeader};
 use super::epochs::EpochCache;
-use super::segment::{frame_len, read_agreed};
+use super::segment::frame_len;
 use crate::io::File;
 use crate::model::{LeaderEpoch, Offset};
 
@@ -124,6 +124,12 @@ impl<'a> Walker<'a> {
     pub(crate) fn with_chunk(mut self, bytes: usize) -> Walker<'a> {
         self.chunk = bytes.max(batch::BATCH_HEADER_BYTES);
         self
+    }
+
+    /// The base offset the next batch must have (at least, where offsets may have gaps): where
+    /// a bad batch at the cursor starts.
+    pub(crate) fn expected(&self) -> Offset {
+        self.expected
     }
 
     /// The bytes from `from` to `to` if the current buffer holds them all (no copy).
@@ -310,43 +316,96 @@ impl<'a> Walker<'a> {
     }
 }
 
-/// Where a walk may go on past the damaged batch at `damaged` (a latent sector error in data
-/// that ends at byte `end` and offset `end_offset`): at the byte the damaged batch's length field
-/// leads to (it lies outside the CRC, and is most often intact), with the base offset the batch
-/// there gives. Both are believed only if the batches from there continue each other's offsets
-/// without a gap and the last ends exactly at `end` and `end_offset`: a wrong length or a flipped
-/// base offset breaks that chain. `None` otherwise. The damaged batch held the offsets from the
-/// walk's expected one to just below the base offset returned.
+/// Bytes past a damaged batch's start searched for the batch after it, when the damaged batch's
+/// length field does not lead to one (the largest batch a topic accepts by default).
+pub const RESYNC_SCAN_BYTES_MAX: usize = 1 << 20;
+/// Damaged batches a walk past damage crosses at most before it reaches the end it must chain to.
+pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
+
+/// Where a walk may go on past the damaged batch at byte `damaged` (a latent sector error),
+/// which starts at offset `damaged_offset`, in data that ends at byte `end` and offset
+/// `end_offset`: the byte the next intact batch starts at, and its base offset. The next batch
+/// is where the damaged one's length field (outside the CRC, most often intact) leads, or else
+/// the first place within [`RESYNC_SCAN_BYTES_MAX`] where a whole batch passes its CRC. What is
+/// found is believed only if the batches from there continue each other's offsets without a gap
+/// to exactly `end` and `end_offset` (a wrong length or a flipped base offset breaks that chain).
+/// Further damaged batches on the way are crossed the same way, at most
+/// [`DAMAGED_IN_A_ROW_MAX`] of them, each requiring the offsets after it to lie past the ones
+/// before it (it held at least one); where no intact batch follows one before the end, it
+/// reaches the end. `None` if no such chain is found. The damaged batch held the offsets from
+/// `damaged_offset` to just below the base offset returned (`end_offset` if it reaches the
+/// end).
 pub(crate) async fn walk_past(
     log: &dyn File,
-    damaged: u64,
+    (damaged, damaged_offset): (u64, Offset),
     end: u64,
     end_offset: Offset,
 ) -> std::io::Result<Option<(u64, Offset)>> {
-    let Some(head) = read_agreed(log, damaged, BATCH_LOG_OVERHEAD_BYTES).await? else {
-        return Ok(None);
-    };
-    let Some(next) = frame_len(&head).map(|len| damaged + len as u64).filter(|&n| n < end) else {
-        return Ok(None);
-    };
-    let Some(base) = read_agreed(log, next, BASE_OFFSET_BYTES).await? else {
-        return Ok(None);
-    };
-    let Ok(base) = <[u8; BASE_OFFSET_BYTES]>::try_from(&base[..]) else { return Ok(None) };
-    let base = Offset(i64::from_be_bytes(base));
-    let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
-    let mut walker = Walker::new(log, next, end, base, true, epochs).frames_only();
-    let mut reached = (next, base);
-    loop {
-        match walker.next().await {
-            Ok(Some(walked)) => {
-                let after = walked.position + walked.bytes.len() as u64;
-                reached = (after, Offset(walked.header.last_offset() + 1));
+    let mut first = None;
+    let (mut at, mut below) = (damaged, damaged_offset);
+    for _ in 0..DAMAGED_IN_A_ROW_MAX {
+        let Some((next, base)) = next_batch_after(log, at, end).await? else {
+            // No intact batch from here to the end, all of it searched: the damage reaches the
+            // end, and it held the offsets left.
+            let searched = end.saturating_sub(at) <= RESYNC_SCAN_BYTES_MAX as u64;
+            let reaches_end = searched && end_offset > below;
+            return Ok(reaches_end.then(|| first.unwrap_or((end, end_offset))));
+        };
+        if base <= below {
+            return Ok(None);
+        }
+        first = first.or(Some((next, base)));
+        let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+        let mut walker = Walker::new(log, next, end, base, true, epochs).frames_only();
+        let mut reached = (next, base);
+        let stop = loop {
+            match walker.next().await {
+                Ok(Some(walked)) => {
+                    let after = walked.position + walked.bytes.len() as u64;
+                    reached = (after, Offset(walked.header.last_offset() + 1));
+                }
+                Ok(None) => break None,
+                Err(WalkStop::Io(e)) => return Err(e),
+                Err(WalkStop::Invalid { position, .. }) => break Some(position),
             }
-            Ok(None) => break,
-            Err(WalkStop::Io(e)) => return Err(e),
-            Err(WalkStop::Invalid { .. }) => return Ok(None),
+        };
+        match stop {
+            None => return Ok((reached == (end, end_offset)).then_some(first).flatten()),
+            // Another damaged batch: it starts at the offset the chain reached.
+            Some(position) => (at, below) = (position, reached.1),
         }
     }
-    Ok((reached == (end, end_offset)).then_some((next, base)))
+    Ok(None)
+}
+
+/// The first intact batch after the damaged one at byte `damaged`, below `end`: its position
+/// and (unvouched) base offset.
+async fn next_batch_after(
+    log: &dyn File,
+    damaged: u64,
+    end: u64,
+) -> std::io::Result<Option<(u64, Offset)>> {
+    let window = (end.saturating_sub(damaged)).min(RESYNC_SCAN_BYTES_MAX as u64) as usize;
+    let bytes = log.read_at(damaged, window).await?;
+    let intact = |at: usize| -> Option<Offset> {
+        let len = frame_len(bytes.get(at..)?)?;
+        if damaged + (at + len) as u64 > end {
+            return None;
+        }
+        let frame = bytes.get(at..at + len)?;
+        batch::check_frame(frame, usize::MAX).ok().map(|h| Offset(h.base_offset()))
+    };
+    // Where the damaged batch's own length leads, if a whole batch is there.
+    if let Some(len) = bytes.get(..BATCH_LOG_OVERHEAD_BYTES).and_then(frame_len)
+        && let Some(base) = intact(len)
+    {
+        return Ok(Some((damaged + len as u64, base)));
+    }
+    // Else the first place a whole batch passes its CRC (only where the magic byte is right is
+    // a batch tried at all).
+    let magic = batch::MAGIC_AT;
+    let found = (1..bytes.len().saturating_sub(magic))
+        .filter(|&at| bytes.get(at + magic) == Some(&(batch::MAGIC_V2 as u8)))
+        .find_map(|at| intact(at).map(|base| (damaged + at as u64, base)));
+    Ok(found)
 }

@@ -4,6 +4,13 @@
 //! as it goes. After the faults stop, every acknowledged batch must be in the log at its offset with
 //! its exact bytes, nothing corrupt may ever have been returned, and no offset may ever have
 //! shown two different batches.
+//!
+//! A faulty disk also gets latent sector errors: a bit of an acknowledged batch below the last
+//! durable checkpoint flips in place, for good. That batch may then fail every read (it must
+//! never be returned), but nothing else may suffer: every other acknowledged batch, the ones in
+//! the same segment and index interval included, must still read back exactly. (Damage past the
+//! last checkpoint's recovery point is not injected: recovery cannot tell it from a torn tail,
+//! and cuts the log there, as Kafka does.)
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,6 +39,11 @@ pub const WRITER_PAUSE_MS_MAX: u64 = 50;
 pub const READER_PAUSE_MS_MAX: u64 = 50;
 /// Longest pause of the checkpointer between checkpoints.
 pub const CHECKPOINT_PAUSE_MS_MAX: u64 = 200;
+/// Latent sector errors injected at most per seed.
+pub const DAMAGED_BATCHES_MAX: usize = 2;
+/// Offsets kept between damaged batches: each lies alone among intact ones (two damaged batches
+/// next to each other leave nothing between them to vouch for where the second one ends).
+pub const DAMAGE_SPACING_OFFSETS: i64 = 200;
 
 /// What the writers and the reader saw.
 #[derive(Debug, Default)]
@@ -42,6 +54,11 @@ pub struct History {
     pub observed: BTreeMap<i64, u32>,
     /// Appends that failed (indeterminate).
     pub failed_appends: u64,
+    /// Every batch wholly below this offset lies below the recovery point of a durable
+    /// checkpoint (a crash recovers it without walking it).
+    pub checkpointed_below: i64,
+    /// Batches damaged in place (latent sector errors): base offset to last offset.
+    pub damaged: BTreeMap<i64, i64>,
     /// Reads that returned data.
     pub reads: u64,
     /// Property violations.
@@ -78,7 +95,10 @@ pub fn host(seed: u64, history: Arc<Mutex<History>>, stop: Arc<AtomicBool>) -> B
                 env.spawn("writer", async move { writer(env2, log, w, history, stop).await });
             }
             let (checkpointed, env2, stop2) = (Arc::clone(&log), env.clone(), Arc::clone(&stop));
-            env.spawn("checkpointer", async move { checkpointer(env2, checkpointed, stop2).await });
+            let history2 = Arc::clone(&history);
+            env.spawn("checkpointer", async move {
+                checkpointer(env2, checkpointed, history2, stop2).await
+            });
             reader(env, log, history, stop).await;
         }
     })
@@ -86,12 +106,24 @@ pub fn host(seed: u64, history: Arc<Mutex<History>>, stop: Arc<AtomicBool>) -> B
 
 /// Checkpoints the log now and then, beside the appends (it does not hold them up), so that
 /// crashes land during checkpoints too and recovery starts from what they recorded.
-async fn checkpointer(env: Env, log: Arc<Log>, stop: Arc<AtomicBool>) {
+async fn checkpointer(
+    env: Env,
+    log: Arc<Log>,
+    history: Arc<Mutex<History>>,
+    stop: Arc<AtomicBool>,
+) {
     while !stop.load(Ordering::Relaxed) {
         let pause = 1 + env.entropy.below(CHECKPOINT_PAUSE_MS_MAX);
         env.clock.sleep(Duration::from_millis(pause)).await;
-        if let Err(e) = log.checkpoint().await {
-            tracing::debug!("checkpoint failed: {e}");
+        // A checkpoint records the durable offset as it is written (no less than now): once it
+        // is durable, recovery trusts everything below this one.
+        let durable = log.durable_offset();
+        match log.checkpoint().await {
+            Ok(()) => {
+                let mut h = lock(&history);
+                h.checkpointed_below = h.checkpointed_below.max(durable.0);
+            }
+            Err(e) => tracing::debug!("checkpoint failed: {e}"),
         }
     }
 }
@@ -241,6 +273,8 @@ pub struct Report {
     pub acked: usize,
     /// Crashes injected.
     pub crashes: u32,
+    /// Batches damaged in place (latent sector errors).
+    pub damaged: usize,
     /// Violations (empty: passed).
     pub violations: Vec<String>,
 }
@@ -265,6 +299,13 @@ pub fn run(seed: u64, fault_phase: Duration) -> Report {
         match next() % 4 {
             0 => sim.kill(host),
             1 => sim.power_fail(host),
+            2 if faulty_disk
+                && next() % 4 == 0
+                && lock(&history).damaged.len() < DAMAGED_BATCHES_MAX =>
+            {
+                damage_one(&sim, host, &history, next());
+                continue;
+            }
             _ => {
                 let faults = if faulty_disk && next() % 2 == 0 {
                     noisy_disk()
@@ -291,8 +332,73 @@ pub fn run(seed: u64, fault_phase: Duration) -> Report {
     let mut violations = final_check(&sim, host, &history);
     violations.extend(lock(&history).violations.iter().cloned());
     assert_ne!(sim.status(host), NodeStatus::Down);
-    let acked = lock(&history).acked.len();
-    Report { seed, trace_hash: sim.trace_hash(), acked, crashes, violations }
+    let (acked, damaged) = {
+        let h = lock(&history);
+        (h.acked.len(), h.damaged.len())
+    };
+    Report { seed, trace_hash: sim.trace_hash(), acked, crashes, damaged, violations }
+}
+
+/// Flips one bit, in place and for good, of an acknowledged batch (chosen by `pick`) wholly
+/// below the last durable checkpoint and far from any batch damaged before. Does nothing if
+/// there is no such batch or it cannot be found on the disk now.
+fn damage_one(sim: &Sim, host: crate::sim::Host, history: &Arc<Mutex<History>>, pick: u64) {
+    let chosen = {
+        let h = lock(history);
+        let far = |base: i64| h.damaged.keys().all(|&d| (d - base).abs() >= DAMAGE_SPACING_OFFSETS);
+        let candidates: Vec<(i64, &Bytes)> = h
+            .acked
+            .iter()
+            .filter(|(base, bytes)| {
+                batch::parse_header(bytes).is_ok_and(|hd| hd.last_offset() < h.checkpointed_below)
+                    && far(**base)
+            })
+            .map(|(base, bytes)| (*base, bytes))
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let (base, bytes) = candidates[(pick % candidates.len() as u64) as usize];
+        (base, bytes.clone())
+    };
+    let (base, bytes) = chosen;
+    let len = bytes.len() as u64;
+    let Ok(last) = batch::parse_header(&bytes).map(|hd| hd.last_offset()) else { return };
+    let found = sim.block_on(host, Duration::from_secs(10), move |env| async move {
+        locate(env, base, bytes).await
+    });
+    let Some(Some((path, position))) = found else { return };
+    if sim.corrupt_file(host, &path, position + (pick >> 32) % len).is_ok() {
+        tracing::debug!("damaged the batch at {base} ({path:?} byte {position})");
+        lock(history).damaged.insert(base, last);
+    }
+}
+
+/// The segment file holding the batch stored as `bytes` at `base`, and its byte position there,
+/// found by walking the file's batch frames; `None` unless the bytes found there are exactly
+/// `bytes` (a read the disk corrupted finds nothing).
+async fn locate(env: Env, base: i64, bytes: Bytes) -> Option<(PathBuf, u64)> {
+    let names = env.disk.list(&log_dir()).await.ok()?;
+    let segment = names
+        .iter()
+        .filter_map(|name| name.strip_suffix(".log"))
+        .filter(|stem| stem.len() == 20)
+        .filter_map(|stem| stem.parse::<i64>().ok())
+        .filter(|&b| b <= base)
+        .max()?;
+    let path = log_dir().join(format!("{segment:020}.log"));
+    let file = env.disk.open(&path).await.ok()?;
+    let contents = file.read_at(0, file.len() as usize).await.ok()?;
+    let mut at = 0usize;
+    while at < contents.len() {
+        let header = batch::parse_header(contents.get(at..)?).ok()?;
+        let end = at.checked_add(header.total_bytes())?;
+        if header.base_offset() == base {
+            return (contents.get(at..end)? == &bytes[..]).then_some((path, at as u64));
+        }
+        at = end;
+    }
+    None
 }
 
 fn noisy_disk() -> DiskFaults {
@@ -308,13 +414,24 @@ fn noisy_disk() -> DiskFaults {
 
 /// Reads the whole log after recovery and compares it with the history.
 fn final_check(sim: &Sim, host: crate::sim::Host, history: &Arc<Mutex<History>>) -> Vec<String> {
+    let damaged = lock(history).damaged.clone();
     let contents = sim.block_on(host, Duration::from_secs(60), |env| async move {
         let log = Log::open(env, log_dir(), config(0)).await.map_err(|e| e.to_string())?;
         let mut out = BTreeMap::new();
         let mut from = log.log_start_offset();
         while from < log.log_end_offset() {
-            let result =
-                log.read(from, 1 << 20, log.log_end_offset()).await.map_err(|e| e.to_string())?;
+            let result = match log.read(from, 1 << 20, log.log_end_offset()).await {
+                Ok(result) => result,
+                // A damaged batch fails its own reads only: go on after it.
+                Err(weir::log::ReadError::Corrupt { .. })
+                    if let Some((_, &last)) = damaged.range(..=from.0).next_back()
+                        && from.0 <= last =>
+                {
+                    from = Offset(last + 1);
+                    continue;
+                }
+                Err(e) => return Err(format!("reading {from}: {e}")),
+            };
             if result.records.is_empty() {
                 return Err(format!("read from {from} returned nothing before the log end"));
             }
@@ -334,6 +451,12 @@ fn final_check(sim: &Sim, host: crate::sim::Host, history: &Arc<Mutex<History>>)
     let h = lock(history);
     let mut violations = Vec::new();
     for (offset, bytes) in &h.acked {
+        if h.damaged.contains_key(offset) {
+            if contents.contains_key(offset) {
+                violations.push(format!("the damaged batch at {offset} was read back"));
+            }
+            continue;
+        }
         match contents.get(offset) {
             Some(found) if found == bytes => {}
             Some(_) => violations.push(format!("acknowledged batch at {offset} changed")),
@@ -341,6 +464,9 @@ fn final_check(sim: &Sim, host: crate::sim::Host, history: &Arc<Mutex<History>>)
         }
     }
     for (offset, crc) in &h.observed {
+        if h.damaged.contains_key(offset) {
+            continue;
+        }
         match contents.get(offset) {
             Some(found) if batch::parse_header(found).map(|hd| hd.crc()).ok() == Some(*crc) => {}
             Some(_) => violations
