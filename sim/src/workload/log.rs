@@ -40,10 +40,7 @@ pub const READER_PAUSE_MS_MAX: u64 = 50;
 /// Longest pause of the checkpointer between checkpoints.
 pub const CHECKPOINT_PAUSE_MS_MAX: u64 = 200;
 /// Latent sector errors injected at most per seed.
-pub const DAMAGED_BATCHES_MAX: usize = 2;
-/// Offsets kept between damaged batches: each lies alone among intact ones (two damaged batches
-/// next to each other leave nothing between them to vouch for where the second one ends).
-pub const DAMAGE_SPACING_OFFSETS: i64 = 200;
+pub const DAMAGED_BATCHES_MAX: usize = 3;
 
 /// What the writers and the reader saw.
 #[derive(Debug, Default)]
@@ -340,18 +337,17 @@ pub fn run(seed: u64, fault_phase: Duration) -> Report {
 }
 
 /// Flips one bit, in place and for good, of an acknowledged batch (chosen by `pick`) wholly
-/// below the last durable checkpoint and far from any batch damaged before. Does nothing if
-/// there is no such batch or it cannot be found on the disk now.
+/// below the last durable checkpoint. Does nothing if there is no such batch or it cannot be
+/// found on the disk now.
 fn damage_one(sim: &Sim, host: crate::sim::Host, history: &Arc<Mutex<History>>, pick: u64) {
     let chosen = {
         let h = lock(history);
-        let far = |base: i64| h.damaged.keys().all(|&d| (d - base).abs() >= DAMAGE_SPACING_OFFSETS);
         let candidates: Vec<(i64, &Bytes)> = h
             .acked
             .iter()
             .filter(|(base, bytes)| {
                 batch::parse_header(bytes).is_ok_and(|hd| hd.last_offset() < h.checkpointed_below)
-                    && far(**base)
+                    && !h.damaged.contains_key(base)
             })
             .map(|(base, bytes)| (*base, bytes))
             .collect();
