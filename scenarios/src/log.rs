@@ -81,6 +81,35 @@ pub async fn all_batches(log: &Log) -> Result<Vec<Bytes>, String> {
     Ok(batches)
 }
 
+/// The batches read from `from` up to `to`, each read continuing where the last ended.
+pub async fn read_range(log: &Log, from: Offset, to: Offset) -> Result<Vec<Bytes>, String> {
+    let mut batches = Vec::new();
+    let mut at = from;
+    while at < to {
+        let read = log.read(at, 1 << 20, to).await.map_err(|e| format!("reading {at}: {e}"))?;
+        ensure(read.next_offset > at, || format!("a read at {at} made no progress"))?;
+        for b in split_batches(&read.records) {
+            batches.push(b.map_err(|e| e.to_string())?);
+        }
+        at = read.next_offset;
+    }
+    Ok(batches)
+}
+
+/// A latent sector error: flips a bit of byte `within` of batch `n` of the first segment,
+/// whose batches are `stored`, in place and for good.
+pub fn damage_batch(
+    sim: &Sim,
+    host: Host,
+    stored: &[Bytes],
+    n: usize,
+    within: usize,
+) -> Result<(), String> {
+    let at: usize = stored.get(..n).ok_or("no such batch")?.iter().map(Bytes::len).sum();
+    sim.corrupt_file(host, dir().join(format!("{:020}.log", 0)), (at + within) as u64)
+        .map_err(|e| format!("damaging batch {n}: {e}"))
+}
+
 /// Makes `host`'s syncs take `sync`, starts `work` (maintenance on `log`, called `what` in
 /// messages) and, once it has begun, appends batches `first..first + count` unsynced beside it.
 /// Fails unless the appends finish within one sync while `work` is still under way, and `work`

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use weir::log::split::split_batches;
 use weir::log::{Log, LogConfig, ReadError};
 use weir::model::{LeaderEpoch, Offset};
-use weir_scenarios::log::{BATCH_RECORDS, batch, dir};
+use weir_scenarios::log::{BATCH_RECORDS, batch, damage_batch, dir};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -57,11 +57,9 @@ fn scenario(seed: u64) -> Result<(), String> {
     let stored: Vec<Bytes> =
         (0..BATCHES).map(|n| batch(n, Some((offset_of(n), LeaderEpoch(0))))).collect();
     for &n in &damaged {
-        let at: usize = stored[..usize::from(n)].iter().map(Bytes::len).sum();
         // In the records (inside the CRC), or in the length field (outside it).
         let within = if how == 1 { 8 + seed as usize % 4 } else { 61 + seed as usize % 40 };
-        sim.corrupt_file(host, dir().join(format!("{:020}.log", 0)), (at + within) as u64)
-            .map_err(|e| format!("corrupting the segment: {e}"))?;
+        damage_batch(&sim, host, &stored, usize::from(n), within)?;
     }
     sim.block_on(host, Duration::from_secs(60), move |_env| async move {
         let upper = offset_of(BATCHES);

@@ -15,10 +15,9 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use weir::log::{Log, LogConfig, ReadError};
 use weir::model::{LeaderEpoch, Offset};
-use weir_scenarios::log::{BATCH_RECORDS, all_batches, batch, dir};
+use weir_scenarios::log::{BATCH_RECORDS, all_batches, batch, damage_batch, dir, read_range};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -36,21 +35,6 @@ fn config() -> LogConfig {
 /// The first offset of batch `n`.
 fn offset_of(n: u8) -> Offset {
     Offset(i64::from(n) * BATCH_RECORDS)
-}
-
-/// The batches read from `from` to `to`.
-async fn read(log: &Log, from: Offset, to: Offset) -> Result<Vec<Bytes>, String> {
-    let mut batches = Vec::new();
-    let mut at = from;
-    while at < to {
-        let read = log.read(at, 1 << 20, to).await.map_err(|e| format!("reading {at}: {e}"))?;
-        ensure(read.next_offset > at, || format!("a read at {at} made no progress"))?;
-        for b in weir::log::split::split_batches(&read.records) {
-            batches.push(b.map_err(|e| e.to_string())?);
-        }
-        at = read.next_offset;
-    }
-    Ok(batches)
 }
 
 fn scenario(seed: u64) -> Result<(), String> {
@@ -79,16 +63,9 @@ fn scenario(seed: u64) -> Result<(), String> {
         .ok_or("the appends did not finish")??;
     let batches = usize::from(BEFORE + AFTER) + usize::from(sealed);
     ensure(stored.len() == batches, || format!("{} batches", stored.len()))?;
-    let damaged_at: usize = stored[..usize::from(DAMAGED)].iter().map(Bytes::len).sum();
     sim.kill(host);
     // A bit of the damaged batch's records, inside its CRC, and the active index files go.
-    let records_start = 61 + (seed as usize % 40);
-    sim.corrupt_file(
-        host,
-        dir().join(format!("{:020}.log", 0)),
-        (damaged_at + records_start) as u64,
-    )
-    .map_err(|e| format!("corrupting the segment: {e}"))?;
+    damage_batch(&sim, host, &stored, usize::from(DAMAGED), 61 + seed as usize % 40)?;
     sim.start(host);
     let end = offset_of(BEFORE + AFTER + u8::from(sealed));
     let (reopened_end, before, damaged, after) = sim
@@ -99,9 +76,9 @@ fn scenario(seed: u64) -> Result<(), String> {
             }
             let log = Log::open(env, dir(), config()).await.map_err(|e| e.to_string())?;
             let reopened_end = log.log_end_offset();
-            let before = read(&log, Offset(0), offset_of(DAMAGED)).await?;
+            let before = read_range(&log, Offset(0), offset_of(DAMAGED)).await?;
             let damaged = log.read(offset_of(DAMAGED), 1 << 20, end).await;
-            let after = read(&log, offset_of(DAMAGED + 1), end).await?;
+            let after = read_range(&log, offset_of(DAMAGED + 1), end).await?;
             Ok::<_, String>((reopened_end, before, damaged, after))
         })
         .ok_or("the reopen did not finish")??;

@@ -15,10 +15,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use weir::log::split::split_batches;
 use weir::log::{Log, LogConfig, ReadError};
 use weir::model::{LeaderEpoch, Offset};
-use weir_scenarios::log::dir;
+use weir_scenarios::log::{damage_batch, dir, read_range};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -68,21 +67,6 @@ fn config(seed: u64) -> LogConfig {
     LogConfig { retention_ms: -1, index_interval_bytes: interval, ..LogConfig::default() }
 }
 
-/// The batches read from `from` to `to`.
-async fn read(log: &Log, from: Offset, to: Offset) -> Result<Vec<Bytes>, String> {
-    let mut batches = Vec::new();
-    let mut at = from;
-    while at < to {
-        let read = log.read(at, 1 << 20, to).await.map_err(|e| format!("reading {at}: {e}"))?;
-        ensure(read.next_offset > at, || format!("a read at {at} made no progress"))?;
-        for b in split_batches(&read.records) {
-            batches.push(b.map_err(|e| e.to_string())?);
-        }
-        at = read.next_offset;
-    }
-    Ok(batches)
-}
-
 /// Checks the cut log (`when`: before or after the reopen) against the batches `stored`.
 async fn check(log: &Log, stored: &[Bytes], damaged: u8, when: &str) -> Result<(), String> {
     let end = log.log_end_offset();
@@ -90,7 +74,7 @@ async fn check(log: &Log, stored: &[Bytes], damaged: u8, when: &str) -> Result<(
         format!("{when}, the log ends at {end}, not {}: the cut fell short", offset_of(CUT))
     })?;
     let before =
-        read(log, Offset(0), offset_of(damaged)).await.map_err(|e| format!("{when}, {e}"))?;
+        read_range(log, Offset(0), offset_of(damaged)).await.map_err(|e| format!("{when}, {e}"))?;
     ensure(before[..] == stored[..usize::from(damaged)], || {
         format!("{when}, {} batches read before the damage, not the ones stored", before.len())
     })?;
@@ -98,7 +82,8 @@ async fn check(log: &Log, stored: &[Bytes], damaged: u8, when: &str) -> Result<(
     ensure(matches!(read_damaged, Err(ReadError::Corrupt { .. })), || {
         format!("{when}, reading the damaged batch gave {read_damaged:?}, not a corruption error")
     })?;
-    let after = read(log, offset_of(damaged + 1), end).await.map_err(|e| format!("{when}, {e}"))?;
+    let after =
+        read_range(log, offset_of(damaged + 1), end).await.map_err(|e| format!("{when}, {e}"))?;
     ensure(after[..] == stored[usize::from(damaged + 1)..usize::from(CUT)], || {
         format!("{when}, {} batches read past the damage, not the ones stored", after.len())
     })?;
@@ -126,19 +111,12 @@ fn scenario(seed: u64) -> Result<(), String> {
                 log.append(batch(BATCHES), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
             }
             log.checkpoint().await.map_err(|e| e.to_string())?;
-            read(&log, Offset(0), log.log_end_offset()).await
+            read_range(&log, Offset(0), log.log_end_offset()).await
         })
         .ok_or("the appends did not finish")??;
-    let damaged_at: usize = stored[..usize::from(damaged)].iter().map(Bytes::len).sum();
     sim.kill(host);
     // A bit of the damaged batch's records, inside its CRC.
-    let records_start = 61 + (seed as usize % 40);
-    sim.corrupt_file(
-        host,
-        dir().join(format!("{:020}.log", 0)),
-        (damaged_at + records_start) as u64,
-    )
-    .map_err(|e| format!("corrupting the segment: {e}"))?;
+    damage_batch(&sim, host, &stored, usize::from(damaged), 61 + seed as usize % 40)?;
     sim.start(host);
     let target = Offset(offset_of(CUT).0 + (seed / 4 % 3) as i64);
     let kept = stored.clone();

@@ -246,54 +246,48 @@ pub(crate) async fn read_index_files(
     Ok(Some(ActiveIndex { offsets, times, bytes_since_entry: 0 }))
 }
 
-/// The largest index entry at or before `relative` in an index file of `len` bytes, found by
-/// binary search with small reads (sealed segments are not held in memory).
+/// The largest index entry at or before `relative` in an index file, found by binary search
+/// with small reads (sealed segments are not held in memory).
 pub(crate) async fn sealed_floor(
     file: &dyn File,
     relative: u32,
 ) -> io::Result<Option<OffsetEntry>> {
-    let count = file.len() / OFFSET_ENTRY_BYTES as u64;
-    let (mut lo, mut hi) = (0u64, count);
-    let mut best = None;
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        let bytes = file.read_at(mid * OFFSET_ENTRY_BYTES as u64, OFFSET_ENTRY_BYTES).await?;
-        let Some(entry) = index::decode_offset(&bytes) else {
-            break;
-        };
-        if entry.relative <= relative {
-            best = Some(entry);
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(best)
+    Ok(sealed_split(file, |e| e.relative <= relative).await?.0)
 }
 
-/// The first index entry past byte `position` in an index file, by binary search with small
-/// reads (an entry a misread spoils is caught by whoever checks it against the log).
+/// The first index entry past byte `position` in an index file, found the same way (an entry a
+/// misread spoils is caught by whoever checks it against the log).
 pub(crate) async fn sealed_entry_after(
     file: &dyn File,
     position: u64,
 ) -> io::Result<Option<OffsetEntry>> {
+    Ok(sealed_split(file, |e| u64::from(e.position) <= position).await?.1)
+}
+
+/// Binary search of an index file for where `before` stops holding (it holds for a prefix of
+/// the entries, which increase): the last entry it holds for and the first it does not.
+async fn sealed_split(
+    file: &dyn File,
+    before: impl Fn(OffsetEntry) -> bool,
+) -> io::Result<(Option<OffsetEntry>, Option<OffsetEntry>)> {
     let count = file.len() / OFFSET_ENTRY_BYTES as u64;
     let (mut lo, mut hi) = (0u64, count);
-    let mut best = None;
+    let (mut last, mut first) = (None, None);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let bytes = file.read_at(mid * OFFSET_ENTRY_BYTES as u64, OFFSET_ENTRY_BYTES).await?;
         let Some(entry) = index::decode_offset(&bytes) else {
             break;
         };
-        if u64::from(entry.position) > position {
-            best = Some(entry);
-            hi = mid;
-        } else {
+        if before(entry) {
+            last = Some(entry);
             lo = mid + 1;
+        } else {
+            first = Some(entry);
+            hi = mid;
         }
     }
-    Ok(best)
+    Ok((last, first))
 }
 
 /// The last time entry older than `timestamp` in a time index file, by binary search: where a
