@@ -326,9 +326,10 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// which starts at offset `damaged_offset`, in data that ends at byte `end` and offset
 /// `end_offset`: the byte the next intact batch starts at, and its base offset. The next batch
 /// is where the damaged one's length field (outside the CRC, most often intact) leads, or else
-/// the first place within [`RESYNC_SCAN_BYTES_MAX`] where a whole batch passes its CRC. What is
-/// found is believed only if the batches from there continue each other's offsets without a gap
-/// to exactly `end` and `end_offset` (a wrong length or a flipped base offset breaks that chain).
+/// the first place within [`RESYNC_SCAN_BYTES_MAX`] where a whole batch with a base offset
+/// between `damaged_offset` and `end_offset` passes its CRC. What is found is believed only if
+/// the batches from there continue each other's offsets without a gap to exactly `end` and
+/// `end_offset` (a wrong length or a flipped base offset breaks that chain).
 /// Further damaged batches on the way are crossed the same way, at most
 /// [`DAMAGED_IN_A_ROW_MAX`] of them, each requiring the offsets after it to lie past the ones
 /// before it (it held at least one); where no intact batch follows one before the end, it
@@ -344,16 +345,13 @@ pub(crate) async fn walk_past(
     let mut first = None;
     let (mut at, mut below) = (damaged, damaged_offset);
     for _ in 0..DAMAGED_IN_A_ROW_MAX {
-        let Some((next, base)) = next_batch_after(log, at, end).await? else {
+        let Some((next, base)) = next_batch_after(log, at, end, below..end_offset).await? else {
             // No intact batch from here to the end, all of it searched: the damage reaches the
             // end, and it held the offsets left.
             let searched = end.saturating_sub(at) <= RESYNC_SCAN_BYTES_MAX as u64;
             let reaches_end = searched && end_offset > below;
             return Ok(reaches_end.then(|| first.unwrap_or((end, end_offset))));
         };
-        if base <= below {
-            return Ok(None);
-        }
         first = first.or(Some((next, base)));
         let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
         let mut walker = Walker::new(log, next, end, base, true, epochs).frames_only();
@@ -378,21 +376,30 @@ pub(crate) async fn walk_past(
     Ok(None)
 }
 
-/// The first intact batch after the damaged one at byte `damaged`, below `end`: its position
-/// and (unvouched) base offset.
+/// The first intact batch after the damaged one at byte `damaged`, below `end`, with a base
+/// offset in `offsets` (past the damaged batch's first, below the end's): its position and
+/// (unvouched) base offset.
 async fn next_batch_after(
     log: &dyn File,
     damaged: u64,
     end: u64,
+    offsets: std::ops::Range<Offset>,
 ) -> std::io::Result<Option<(u64, Offset)>> {
     let window = (end.saturating_sub(damaged)).min(RESYNC_SCAN_BYTES_MAX as u64) as usize;
     let bytes = log.read_at(damaged, window).await?;
+    // A batch's header, cheap checks first: its magic, its base offset within the range (a
+    // random 8 bytes almost never are), its length within the window; then its CRC.
     let intact = |at: usize| -> Option<Offset> {
-        let len = frame_len(bytes.get(at..)?)?;
-        if damaged + (at + len) as u64 > end {
+        let head = bytes.get(at..)?;
+        if head.get(batch::MAGIC_AT) != Some(&(batch::MAGIC_V2 as u8)) {
             return None;
         }
-        let frame = bytes.get(at..at + len)?;
+        let base = Offset(i64::from_be_bytes(head.get(..BASE_OFFSET_BYTES)?.try_into().ok()?));
+        let len = frame_len(head)?;
+        if !(offsets.start < base && base < offsets.end) || damaged + (at + len) as u64 > end {
+            return None;
+        }
+        let frame = head.get(..len)?;
         batch::check_frame(frame, usize::MAX).ok().map(|h| Offset(h.base_offset()))
     };
     // Where the damaged batch's own length leads, if a whole batch is there.
@@ -401,11 +408,6 @@ async fn next_batch_after(
     {
         return Ok(Some((damaged + len as u64, base)));
     }
-    // Else the first place a whole batch passes its CRC (only where the magic byte is right is
-    // a batch tried at all).
-    let magic = batch::MAGIC_AT;
-    let found = (1..bytes.len().saturating_sub(magic))
-        .filter(|&at| bytes.get(at + magic) == Some(&(batch::MAGIC_V2 as u8)))
-        .find_map(|at| intact(at).map(|base| (damaged + at as u64, base)));
-    Ok(found)
+    // Else the first place a whole batch is.
+    Ok((1..bytes.len()).find_map(|at| intact(at).map(|base| (damaged + at as u64, base))))
 }
