@@ -631,7 +631,7 @@ async fn max_since_last_entry(
             Err(WalkStop::Io(e)) => return Err(e),
             Err(WalkStop::Invalid { position, .. }) if position == from => return Ok(None),
             Err(WalkStop::Invalid { position, error }) => {
-                tracing::error!(position, %error, "corrupt batch in synced data");
+                tracing::error!(segment = %base, position, %error, "corrupt batch in synced data");
                 let damaged = (position, walker.expected());
                 match walk_past(&**log, damaged, point.position, point.offset).await? {
                     Some((resume, next)) => {

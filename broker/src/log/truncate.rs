@@ -7,9 +7,9 @@
 //! lowered to the cut first (so recovery rescans from there rather than trusting what follows),
 //! then the epoch checkpoint forgets the epochs past the cut, later segments' files are
 //! removed, the holding segment's index files are rewritten for the batches it keeps (entries
-//! that hold for its file before the cut and after), and its file is cut and synced. A follower that restarts asks
-//! its leader again where the logs diverge, so a cut a crash interrupted is cut again. The
-//! holding segment becomes the active one. Its index is kept up to the entry before the cut and
+//! that hold for its file before the cut and after), and its file is cut and synced. A follower
+//! that restarts asks its leader again where the logs diverge, so a cut a crash interrupted is
+//! cut again. The holding segment becomes the active one. Its index is kept up to the entry before the cut and
 //! rebuilt from there by walking the batches up to the cut (from the segment's start where the
 //! index is unusable), so a cut walks about two index intervals, not a whole segment. Damage (a
 //! latent sector error in synced data, which reads report) never moves the cut below its
