@@ -48,6 +48,8 @@ pub mod codes {
     pub const NONE: i16 = 0;
     /// OFFSET_OUT_OF_RANGE.
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    /// CORRUPT_MESSAGE.
+    pub const CORRUPT_MESSAGE: i16 = 2;
     /// UNKNOWN_TOPIC_OR_PARTITION.
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     /// LEADER_NOT_AVAILABLE.

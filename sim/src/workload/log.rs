@@ -361,7 +361,10 @@ fn damage_one(sim: &Sim, host: crate::sim::Host, history: &Arc<Mutex<History>>, 
     let len = bytes.len() as u64;
     let Ok(last) = batch::parse_header(&bytes).map(|hd| hd.last_offset()) else { return };
     let found = sim.block_on(host, Duration::from_secs(10), move |env| async move {
-        locate(env, base, bytes).await
+        // Only where the bytes found are exactly the batch (a read the disk corrupted finds
+        // nothing).
+        let (path, position, found) = locate(env, log_dir(), base).await?;
+        (found == bytes).then_some((path, position))
     });
     let Some(Some((path, position))) = found else { return };
     if sim.corrupt_file(host, &path, position + (pick >> 32) % len).is_ok() {
@@ -370,11 +373,10 @@ fn damage_one(sim: &Sim, host: crate::sim::Host, history: &Arc<Mutex<History>>, 
     }
 }
 
-/// The segment file holding the batch stored as `bytes` at `base`, and its byte position there,
-/// found by walking the file's batch frames; `None` unless the bytes found there are exactly
-/// `bytes` (a read the disk corrupted finds nothing).
-async fn locate(env: Env, base: i64, bytes: Bytes) -> Option<(PathBuf, u64)> {
-    let names = env.disk.list(&log_dir()).await.ok()?;
+/// The segment file of the log in `dir` holding the batch at `base`, its byte position there and
+/// its bytes as read, found by walking the file's batch frames (for a test to damage it).
+pub async fn locate(env: Env, dir: PathBuf, base: i64) -> Option<(PathBuf, u64, Bytes)> {
+    let names = env.disk.list(&dir).await.ok()?;
     let segment = names
         .iter()
         .filter_map(|name| name.strip_suffix(".log"))
@@ -382,7 +384,7 @@ async fn locate(env: Env, base: i64, bytes: Bytes) -> Option<(PathBuf, u64)> {
         .filter_map(|stem| stem.parse::<i64>().ok())
         .filter(|&b| b <= base)
         .max()?;
-    let path = log_dir().join(format!("{segment:020}.log"));
+    let path = dir.join(format!("{segment:020}.log"));
     let file = env.disk.open(&path).await.ok()?;
     let contents = file.read_at(0, file.len() as usize).await.ok()?;
     let mut at = 0usize;
@@ -390,7 +392,7 @@ async fn locate(env: Env, base: i64, bytes: Bytes) -> Option<(PathBuf, u64)> {
         let header = batch::parse_header(contents.get(at..)?).ok()?;
         let end = at.checked_add(header.total_bytes())?;
         if header.base_offset() == base {
-            return (contents.get(at..end)? == &bytes[..]).then_some((path, at as u64));
+            return Some((path, at as u64, contents.slice(at..end)));
         }
         at = end;
     }

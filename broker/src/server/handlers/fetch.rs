@@ -221,6 +221,13 @@ async fn read_partition(
             data.error_code = code(ResponseError::OffsetOutOfRange);
             data.log_start_offset = log_start.0;
         }
+        // The batch holding the offset is damaged on this broker's disk (it failed its CRC
+        // every time it was read): said as Kafka says it, so that a client shows it to the
+        // application rather than retrying in silence.
+        Err(error @ ReadError::Corrupt { .. }) => {
+            tracing::error!(partition = %partition.tp, "fetch found damaged data: {error}");
+            data.error_code = code(ResponseError::CorruptMessage);
+        }
         Err(error) => {
             tracing::warn!(partition = %partition.tp, "fetch failed: {error}");
             data.error_code = code(ResponseError::KafkaStorageError);
