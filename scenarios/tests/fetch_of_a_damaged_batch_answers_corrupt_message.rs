@@ -3,8 +3,11 @@
 //! record, and nothing else: a client shows that error to the application, where
 //! `KAFKA_STORAGE_ERROR` (what was answered before) makes librdkafka refresh its metadata and
 //! retry in silence for good. Fetches of the batches around it are served as if nothing were
-//! wrong: those before it up to it, those after it to the end.
+//! wrong: those before it up to it, those after it to the end. So must a ListOffsets by
+//! timestamp whose answer may lie in the damaged batch (the first record at or after its first
+//! timestamp); one whose answer lies before it is answered.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir_scenarios::{ensure, for_each_seed};
@@ -43,6 +46,9 @@ fn scenario(seed: u64) -> Result<(), String> {
         .block_on(node, Duration::from_secs(10), move |env| locate(env, dir, damaged))
         .flatten()
         .ok_or("the damaged batch was not found in its segment")?;
+    let damaged_time = weir::log::batch::parse_header(&bytes)
+        .map_err(|e| format!("the batch found does not parse: {e}"))?
+        .base_timestamp();
     let within = HEADER_BYTES + seed as usize % (bytes.len() - HEADER_BYTES);
     c.sim
         .corrupt_file(node, &path, position + within as u64)
@@ -63,6 +69,27 @@ fn scenario(seed: u64) -> Result<(), String> {
     for (offset, answer) in fetched {
         check(offset, answer, damaged, end)?;
     }
+    let looked_up = c
+        .client_call(Duration::from_secs(60), move |env| async move {
+            let mut client = Client::new(env, addr, "admin");
+            let first = client.list_offsets("data", &[0], 0).await;
+            let in_damaged = client.list_offsets("data", &[0], damaged_time).await;
+            (first, in_damaged)
+        })
+        .ok_or("the offset lookups did not finish")?;
+    let answer = |found: Result<BTreeMap<i32, Result<i64, i16>>, ClientError>| {
+        found.map_err(|e| e.to_string()).map(|mut parts| parts.remove(&0))
+    };
+    let (first, in_damaged) = (answer(looked_up.0), answer(looked_up.1));
+    ensure(first == Ok(Some(Ok(0))), || {
+        format!("looking up timestamp 0 answered {first:?}, not offset 0")
+    })?;
+    ensure(in_damaged == Ok(Some(Err(codes::CORRUPT_MESSAGE))), || {
+        format!(
+            "looking up the damaged batch's first timestamp {damaged_time} answered \
+             {in_damaged:?}, not CORRUPT_MESSAGE"
+        )
+    })?;
     c.watch_verdict()
 }
 

@@ -10,6 +10,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::{code, led_partition};
+use crate::log::ReadError;
 use crate::node::Broker;
 
 /// The special timestamps of ListOffsets.
@@ -75,6 +76,11 @@ pub async fn handle(
                     }
                 }
                 Ok(None) => {}
+                // The lookup met a batch damaged on disk that may hold the answer (see fetch).
+                Err(error @ ReadError::Corrupt { .. }) => {
+                    tracing::error!(partition = %partition.tp, "list offsets found damaged data: {error}");
+                    p.error_code = code(ResponseError::CorruptMessage);
+                }
                 Err(error) => {
                     tracing::warn!(partition = %partition.tp, "list offsets failed: {error}");
                     p.error_code = code(ResponseError::KafkaStorageError);
