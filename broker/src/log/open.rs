@@ -490,12 +490,7 @@ async fn rescan(
                 let (at, offset) = walk_past(&*log, (position, seg.next_offset), end, end_offset)
                     .await?
                     .unwrap_or((end, end_offset));
-                seg.size = at;
-                seg.next_offset = offset;
-                if let SegmentIndex::Active(active) = &mut seg.index {
-                    // The next batch walked gets an entry of its own.
-                    active.bytes_since_entry = u64::MAX;
-                }
+                seg.skip_to(at, offset);
                 let before =
                     epochs.epoch_for(Offset(offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
                 let learn = Epochs::Learn(before);

@@ -121,6 +121,17 @@ impl Segment {
         self.next_offset = Offset(header.last_offset() + 1);
     }
 
+    /// Goes on at byte `position`, where a batch at `offset` starts, past bytes not walked (a
+    /// damaged batch, or a prefix taken from the index): the next batch recorded gets an index
+    /// entry of its own.
+    pub(crate) fn skip_to(&mut self, position: u64, offset: Offset) {
+        self.size = position;
+        self.next_offset = offset;
+        if let SegmentIndex::Active(active) = &mut self.index {
+            active.bytes_since_entry = u64::MAX;
+        }
+    }
+
     /// The index to write out when this segment is sealed: the active one with a last time
     /// entry for the segment's largest timestamp, which a reopen reads back as that timestamp
     /// (batches after the last due entry may have raised it). `None` if already sealed.
@@ -190,8 +201,8 @@ impl ActiveIndex {
             self.times.iter().copied().take_while(|t| t.relative <= start.relative).collect();
         let max = times.last().copied();
         let offsets = self.offsets.get(..start_ix)?.to_vec();
-        // The batch at `start` is walked again and gets its entry back.
-        let index = ActiveIndex { offsets, times, bytes_since_entry: u64::MAX };
+        // The batch at `start` is walked again and gets its entry back (see `Segment::skip_to`).
+        let index = ActiveIndex { offsets, times, bytes_since_entry: 0 };
         Some(KeptPrefix { index, start, max })
     }
 

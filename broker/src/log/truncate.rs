@@ -290,8 +290,7 @@ impl Walk<'_> {
             let from_entry = prefix.is_some();
             if let Some(KeptPrefix { index, start, max }) = prefix.take() {
                 kept.index = SegmentIndex::Active(index);
-                kept.size = u64::from(start.position);
-                kept.next_offset = Offset(base.0 + i64::from(start.relative));
+                kept.skip_to(u64::from(start.position), Offset(base.0 + i64::from(start.relative)));
                 if let Some(max) = max {
                     kept.max_timestamp = max.timestamp;
                     kept.max_timestamp_batch = Offset(base.0 + i64::from(max.relative));
@@ -312,21 +311,15 @@ impl Walk<'_> {
                     Err(WalkStop::Invalid { .. }) if from_entry && !walked_any => continue 'walks,
                     Err(WalkStop::Invalid { position, .. }) => {
                         let damaged = (position, kept.next_offset);
-                        match walk_past(&**log, damaged, end, end_offset).await? {
-                            Some((at, next)) if next <= target => {
-                                kept.size = at;
-                                kept.next_offset = next;
-                                if let SegmentIndex::Active(active) = &mut kept.index {
-                                    // The next batch walked gets an entry of its own.
-                                    active.bytes_since_entry = u64::MAX;
-                                }
-                                let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
-                                walker = Walker::new(&**log, at, log.len(), next, dense, epochs);
-                            }
-                            // The damaged batch holds the target, or nothing vouches for
-                            // where the batch after it starts: the cut falls here.
-                            _ => return Ok(kept),
-                        }
+                        let past = walk_past(&**log, damaged, end, end_offset).await?;
+                        // Unless the damaged batch lies wholly below the target and something
+                        // vouches for where the batch after it starts, the cut falls here.
+                        let Some((at, next)) = past.filter(|&(_, next)| next <= target) else {
+                            return Ok(kept);
+                        };
+                        kept.skip_to(at, next);
+                        let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+                        walker = Walker::new(&**log, at, log.len(), next, dense, epochs);
                     }
                     Err(WalkStop::Io(e)) => return Err(e),
                 }
