@@ -75,6 +75,10 @@ pub enum ReadError {
         offset: Offset,
         /// What failed.
         cause: BatchError,
+        /// The first offset past the damage from which reads go on, where the batches after
+        /// the damaged one vouch for where they start (see `walk::walk_past`); `None` if that
+        /// is not known.
+        resume: Option<Offset>,
     },
     /// The disk failed the read.
     #[error("read failed: {0}")]
@@ -82,6 +86,13 @@ pub enum ReadError {
     /// The log is offline.
     #[error(transparent)]
     Offline(#[from] Offline),
+}
+
+impl ReadError {
+    /// Stored bytes at `offset` failed their checks, with no word on where reads go on.
+    pub fn corrupt(offset: Offset, cause: BatchError) -> ReadError {
+        ReadError::Corrupt { offset, cause, resume: None }
+    }
 }
 
 /// Why a log could not be opened.

@@ -70,10 +70,10 @@ enum SegmentStop {
 }
 
 impl SegmentStop {
-    fn into_error(self, start: Offset) -> ReadError {
+    fn into_error(self, start: Offset, resume: Option<Offset>) -> ReadError {
         match self {
             SegmentStop::Damaged { error, .. } => {
-                ReadError::Corrupt { offset: start, cause: error }
+                ReadError::Corrupt { offset: start, cause: error, resume }
             }
             SegmentStop::Failed(e) => e,
         }
@@ -130,7 +130,9 @@ impl Log {
             }
             // A damaged batch below the one wanted: walk past it where the batches after it
             // chain to the next index entry (or the segment's end). Each pass starts further
-            // on, so this ends.
+            // on, so this ends. If `from` is in the damaged batch, the error says where reads
+            // go on.
+            let mut resume = None;
             while let Err(SegmentStop::Damaged { position, offset, .. }) = &found {
                 let damaged = (*position, *offset);
                 let (until, until_offset) = self.chain_end(&plan, damaged.0).await?;
@@ -138,10 +140,14 @@ impl Log {
                     Some((at, next)) if next <= from => {
                         found = read_segment(log, (at, next, true), end, &window).await;
                     }
-                    _ => break,
+                    Some((_, next)) => {
+                        resume = Some(next);
+                        break;
+                    }
+                    None => break,
                 }
             }
-            let found = found.map_err(|stop| stop.into_error(from))?;
+            let found = found.map_err(|stop| stop.into_error(from, resume))?;
             if let Some((records, next)) = found {
                 return Ok(ReadResult { records, next_offset: next, log_start, log_end });
             }
@@ -275,12 +281,11 @@ impl Log {
         let Some(first) = split::split_batches(&result.records).next() else {
             return Ok(None);
         };
-        let first = first.map_err(|cause| ReadError::Corrupt { offset: batch_base, cause })?;
-        for record in records::record_iter(&first)
-            .map_err(|cause| ReadError::Corrupt { offset: batch_base, cause })?
+        let first = first.map_err(|cause| ReadError::corrupt(batch_base, cause))?;
+        for record in
+            records::record_iter(&first).map_err(|cause| ReadError::corrupt(batch_base, cause))?
         {
-            let record =
-                record.map_err(|cause| ReadError::Corrupt { offset: batch_base, cause })?;
+            let record = record.map_err(|cause| ReadError::corrupt(batch_base, cause))?;
             if record.timestamp >= max {
                 return Ok(Some((Offset(record.offset), record.timestamp)));
             }
@@ -413,14 +418,14 @@ async fn first_record_at_or_after(
             Ok(None) => return Ok(None),
             Err(WalkStop::Io(e)) => return Err(e.into()),
             Err(WalkStop::Invalid { error, .. }) => {
-                return Err(ReadError::Corrupt { offset: expected, cause: error });
+                return Err(ReadError::corrupt(expected, error));
             }
         };
         let header = walked.header;
         if header.max_timestamp() < timestamp || header.last_offset() < log_start.0 {
             continue;
         }
-        let corrupt = |cause| ReadError::Corrupt { offset: Offset(header.base_offset()), cause };
+        let corrupt = |cause| ReadError::corrupt(Offset(header.base_offset()), cause);
         for record in records::record_iter(&walked.bytes).map_err(corrupt)? {
             let record = record.map_err(corrupt)?;
             if record.timestamp >= timestamp && record.offset >= log_start.0 {

@@ -62,6 +62,12 @@ pub async fn recover(log: &Log, disk: &dyn Disk) -> Result<ProducerStateManager,
 }
 
 /// Feeds every batch in `[from, end)` to the state.
+///
+/// A damaged batch (a latent sector error: it fails its checks however often it is read) is
+/// passed over, with a warning, where failing would keep the partition from opening at all. The
+/// state then misses what that batch held, so its producer's next batch may be refused as out of
+/// sequence. The replay goes on where the read says reads go on past the damage, else at the
+/// next segment; with neither, it ends there.
 async fn replay(
     log: &Log,
     state: &mut ProducerStateManager,
@@ -69,14 +75,30 @@ async fn replay(
     end: Offset,
 ) -> Result<(), ReadError> {
     while from < end {
-        let result = log.read(from, REPLAY_CHUNK_BYTES, end).await?;
+        let result = match log.read(from, REPLAY_CHUNK_BYTES, end).await {
+            Ok(result) => result,
+            Err(ReadError::Corrupt { offset, cause, resume }) => {
+                let next = resume.or_else(|| log.segment_bases().into_iter().find(|&b| b > from));
+                tracing::warn!(
+                    log = %log.dir().display(),
+                    "producer state: passing over the damaged batch at {offset} ({cause}); \
+                     going on at {next:?}"
+                );
+                match next {
+                    Some(next) if next > from => from = next,
+                    _ => break,
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if result.records.is_empty() {
             break;
         }
         for stored in split_batches(&result.records) {
-            let stored = stored.map_err(|cause| ReadError::Corrupt { offset: from, cause })?;
-            let header = batch::parse_header(&stored)
-                .map_err(|cause| ReadError::Corrupt { offset: from, cause })?;
+            let stored = stored.map_err(|cause| ReadError::corrupt(from, cause))?;
+            let header =
+                batch::parse_header(&stored).map_err(|cause| ReadError::corrupt(from, cause))?;
             state.record(&header, Offset(header.base_offset()), Offset(header.last_offset()));
         }
         from = result.next_offset;
