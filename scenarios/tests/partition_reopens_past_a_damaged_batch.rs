@@ -87,8 +87,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let damaged = 1 + seed as usize % (BATCHES - 1);
     let segment = *placed
         .iter()
-        .filter(|&&base| base <= offset_of(damaged))
-        .last()
+        .rfind(|&&base| base <= offset_of(damaged))
         .ok_or("no segment holds the damaged batch")?;
     let first_in_segment = (0..BATCHES).find(|&n| offset_of(n) >= segment).unwrap_or(0);
     let at: usize = batches[first_in_segment..damaged].iter().map(Bytes::len).sum();
