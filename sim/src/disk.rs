@@ -550,6 +550,23 @@ impl Sim {
     pub fn corrupt_file(&self, host: Host, path: impl AsRef<Path>, pos: u64) -> io::Result<()> {
         let path: PathBuf = checked_path(path.as_ref())?;
         let file = lock(&self.disk_state(host).names).open(&path)?;
+        self.corrupt_node(host, &file, pos)
+    }
+
+    /// [`Sim::corrupt_file`] of the file a power failure would leave at `path` (the one
+    /// [`Sim::durable_contents`] reads), whatever name the page cache gives it now.
+    pub fn corrupt_durable_file(
+        &self,
+        host: Host,
+        path: impl AsRef<Path>,
+        pos: u64,
+    ) -> io::Result<()> {
+        let path: PathBuf = checked_path(path.as_ref())?;
+        let file = lock(&self.disk_state(host).names).open_durable(&path)?;
+        self.corrupt_node(host, &file, pos)
+    }
+
+    fn corrupt_node(&self, host: Host, file: &FileNode, pos: u64) -> io::Result<()> {
         let bit = self.world.random_below(8) as u8;
         if !lock(&file.inode).corrupt(pos, bit) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "position past the end"));
@@ -558,5 +575,20 @@ impl Sim {
             (Fault::Latent as u64) << 56 ^ (host.0 as u64) << 40 ^ pos << 3 ^ u64::from(bit);
         self.world.trace.fold(Event::DiskFault, value);
         Ok(())
+    }
+
+    /// The bytes of the file at `path` that a power failure now would leave at least: the file
+    /// reached through synced folder entries, and its synced contents (a test's view of what
+    /// is durable, at no cost to the host).
+    pub fn durable_contents(&self, host: Host, path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+        let path: PathBuf = checked_path(path.as_ref())?;
+        let file = lock(&self.disk_state(host).names).open_durable(&path)?;
+        Ok(lock(&file.inode).durable().to_vec())
+    }
+
+    /// The names a power failure now would leave in the folder at `path`, sorted.
+    pub fn durable_names(&self, host: Host, path: impl AsRef<Path>) -> io::Result<Vec<String>> {
+        let path: PathBuf = checked_path(path.as_ref())?;
+        lock(&self.disk_state(host).names).list_durable(&path)
     }
 }

@@ -33,7 +33,7 @@ pub use append::AppendInfo;
 pub use cleaner::{CleanOutcome, CleanStats};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
 pub use error::{AppendError, MaintenanceError, Offline, OpenError, ReadError};
-pub use open::PartitionCheckpoint;
+pub use open::{PARTITION_CHECKPOINT, PartitionCheckpoint};
 pub use partition_log::{Log, RecoveryPoint};
 pub use read::{INDEX_SLACK_BYTES, ReadResult};
 pub use retention::RetentionOutcome;

@@ -60,6 +60,13 @@ impl PartitionCheckpoint {
         checkpoint::encode(PARTITION_CHECKPOINT_KIND, PARTITION_CHECKPOINT_VERSION, &body)
     }
 
+    /// Decodes the bytes of a [`PARTITION_CHECKPOINT`] file (its framing and CRC checked);
+    /// `None` if they are not a valid one.
+    pub fn decode_file(bytes: &Bytes) -> Option<PartitionCheckpoint> {
+        let (_, body) = checkpoint::decode(PARTITION_CHECKPOINT_KIND, bytes).ok()?;
+        PartitionCheckpoint::decode(&body)
+    }
+
     fn decode(body: &[u8]) -> Option<PartitionCheckpoint> {
         let mut values = body.chunks_exact(8).map(|c| c.try_into().map(i64::from_be_bytes));
         let mut next = || values.next()?.ok();

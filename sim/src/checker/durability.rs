@@ -5,6 +5,10 @@
 //! sending it and the final read. Every record of a protected produce must be in the final log at `base_offset + i` with
 //! exactly the value sent. (On one broker acks=1 and acks=all wait for the same thing, so both
 //! are held to it.)
+//!
+//! A batch the workload damaged in place on the broker's disk (a latent sector error) is
+//! exempt: its records may be gone. Nothing else may suffer from it: a fetch may answer
+//! `CORRUPT_MESSAGE` only for an offset in a damaged batch.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +16,9 @@ use bytes::Bytes;
 
 use super::history::{Flush, History, Outcome, Produce, Tp};
 use super::{Findings, Rule, values};
+
+/// Kafka's CORRUPT_MESSAGE.
+const CORRUPT_MESSAGE: i16 = 2;
 
 /// Final-log lookups by offset.
 pub(crate) fn final_index(history: &History) -> BTreeMap<&Tp, BTreeMap<i64, &Option<Bytes>>> {
@@ -44,6 +51,9 @@ pub fn check(history: &History, findings: &mut Findings) {
         };
         for (i, &number) in p.numbers.iter().enumerate() {
             let offset = base + i as i64;
+            if history.damaged_at(&p.tp, offset) {
+                continue;
+            }
             let expected = values::encode(p.producer, number);
             let found = log.get(&offset).map(|v| v.as_ref());
             if found != Some(Some(&expected)) {
@@ -61,6 +71,18 @@ pub fn check(history: &History, findings: &mut Findings) {
                     ),
                 );
             }
+        }
+    }
+    for f in history.fetches.iter().filter(|f| f.error_code == CORRUPT_MESSAGE) {
+        if !history.damaged_at(&f.tp, f.fetch_offset) {
+            findings.push(
+                Rule::Durability,
+                format!(
+                    "fetch by {} of {:?} from {} at tick {} answered CORRUPT_MESSAGE, and no \
+                     batch there was damaged",
+                    f.consumer, f.tp, f.fetch_offset, f.sent
+                ),
+            );
         }
     }
 }

@@ -170,6 +170,10 @@ pub struct History {
     pub anomalies: Vec<String>,
     /// Batches a client rejected for a bad CRC while the disk was allowed to corrupt reads.
     pub corruption_caught: u64,
+    /// Batches the workload damaged in place on the broker's disk (latent sector errors), per
+    /// partition: first offset to last. Their records may be gone for good; nothing else may
+    /// suffer.
+    pub damaged: BTreeMap<Tp, BTreeMap<i64, i64>>,
 }
 
 impl History {
@@ -188,6 +192,14 @@ impl History {
     /// Whether the broker lost power strictly between `from` and `to`.
     pub fn power_failed_between(&self, from: Tick, to: Tick) -> bool {
         self.power_failures.iter().any(|&t| from < t && t < to)
+    }
+
+    /// Whether `offset` of `tp` lies in a batch the workload damaged.
+    pub fn damaged_at(&self, tp: &Tp, offset: i64) -> bool {
+        self.damaged
+            .get(tp)
+            .and_then(|batches| batches.range(..=offset).next_back())
+            .is_some_and(|(_, &last)| offset <= last)
     }
 
     /// The flush policy of `topic` (unknown topics count as `Ack`: the stricter rules).

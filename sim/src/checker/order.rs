@@ -3,7 +3,8 @@
 //! Rules:
 //! - *Dense as read*: a successful fetch's records start exactly at the offset asked for, go up
 //!   by one, and stay below the high watermark it reports. The final log goes up by one from 0
-//!   (the workload never deletes records).
+//!   (the workload never deletes records), except over batches the workload damaged on the
+//!   broker's disk.
 //! - *High watermark never goes back* (`flush.policy=ack` topics): a fetch sent after an answer
 //!   that showed high watermark `h` (a fetch reporting `h`, or an acknowledged produce ending
 //!   at `h`) reports at least `h`, and is not told that an offset below `h` is out of range.
@@ -47,13 +48,15 @@ pub fn check(history: &History, findings: &mut Findings) {
     let final_at = history.final_read_at.unwrap_or(Tick::MAX);
     for f in history.fetches.iter().filter(|f| f.error_code == 0) {
         let where_ = format!("fetch by {} of {:?} from {}", f.consumer, f.tp, f.fetch_offset);
-        dense(&f.records, f.fetch_offset, Some(f.high_watermark), &where_, findings);
+        let skip = |_: i64| false;
+        dense(&f.records, f.fetch_offset, Some(f.high_watermark), skip, &where_, findings);
         idempotent(history, &f.records, &f.tp, &where_, findings);
         phantoms(&sends, &f.records, &f.tp, f.received, &where_, findings);
     }
     for (tp, records) in &history.final_log {
         let where_ = format!("final read of {tp:?}");
-        dense(records, 0, None, &where_, findings);
+        let damaged = |offset: i64| history.damaged_at(tp, offset);
+        dense(records, 0, None, damaged, &where_, findings);
         idempotent(history, records, tp, &where_, findings);
         phantoms(&sends, records, tp, final_at, &where_, findings);
         producer_order(history, &sends, tp, records, findings);
@@ -61,15 +64,20 @@ pub fn check(history: &History, findings: &mut Findings) {
     high_watermark(history, findings);
 }
 
+/// Checks that `records` go up by one from `from`, passing over only offsets `may_skip` names.
 fn dense(
     records: &[(i64, Option<Bytes>)],
     from: i64,
     high_watermark: Option<i64>,
+    may_skip: impl Fn(i64) -> bool,
     where_: &str,
     findings: &mut Findings,
 ) {
     let mut expected = from;
     for (offset, _) in records {
+        while expected < *offset && may_skip(expected) {
+            expected += 1;
+        }
         if *offset != expected {
             findings
                 .push(Rule::Order, format!("{where_}: offset {offset} where {expected} was due"));

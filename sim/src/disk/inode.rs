@@ -140,6 +140,11 @@ impl Inode {
         self.durable.len() as u64
     }
 
+    /// The bytes on the device: what a power failure leaves at least.
+    pub(crate) fn durable(&self) -> &[u8] {
+        &self.durable
+    }
+
     /// Up to `len` live bytes from `pos`; fewer only at the end of the file.
     pub(crate) fn read(&self, pos: u64, len: usize) -> Vec<u8> {
         let size = self.len();

@@ -177,6 +177,41 @@ impl Namespace {
         Ok(Some(current))
     }
 
+    /// The entry at `path` as a power failure would leave it: reached through durable names
+    /// only. `None` for a missing name.
+    fn lookup_durable(&self, path: &Path) -> io::Result<Option<Entry>> {
+        let mut current = Entry::Folder(ROOT_FOLDER);
+        for name in names(path) {
+            let name = name?;
+            let Entry::Folder(id) = current else {
+                return Err(error(io::ErrorKind::NotADirectory, path, "a parent is a file"));
+            };
+            match self.folder(id).durable.get(name) {
+                Some(entry) => current = entry.clone(),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(current))
+    }
+
+    /// The file a power failure would leave at `path`.
+    pub(crate) fn open_durable(&self, path: &Path) -> io::Result<Arc<FileNode>> {
+        match self.lookup_durable(path)? {
+            Some(Entry::File(node)) => Ok(node),
+            Some(Entry::Folder(_)) => Err(error(io::ErrorKind::IsADirectory, path, "is a folder")),
+            None => Err(not_found(path)),
+        }
+    }
+
+    /// The names a power failure would leave in the folder at `path`, sorted.
+    pub(crate) fn list_durable(&self, path: &Path) -> io::Result<Vec<String>> {
+        match self.lookup_durable(path)? {
+            Some(Entry::Folder(id)) => Ok(self.folder(id).durable.keys().cloned().collect()),
+            Some(Entry::File(_)) => Err(error(io::ErrorKind::NotADirectory, path, "is a file")),
+            None => Err(not_found(path)),
+        }
+    }
+
     /// The live folder at `path`.
     fn folder_at(&self, path: &Path) -> io::Result<FolderId> {
         match self.lookup(path)? {

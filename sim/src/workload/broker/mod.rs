@@ -1,7 +1,9 @@
 //! The single-node broker workload: one host runs a Weir broker; one or two client hosts run
 //! producers (idempotent and not, acks=1 and acks=all) and a consumer group, all through the
 //! simulated Kafka client in [`crate::client`]. The nemesis crashes, power-fails, pauses and
-//! skews the broker and cuts, clogs and resets its links to the clients. Then everything heals,
+//! skews the broker and cuts, clogs and resets its links to the clients; with disk faults it also
+//! fails and corrupts the broker's disk operations and damages up to three stored batches in
+//! place (latent sector errors, see [`damage`]). Then everything heals,
 //! clients drain, the broker crashes once more and restarts, a fresh client proves it takes
 //! writes again and reads every partition from the start, and the checkers in
 //! [`crate::checker`] judge the recorded history.
@@ -11,6 +13,7 @@
 //! `events-interval` (3 partitions, `flush.policy=interval`).
 
 mod consumer;
+mod damage;
 mod finale;
 mod producer;
 pub mod setup;
@@ -26,6 +29,7 @@ use crate::checker::{self, History};
 use crate::nemesis::{FaultMix, Nemesis};
 use crate::sim::{Host, Sim};
 use crate::world::lock;
+use damage::Damage;
 
 pub use super::{Options, Report};
 
@@ -144,7 +148,8 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     let mut nemesis = Nemesis::new(seed, mix, vec![broker])
         .with_peers(clients.clone())
         .with_disk_baseline(shape.disk_baseline());
-    fault_phase_run(&sim, &mut nemesis, &shared, fault_phase);
+    let mut damage = Damage::default();
+    fault_phase_run(&sim, (&mut nemesis, &mut damage, broker), &shared, fault_phase, seed);
     nemesis.heal(&sim);
     drain(&sim, &shared);
     // Whatever is still running (a producer deep in retries) stops here, before the final
@@ -163,13 +168,22 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
         shape: shape.describe(),
         counts: finale::counts(&history),
         acked: finale::acked_records(&history),
-        faults: nemesis.log().to_vec(),
+        faults: fault_log(&nemesis, damage),
         violations,
     }
 }
 
 /// Runs the nemesis for `duration`, recording the broker's power failures in the history.
-fn fault_phase_run(sim: &Sim, nemesis: &mut Nemesis, shared: &Shared, duration: Duration) {
+/// With disk faults on, one step in [`damage::DAMAGE_ONE_STEP_IN`] also damages a stored batch
+/// (see [`damage`]).
+fn fault_phase_run(
+    sim: &Sim,
+    (nemesis, damage, broker): (&mut Nemesis, &mut Damage, Host),
+    shared: &Shared,
+    duration: Duration,
+    seed: u64,
+) {
+    let mut rng = crate::trace::mix(seed ^ 0xda_a6e);
     let end = sim.now() + duration;
     while sim.now() < end {
         let step = nemesis.next_interval();
@@ -179,7 +193,23 @@ fn fault_phase_run(sim: &Sim, nemesis: &mut Nemesis, shared: &Shared, duration: 
         for _ in before..nemesis.power_failures() {
             shared.with_history(History::power_failure);
         }
+        rng = crate::trace::mix(rng);
+        if shared.disk_faults
+            && rng.is_multiple_of(damage::DAMAGE_ONE_STEP_IN)
+            && damage.count() < damage::DAMAGED_BATCHES_MAX
+        {
+            damage.damage_one(sim, broker, shared, crate::trace::mix(rng));
+        }
     }
+}
+
+/// The nemesis's faults and the batches damaged, in time order.
+fn fault_log(nemesis: &Nemesis, damage: Damage) -> Vec<String> {
+    let mut faults = nemesis.log().to_vec();
+    faults.extend(damage.log);
+    // Every line starts with its time, right-aligned to one width; the sort is stable.
+    faults.sort_by_key(|line| line.split_once('s').map(|(at, _)| at.to_owned()));
+    faults
 }
 
 /// Lets clients work against the healed broker, then stops producers (waiting for their last

@@ -61,6 +61,11 @@ impl Member {
                     self.positions.insert(tp, last.offset + 1);
                 }
             }
+            codes::CORRUPT_MESSAGE => {
+                // A damaged batch: seek past it one offset at a time, as an application would
+                // (the checkers say whether it was one the workload damaged).
+                self.positions.insert(tp, part.fetch_offset + 1);
+            }
             codes::OFFSET_OUT_OF_RANGE => {
                 // auto.offset.reset=earliest.
                 if let Ok(offsets) = self.client.list_offsets(&tp.0, &[tp.1], EARLIEST).await
