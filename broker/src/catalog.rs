@@ -90,6 +90,9 @@ pub struct Reconciled {
     /// Whether this broker's part in any `__consumer_offsets` partition changed (opened,
     /// removed, or its role moved), so the group coordinator must take over anew.
     pub offsets_changed: bool,
+    /// Partitions assigned here that failed to open, each with why. The others were reconciled
+    /// all the same; these are to be tried again.
+    pub failed: Vec<(TopicPartition, String)>,
 }
 
 /// The partitions of this broker.
@@ -202,7 +205,17 @@ impl Catalog {
                 let partition = match topic.partition(*index) {
                     Some(p) => p,
                     None => {
-                        let p = self.open_partition(&t.name, t.id, &config, *index).await?;
+                        // A partition that cannot open (a damaged file, a failing read) must
+                        // not keep the others from opening and serving.
+                        let p = match self.open_partition(&t.name, t.id, &config, *index).await {
+                            Ok(p) => p,
+                            Err(e) => {
+                                tracing::error!("{e}; it is tried again, the others go on");
+                                done.failed
+                                    .push((TopicPartition::new(&t.name, *index), e.to_string()));
+                                continue;
+                            }
+                        };
                         topic
                             .partitions
                             .write()
@@ -254,7 +267,9 @@ impl Catalog {
                 }
             }
         }
-        if remove_strays {
+        // A folder that failed to open is no stray: the catalog does not hold it, but the
+        // image assigns it here.
+        if remove_strays && done.failed.is_empty() {
             self.remove_strays().await?;
         }
         if !done.opened.is_empty() {

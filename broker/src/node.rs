@@ -39,6 +39,8 @@ pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const ISR_CHECK_INTERVAL: Duration = Duration::from_millis(200);
 /// How long an ISR change may take to commit and come back.
 pub const ISR_CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause before reconciling again after a pass failed, or left a partition unopened.
+pub const RECONCILE_RETRY: Duration = Duration::from_secs(1);
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -519,17 +521,20 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
 /// offsets partitions as they open, and records how far it got.
 async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
     let mut strays_removed = false;
+    // Whether some partition failed to open in the last pass.
+    let mut open_failed = false;
     loop {
         let notified = membership.changed.notified();
         let mut notified = std::pin::pin!(notified);
         notified.as_mut().enable();
         let Some(b) = broker.upgrade() else { return };
         let image = membership.image();
-        if image.offset > b.reconciled.load(Ordering::Acquire) || !strays_removed {
+        if image.offset > b.reconciled.load(Ordering::Acquire) || !strays_removed || open_failed {
             let remove_strays = !strays_removed && membership.caught_up();
             match b.catalog.reconcile(&image, b.config.node_id, remove_strays).await {
                 Ok(done) => {
-                    strays_removed |= remove_strays;
+                    open_failed = !done.failed.is_empty();
+                    strays_removed |= remove_strays && !open_failed;
                     for (partition, leader, epoch) in done.to_follow {
                         let fetcher =
                             fetcher::follow(Weak::clone(&broker), partition, leader, epoch);
@@ -548,12 +553,19 @@ async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                     b.reconciled.fetch_max(image.offset, Ordering::AcqRel);
                     b.reconciled_changed.notify_waiters();
                     b.appended.notify_waiters();
+                    if open_failed {
+                        // The partitions that opened serve; the others are tried again soon.
+                        let clock = Arc::clone(&b.env.clock);
+                        drop(b);
+                        clock.sleep(RECONCILE_RETRY).await;
+                        continue;
+                    }
                 }
                 Err(e) => {
                     tracing::error!("reconciling partitions with the metadata failed: {e}");
                     let clock = Arc::clone(&b.env.clock);
                     drop(b);
-                    clock.sleep(Duration::from_secs(1)).await;
+                    clock.sleep(RECONCILE_RETRY).await;
                     continue;
                 }
             }
