@@ -103,6 +103,8 @@ pub struct Catalog {
     /// Serialises reconciliation (each does I/O).
     changes: tokio::sync::Mutex<()>,
     appended: Arc<tokio::sync::Notify>,
+    /// Partitions assigned here that the last reconciliation could not open.
+    unopened: Mutex<Vec<(TopicPartition, TopicId)>>,
 }
 
 fn partition_dir(tp: &TopicPartition) -> PathBuf {
@@ -121,6 +123,7 @@ impl Catalog {
             config,
             topics: RwLock::new(BTreeMap::new()),
             changes: tokio::sync::Mutex::new(()),
+            unopened: Mutex::new(Vec::new()),
             appended,
         }
     }
@@ -169,6 +172,7 @@ impl Catalog {
             }
         }
         let mut done = Reconciled::default();
+        let mut unopened = Vec::new();
         let lag = std::time::Duration::from_millis(self.config.replica_lag_time_max_ms);
         let now = self.env.clock.now();
         for t in image.topics.values() {
@@ -211,8 +215,9 @@ impl Catalog {
                             Ok(p) => p,
                             Err(e) => {
                                 tracing::error!("{e}; it is tried again, the others go on");
-                                done.failed
-                                    .push((TopicPartition::new(&t.name, *index), e.to_string()));
+                                let tp = TopicPartition::new(&t.name, *index);
+                                unopened.push((tp.clone(), t.id));
+                                done.failed.push((tp, e.to_string()));
                                 continue;
                             }
                         };
@@ -267,6 +272,7 @@ impl Catalog {
                 }
             }
         }
+        *self.unopened.lock().unwrap_or_else(|p| p.into_inner()) = unopened;
         // A folder that failed to open is no stray: the catalog does not hold it, but the
         // image assigns it here.
         if remove_strays && done.failed.is_empty() {
@@ -276,6 +282,12 @@ impl Catalog {
             self.env.disk.sync_dir(Path::new("")).await?;
         }
         Ok(done)
+    }
+
+    /// The partitions assigned here that the last reconciliation could not open, with their
+    /// topic's id.
+    pub fn unopened(&self) -> Vec<(TopicPartition, TopicId)> {
+        self.unopened.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn topic_config(&self, t: &TopicImage) -> TopicConfig {

@@ -482,6 +482,19 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 asks.push((partition, epoch, proposal));
             }
         }
+        // A partition that cannot open here is offline too, where another in-sync replica
+        // can lead it: reported with none, it would be left without a leader even once it
+        // opens here.
+        let image = membership.image();
+        let me = membership.node();
+        for (tp, topic_id) in b.catalog.unopened() {
+            let others = image
+                .partition(&tp.topic, tp.partition.0)
+                .is_some_and(|p| p.isr.iter().any(|&r| r != me && image.is_live(r)));
+            if others {
+                offline.push((topic_id, tp.partition.0));
+            }
+        }
         membership.set_offline(offline);
         drop(b);
         for (partition, epoch, proposal) in asks {
