@@ -9,6 +9,10 @@
 //! With an odd seed the same happens to a sealed segment: a roll seals the batches' segment, its
 //! index files are gone, and recovery walks it from its start though it trusts it whole.
 //!
+//! For one seed in four the damage is in the batch's partition leader epoch (outside its CRC),
+//! raising it: recovery must not believe that epoch, or every later batch looks older than the
+//! log's history and the batches past the recovery point are cut off as a torn tail.
+//!
 //! After the reopen the log must end where it did; every batch but the damaged one must read back
 //! exactly (those between the damage and the recovery point too: the walk goes on past the
 //! damage, so they stay indexed); a read of the damaged batch must fail.
@@ -26,6 +30,8 @@ const BEFORE: u8 = 10;
 const AFTER: u8 = 5;
 /// The damaged batch, below the recovery point.
 const DAMAGED: u8 = 5;
+/// A byte of a batch's partition leader epoch (bytes 12 to 15, big-endian, outside the CRC).
+const EPOCH_BYTE: usize = 13;
 
 /// One segment for all the batches, and no retention by time (their timestamps are old).
 fn config() -> LogConfig {
@@ -64,8 +70,10 @@ fn scenario(seed: u64) -> Result<(), String> {
     let batches = usize::from(BEFORE + AFTER) + usize::from(sealed);
     ensure(stored.len() == batches, || format!("{} batches", stored.len()))?;
     sim.kill(host);
-    // A bit of the damaged batch's records, inside its CRC, and the active index files go.
-    damage_batch(&sim, host, &stored, usize::from(DAMAGED), 61 + seed as usize % 40)?;
+    // A bit of the damaged batch's records, inside its CRC (or of its epoch's second byte,
+    // which the batches' epoch 0 can only raise), and the active index files go.
+    let within = if seed % 4 == 2 { EPOCH_BYTE } else { 61 + seed as usize % 40 };
+    damage_batch(&sim, host, &stored, usize::from(DAMAGED), within)?;
     sim.start(host);
     let end = offset_of(BEFORE + AFTER + u8::from(sealed));
     let (reopened_end, before, damaged, after) = sim

@@ -127,7 +127,7 @@ impl Log {
             saved,
             &config,
             &mut epochs,
-            Shape { gapped, known_start },
+            Shape { gapped, known_start, vouched: Some(&loaded_epochs) },
         )
         .await
         .map_err(&err)?;
@@ -264,11 +264,14 @@ async fn clean_folder(disk: &dyn crate::io::Disk, dir: &Path) -> io::Result<Vec<
 
 /// What recovery knows of a log beyond its segment files.
 #[derive(Clone, Copy, Debug)]
-struct Shape {
+struct Shape<'a> {
     /// The log may have offset gaps: it has been compacted.
     gapped: bool,
     /// The partition checkpoint's log start is known: it was read, or never written.
     known_start: bool,
+    /// The epoch history as loaded, which vouches for the epoch of every stored batch (if it
+    /// could be read): see `Epochs::vouched_by`.
+    vouched: Option<&'a EpochCache>,
 }
 
 /// Opens the segments: those before the recovery point as sealed (trusted), the rest rescanned.
@@ -279,9 +282,9 @@ async fn recover_segments(
     saved: PartitionCheckpoint,
     config: &LogConfig,
     epochs: &mut EpochCache,
-    shape: Shape,
+    shape: Shape<'_>,
 ) -> io::Result<BTreeMap<Offset, Segment>> {
-    let Shape { gapped, known_start } = shape;
+    let Shape { gapped, known_start, vouched } = shape;
     let mut segments = BTreeMap::new();
     // Segments wholly before the log start were deleted in all but name.
     let first_kept = bases.iter().rposition(|&b| b <= saved.log_start).unwrap_or(0);
@@ -307,7 +310,7 @@ async fn recover_segments(
             dir,
             base,
             log,
-            Rescan { resume, may_truncate: !trusted, dense, next_base },
+            Rescan { resume, may_truncate: !trusted, dense, next_base, vouched },
             config,
             epochs,
         )
@@ -415,7 +418,7 @@ async fn open_optional(
 }
 
 /// How to rescan one segment.
-struct Rescan {
+struct Rescan<'a> {
     /// Where to start (its start if `None`, or if the point's index files are unusable).
     resume: Option<RecoveryPoint>,
     /// Whether a bad batch ends the log (the unflushed tail) or is damage to report (durable
@@ -425,6 +428,8 @@ struct Rescan {
     dense: bool,
     /// The next segment's base offset, if there is one.
     next_base: Option<Offset>,
+    /// The epoch history that vouches for every stored batch's epoch, if it could be read.
+    vouched: Option<&'a EpochCache>,
 }
 
 /// Rescans a segment from `resume` (or its start), rebuilding its index in memory and cutting
@@ -434,11 +439,11 @@ async fn rescan(
     dir: &Path,
     base: Offset,
     log: Arc<dyn File>,
-    how: Rescan,
+    how: Rescan<'_>,
     config: &LogConfig,
     epochs: &mut EpochCache,
 ) -> io::Result<(Segment, bool)> {
-    let Rescan { resume, may_truncate, dense, next_base } = how;
+    let Rescan { resume, may_truncate, dense, next_base, vouched } = how;
     let mut seg = Segment::new_active(base, Arc::clone(&log));
     let mut start = 0;
     let resume = resume.filter(|p| p.position > 0 && p.position <= log.len());
@@ -455,7 +460,7 @@ async fn rescan(
     if let Some(point) = resume
         && let Some(mut index) = load_prefix(disk, dir, base, &log, point).await?
         && let Some((max, max_batch)) =
-            max_since_last_entry(&log, base, &index, point, dense).await?
+            max_since_last_entry(&log, base, &index, point, (dense, vouched)).await?
     {
         index.bytes_since_entry = index
             .offsets
@@ -470,8 +475,8 @@ async fn rescan(
     }
     let interval = config.index_interval_bytes;
     let before = epochs.epoch_for(Offset(seg.next_offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
-    let learn = Epochs::Learn(before);
-    let mut walker = Walker::new(&*log, start, log.len(), seg.next_offset, dense, learn);
+    let checks = Epochs::vouched_by(vouched, before);
+    let mut walker = Walker::new(&*log, start, log.len(), seg.next_offset, dense, checks);
     let mut rewrite = Rewrite::new(&*log, start.max(durable));
     let stop = loop {
         match walker.next().await {
@@ -494,14 +499,15 @@ async fn rescan(
                 // it, from the next batch if the damaged one's length leads to batches that
                 // reach the synced end (they stay readable), else from the synced end.
                 tracing::error!(log = %dir.display(), segment = %base, position, %error, "corrupt batch in synced data");
-                let (at, offset) = walk_past(&*log, (position, seg.next_offset), end, end_offset)
+                let damaged = (position, seg.next_offset);
+                let (at, offset) = walk_past(&*log, damaged, (end, end_offset), vouched)
                     .await?
                     .unwrap_or((end, end_offset));
                 seg.skip_to(at, offset);
                 let before =
                     epochs.epoch_for(Offset(offset.0 - 1)).unwrap_or(LeaderEpoch(i32::MIN));
-                let learn = Epochs::Learn(before);
-                walker = Walker::new(&*log, at, log.len(), offset, dense, learn);
+                let checks = Epochs::vouched_by(vouched, before);
+                walker = Walker::new(&*log, at, log.len(), offset, dense, checks);
             }
         }
     };
@@ -612,13 +618,13 @@ async fn max_since_last_entry(
     base: Offset,
     index: &ActiveIndex,
     point: RecoveryPoint,
-    dense: bool,
+    (dense, vouched): (bool, Option<&EpochCache>),
 ) -> io::Result<Option<(i64, Offset)>> {
     let Some(last) = index.offsets.last() else { return Ok(None) };
     let at = |relative: u32| Offset(base.0 + i64::from(relative));
     let (mut max, mut max_batch) =
         index.times.last().map_or((-1, base), |t| (t.timestamp, at(t.relative)));
-    let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+    let epochs = Epochs::vouched_by(vouched, LeaderEpoch(i32::MIN));
     let from = u64::from(last.position);
     let mut walker = Walker::new(&**log, from, point.position, at(last.relative), dense, epochs);
     loop {
@@ -635,9 +641,10 @@ async fn max_since_last_entry(
             Err(WalkStop::Invalid { position, error }) => {
                 tracing::error!(segment = %base, position, %error, "corrupt batch in synced data");
                 let damaged = (position, walker.expected());
-                match walk_past(&**log, damaged, point.position, point.offset).await? {
+                let end = (point.position, point.offset);
+                match walk_past(&**log, damaged, end, vouched).await? {
                     Some((resume, next)) => {
-                        let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+                        let epochs = Epochs::vouched_by(vouched, LeaderEpoch(i32::MIN));
                         walker = Walker::new(&**log, resume, point.position, next, dense, epochs);
                     }
                     None => return Ok(Some((max, max_batch))),

@@ -136,7 +136,7 @@ impl Log {
             while let Err(SegmentStop::Damaged { position, offset, .. }) = &found {
                 let damaged = (*position, *offset);
                 let (until, until_offset) = self.chain_end(&plan, damaged.0).await?;
-                match walk_past(log, damaged, until, until_offset).await? {
+                match walk_past(log, damaged, (until, until_offset), Some(&epochs)).await? {
                     Some((at, next)) if next <= from => {
                         found = read_segment(log, (at, next, true), end, &window).await;
                     }

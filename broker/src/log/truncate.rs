@@ -20,7 +20,7 @@ use std::io;
 use std::sync::Arc;
 
 use super::checkpoint;
-use super::epochs::EPOCH_CHECKPOINT;
+use super::epochs::{EPOCH_CHECKPOINT, EpochCache};
 use super::error::{AppendError, MaintenanceError};
 use super::open::remove_segment_files;
 use super::partition_log::{Log, RecoveryPoint};
@@ -50,7 +50,7 @@ impl Log {
             }
             return Ok(end);
         }
-        let (base, log, dense, log_start, interval, holding) = {
+        let (base, log, dense, log_start, interval, holding, epochs) = {
             let state = self.state();
             state.check_online()?;
             let target = offset.max(state.log_start);
@@ -66,7 +66,8 @@ impl Log {
                 }
             };
             let log = Arc::clone(&seg.log);
-            (base, log, !state.gapped, state.log_start, interval, (holding, holding_end))
+            let epochs = state.epochs.clone();
+            (base, log, !state.gapped, state.log_start, interval, (holding, holding_end), epochs)
         };
         let (holding, (end, end_offset)) = holding;
         let target = offset.max(log_start);
@@ -79,7 +80,8 @@ impl Log {
                 None
             }
         };
-        let walk = Walk { base, log: &log, dense, interval, target, end, end_offset };
+        let walk =
+            Walk { base, log: &log, dense, interval, target, end, end_offset, epochs: &epochs };
         let kept = walk.keep(prefix).await.map_err(|e| self.failed(e))?;
         // The cut may remove a batch that straddles the log start: the log then continues at
         // the log start, in a segment of its own (offsets within a segment are dense).
@@ -274,6 +276,8 @@ struct Walk<'a> {
     /// Where the holding segment ends: its size, and the offset after its last batch.
     end: u64,
     end_offset: Offset,
+    /// The log's epoch history, which vouches for the epoch of every batch it holds.
+    epochs: &'a EpochCache,
 }
 
 impl Walk<'_> {
@@ -284,7 +288,7 @@ impl Walk<'_> {
     /// [`walk_past`]); otherwise the cut falls there. A walk from a prefix that finds no batch
     /// where its entry points walks again from the start.
     async fn keep(&self, mut prefix: Option<KeptPrefix>) -> io::Result<Segment> {
-        let Walk { base, log, dense, interval, target, end, end_offset } = *self;
+        let Walk { base, log, dense, interval, target, end, end_offset, epochs: history } = *self;
         'walks: loop {
             let mut kept = Segment::new_active(base, Arc::clone(log));
             let from_entry = prefix.is_some();
@@ -296,7 +300,7 @@ impl Walk<'_> {
                     kept.max_timestamp_batch = Offset(base.0 + i64::from(max.relative));
                 }
             }
-            let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+            let epochs = Epochs::vouched_by(Some(history), LeaderEpoch(i32::MIN));
             let mut walker =
                 Walker::new(&**log, kept.size, log.len(), kept.next_offset, dense, epochs)
                     .starting_at_entry(from_entry);
@@ -311,14 +315,15 @@ impl Walk<'_> {
                     Err(WalkStop::Invalid { .. }) if from_entry && !walked_any => continue 'walks,
                     Err(WalkStop::Invalid { position, .. }) => {
                         let damaged = (position, kept.next_offset);
-                        let past = walk_past(&**log, damaged, end, end_offset).await?;
+                        let past =
+                            walk_past(&**log, damaged, (end, end_offset), Some(history)).await?;
                         // Unless the damaged batch lies wholly below the target and something
                         // vouches for where the batch after it starts, the cut falls here.
                         let Some((at, next)) = past.filter(|&(_, next)| next <= target) else {
                             return Ok(kept);
                         };
                         kept.skip_to(at, next);
-                        let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
+                        let epochs = Epochs::vouched_by(Some(history), LeaderEpoch(i32::MIN));
                         walker = Walker::new(&**log, at, log.len(), next, dense, epochs);
                     }
                     Err(WalkStop::Io(e)) => return Err(e),

@@ -23,6 +23,19 @@ pub(crate) enum Epochs {
     Learn(LeaderEpoch),
 }
 
+impl Epochs {
+    /// How a walk checks epochs: against `cache` where it vouches for every stored batch's
+    /// epoch (a new epoch is recorded durably before any batch carries it, so a batch that
+    /// disagrees is damaged: its epoch lies outside its CRC), else learning from `from` on (the
+    /// history was lost, and the walk rebuilds what it can).
+    pub(crate) fn vouched_by(cache: Option<&EpochCache>, from: LeaderEpoch) -> Epochs {
+        match cache.filter(|c| !c.entries().is_empty()) {
+            Some(cache) => Epochs::Verify(cache.clone()),
+            None => Epochs::Learn(from),
+        }
+    }
+}
+
 /// Bytes of a batch's base offset, its first field.
 const BASE_OFFSET_BYTES: usize = 8;
 
@@ -336,11 +349,15 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// reaches the end. `None` if no such chain is found. The damaged batch held the offsets from
 /// `damaged_offset` to just below the base offset returned (`end_offset` if it reaches the
 /// end).
+///
+/// The chain's epochs are checked against `epochs` where it vouches for them (see
+/// [`Epochs::vouched_by`]): a flipped epoch is damage, not a new epoch that would make every
+/// batch after it look older than the history.
 pub(crate) async fn walk_past(
     log: &dyn File,
     (damaged, damaged_offset): (u64, Offset),
-    end: u64,
-    end_offset: Offset,
+    (end, end_offset): (u64, Offset),
+    epochs: Option<&EpochCache>,
 ) -> std::io::Result<Option<(u64, Offset)>> {
     let mut first = None;
     let (mut at, mut below) = (damaged, damaged_offset);
@@ -353,8 +370,8 @@ pub(crate) async fn walk_past(
             return Ok(reaches_end.then(|| first.unwrap_or((end, end_offset))));
         };
         first = first.or(Some((next, base)));
-        let epochs = Epochs::Learn(LeaderEpoch(i32::MIN));
-        let mut walker = Walker::new(log, next, end, base, true, epochs).frames_only();
+        let checks = Epochs::vouched_by(epochs, LeaderEpoch(i32::MIN));
+        let mut walker = Walker::new(log, next, end, base, true, checks).frames_only();
         let mut reached = (next, base);
         let stop = loop {
             match walker.next().await {
@@ -369,11 +386,29 @@ pub(crate) async fn walk_past(
         };
         match stop {
             None => return Ok((reached == (end, end_offset)).then_some(first).flatten()),
-            // Another damaged batch: it starts at the offset the chain reached.
-            Some(position) => (at, below) = (position, reached.1),
+            // Another damaged batch: it starts at the offset the chain reached. The chain's
+            // offsets are vouched for only if that batch's own base offset (outside its CRC)
+            // says so: a flipped base offset in the chain breaks it just as damage does, and
+            // would serve records under other offsets. Else nothing before the damaged batch
+            // is believed, and the walk goes on from the batch after it.
+            Some(position) => {
+                if position != next && stated_base(log, position).await? != Some(reached.1) {
+                    first = None;
+                }
+                (at, below) = (position, reached.1);
+            }
         }
     }
     Ok(None)
+}
+
+/// The base offset a batch at byte `at` states (unvouched: the field lies outside the CRC).
+async fn stated_base(log: &dyn File, at: u64) -> std::io::Result<Option<Offset>> {
+    let bytes = log.read_at(at, BASE_OFFSET_BYTES).await?;
+    Ok(bytes
+        .get(..BASE_OFFSET_BYTES)
+        .and_then(|b| b.try_into().ok())
+        .map(|b| Offset(i64::from_be_bytes(b))))
 }
 
 /// The first intact batch after the damaged one at byte `damaged`, below `end`, with a base
