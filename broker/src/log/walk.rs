@@ -345,10 +345,11 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// `end_offset` (a wrong length or a flipped base offset breaks that chain).
 /// Further damaged batches on the way are crossed the same way, at most
 /// [`DAMAGED_IN_A_ROW_MAX`] of them, each requiring the offsets after it to lie past the ones
-/// before it (it held at least one); where no intact batch follows one before the end, it
-/// reaches the end. `None` if no such chain is found. The damaged batch held the offsets from
-/// `damaged_offset` to just below the base offset returned (`end_offset` if it reaches the
-/// end).
+/// before it (it held at least one). The batches before a crossed one are believed only if its
+/// own base offset says it starts where they end; else only what follows it is. Where no intact
+/// batch follows one before the end, it reaches the end. `None` if no such chain is found. The
+/// damaged batch held the offsets from `damaged_offset` to just below the base offset returned
+/// (`end_offset` if it reaches the end).
 ///
 /// The chain's epochs are checked against `epochs` where it vouches for them (see
 /// [`Epochs::vouched_by`]): a flipped epoch is damage, not a new epoch that would make every
