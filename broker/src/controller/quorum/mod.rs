@@ -200,10 +200,20 @@ impl Quorum {
 
     /// A message from a peer.
     pub fn step(&mut self, message: &[u8]) -> Result<(), QuorumError> {
-        let message =
+        let mut message =
             Message::parse_from_bytes(message).map_err(|e| QuorumError::Decode(e.to_string()))?;
         if self.withholds_vote(&message) {
             return Ok(());
+        }
+        // A leader tells a voter in its heartbeats how far it may commit: as far as it last
+        // knew the voter held. A voter back on a new disk holds less, and Raft, which assumes
+        // no voter ever loses its log, would panic; it may commit only what it holds, and the
+        // leader's next append, refused, finds where its log really ends.
+        if message.get_msg_type() == MessageType::MsgHeartbeat {
+            let held = self.node.raft.raft_log.last_index();
+            if message.commit > held {
+                message.commit = held;
+            }
         }
         self.node.step(message)?;
         Ok(())

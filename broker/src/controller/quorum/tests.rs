@@ -277,3 +277,31 @@ fn a_voter_back_empty_votes_no_stale_candidate_in() {
         }
     }
 }
+
+#[test]
+fn a_voter_back_empty_under_a_live_leader_catches_up() {
+    for seed in 0..8 {
+        let mut c = Cluster::new(3, seed);
+        c.step(60);
+        let leader = c.leaders()[0];
+        let replaced = (1..=3).find(|&i| i != leader).unwrap();
+        c.propose("committed").unwrap();
+        c.step(5);
+        assert!(c.has(replaced, "committed"), "seed {seed}");
+        // Its disk is new while the leader still counts it as holding the log: the leader's
+        // next heartbeat carries a commit index past everything it has.
+        let config = QuorumConfig {
+            node: replaced,
+            voters: vec![1, 2, 3],
+            seed: seed ^ replaced,
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+        };
+        c.nodes.insert(replaced, Quorum::new(config, Recovered::default()).unwrap());
+        c.committed.remove(&replaced);
+        c.step(40);
+        c.propose("after").unwrap();
+        c.step(20);
+        assert!(c.has(replaced, "after"), "seed {seed}: the replaced voter did not catch up");
+    }
+}
