@@ -59,6 +59,8 @@ pub(crate) const CRC_AT: usize = 17;
 /// First byte the CRC covers: the attributes.
 pub(crate) const CRC_START: usize = 21;
 const ATTRIBUTES_AT: usize = CRC_START;
+/// Where the last offset delta lies (inside the CRC).
+pub(crate) const LAST_OFFSET_DELTA_AT: usize = 23;
 const MAX_TIMESTAMP_AT: usize = 35;
 
 pub(crate) const COMPRESSION_MASK: i16 = 0x07;

@@ -112,13 +112,17 @@ impl Log {
                     (decoded, known)
                 }
                 Ok(None) => (None, true),
+                // A read that fails is no word on what the checkpoint holds: without its
+                // recovery point, recovery would take synced batches for an unsynced tail and
+                // cut the log at any damage in them. The open fails, to be tried again.
+                Err(checkpoint::CheckpointError::Io { source, .. }) => return Err(err(source)),
                 Err(e) => {
                     tracing::warn!(log = %dir.display(), "ignoring checkpoint: {e}");
                     (None, false)
                 }
             };
         let saved = saved.unwrap_or_default();
-        let loaded_epochs = load_epochs(disk, &dir).await;
+        let loaded_epochs = load_epochs(disk, &dir).await.map_err(&err)?;
         let mut epochs = loaded_epochs.clone();
         let mut recovered = recover_segments(
             disk,
@@ -233,15 +237,17 @@ impl Log {
     }
 }
 
-/// The leader-epoch checkpoint, or an empty history if there is none or it is unreadable (the
-/// tail rescan then relearns what it can).
-async fn load_epochs(disk: &dyn crate::io::Disk, dir: &Path) -> EpochCache {
+/// The leader-epoch checkpoint, or an empty history if there is none or it is invalid (the
+/// tail rescan then relearns what it can). A read that fails is an error: the history vouches
+/// for every stored batch's epoch, and the open is tried again rather than done without it.
+async fn load_epochs(disk: &dyn crate::io::Disk, dir: &Path) -> io::Result<EpochCache> {
     match checkpoint::read(disk, dir, EPOCH_CHECKPOINT, EPOCH_CHECKPOINT_KIND).await {
-        Ok(Some((_, body))) => EpochCache::decode(&body).unwrap_or_default(),
-        Ok(None) => EpochCache::default(),
+        Ok(Some((_, body))) => Ok(EpochCache::decode(&body).unwrap_or_default()),
+        Ok(None) => Ok(EpochCache::default()),
+        Err(checkpoint::CheckpointError::Io { source, .. }) => Err(source),
         Err(e) => {
             tracing::warn!(log = %dir.display(), "ignoring leader-epoch checkpoint: {e}");
-            EpochCache::default()
+            Ok(EpochCache::default())
         }
     }
 }

@@ -345,8 +345,9 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// `end_offset` (a wrong length or a flipped base offset breaks that chain).
 /// Further damaged batches on the way are crossed the same way, at most
 /// [`DAMAGED_IN_A_ROW_MAX`] of them, each requiring the offsets after it to lie past the ones
-/// before it (it held at least one). The batches before a crossed one are believed only if its
-/// own base offset says it starts where they end; else only what follows it is. Where no intact
+/// before it (it held at least one). A lone batch between two damaged ones (no second batch
+/// vouches for its base offset) is believed only if one of their headers agrees with where it
+/// starts or ends; else only what follows is. Where no intact
 /// batch follows one before the end, it reaches the end. `None` if no such chain is found. The
 /// damaged batch held the offsets from `damaged_offset` to just below the base offset returned
 /// (`end_offset` if it reaches the end).
@@ -374,11 +375,13 @@ pub(crate) async fn walk_past(
         let checks = Epochs::vouched_by(epochs, LeaderEpoch(i32::MIN));
         let mut walker = Walker::new(log, next, end, base, true, checks).frames_only();
         let mut reached = (next, base);
+        let mut chained = 0usize;
         let stop = loop {
             match walker.next().await {
                 Ok(Some(walked)) => {
                     let after = walked.position + walked.bytes.len() as u64;
                     reached = (after, Offset(walked.header.last_offset() + 1));
+                    chained += 1;
                 }
                 Ok(None) => break None,
                 Err(WalkStop::Io(e)) => return Err(e),
@@ -387,13 +390,33 @@ pub(crate) async fn walk_past(
         };
         match stop {
             None => return Ok((reached == (end, end_offset)).then_some(first).flatten()),
-            // Another damaged batch: it starts at the offset the chain reached. The chain's
-            // offsets are vouched for only if that batch's own base offset (outside its CRC)
-            // says so: a flipped base offset in the chain breaks it just as damage does, and
-            // would serve records under other offsets. Else nothing before the damaged batch
-            // is believed, and the walk goes on from the batch after it.
+            // Another damaged batch: it starts at the offset the chain reached. A chain of two
+            // batches or more vouches for its offsets (each base offset, outside the CRC, agrees
+            // with the one before it). A lone batch found after damage does not: its base
+            // offset may be flipped, and the batch would be served under other offsets. It is
+            // believed only if a damaged neighbour's header agrees: the one before it holds as
+            // many offsets as lie between where it starts and the lone batch, or the one after
+            // it says it starts where the lone batch ends. A candidate that failed its checks
+            // is not believed.
             Some(position) => {
-                if position != next && stated_base(log, position).await? != Some(reached.1) {
+                let candidate = first == Some((next, base));
+                let unvouched = match chained {
+                    0 => true,
+                    1 => {
+                        // The one before starts where the walk reached it (`below`): its
+                        // record count (the span its header states) must lead to the lone
+                        // batch's base offset, whatever its own base offset field says.
+                        let before = stated_span(log, at).await?;
+                        let after = stated_span(log, position).await?;
+                        let leads = before.is_some_and(|(first, end)| {
+                            end.0.checked_sub(first.0).and_then(|n| below.0.checked_add(n))
+                                == Some(base.0)
+                        });
+                        !leads && after.map(|(first, _)| first) != Some(reached.1)
+                    }
+                    _ => false,
+                };
+                if candidate && unvouched {
                     first = None;
                 }
                 (at, below) = (position, reached.1);
@@ -403,13 +426,20 @@ pub(crate) async fn walk_past(
     Ok(None)
 }
 
-/// The base offset a batch at byte `at` states (unvouched: the field lies outside the CRC).
-async fn stated_base(log: &dyn File, at: u64) -> std::io::Result<Option<Offset>> {
-    let bytes = log.read_at(at, BASE_OFFSET_BYTES).await?;
-    Ok(bytes
-        .get(..BASE_OFFSET_BYTES)
-        .and_then(|b| b.try_into().ok())
-        .map(|b| Offset(i64::from_be_bytes(b))))
+/// The offsets a (damaged) batch at byte `at` states in its header, unvouched and read field by
+/// field (damage elsewhere in the header leaves them be): its base offset and the offset after
+/// its last. `None` if the bytes are not there.
+async fn stated_span(log: &dyn File, at: u64) -> std::io::Result<Option<(Offset, Offset)>> {
+    let bytes = log.read_at(at, batch::BATCH_HEADER_BYTES).await?;
+    let base =
+        bytes.get(..BASE_OFFSET_BYTES).and_then(|b| b.try_into().ok()).map(i64::from_be_bytes);
+    let delta_at = batch::LAST_OFFSET_DELTA_AT;
+    let delta =
+        bytes.get(delta_at..delta_at + 4).and_then(|b| b.try_into().ok()).map(i32::from_be_bytes);
+    Ok(base.zip(delta).and_then(|(base, delta)| {
+        let end = base.checked_add(i64::from(delta))?.checked_add(1)?;
+        Some((Offset(base), Offset(end)))
+    }))
 }
 
 /// The first intact batch after the damaged one at byte `damaged`, below `end`, with a base
