@@ -63,6 +63,60 @@ pub fn batch(n: u8, stored: Option<(Offset, LeaderEpoch)>) -> Bytes {
     encode_batch(&records, &options).expect("a valid batch")
 }
 
+/// A log in [`dir`] (no retention) holding batches `0..count` from offset 0, in its first
+/// segment, which is sealed (one more batch starts the next) if `sealed`; with the batches as
+/// stored there.
+pub fn log_of_batches(
+    sim: &Sim,
+    host: Host,
+    count: u8,
+    sealed: bool,
+) -> Result<(Arc<Log>, Vec<Bytes>), String> {
+    let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
+    let log = sim
+        .block_on(host, Duration::from_secs(60), move |env| async move {
+            let log = Log::open(env, dir(), config).await.map_err(|e| e.to_string())?;
+            for n in 0..count {
+                log.append(batch(n, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
+            }
+            if sealed {
+                log.roll().await.map_err(|e| e.to_string())?;
+                log.append(batch(count, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(Arc::new(log))
+        })
+        .ok_or("the appends did not finish")??;
+    let stored = (0..count)
+        .map(|n| batch(n, Some((Offset(i64::from(n) * BATCH_RECORDS), LeaderEpoch(0)))))
+        .collect();
+    Ok((log, stored))
+}
+
+/// Turns the first segment file of the partition in folder `partition` of `host`'s disk into a
+/// folder of the same name (as a damaged file system can leave it): no open of that log can
+/// succeed until [`repair_segment`]. Done on the running host, durably.
+pub fn break_segment(sim: &Sim, host: Host, partition: &str) -> Result<(), String> {
+    let folder = PathBuf::from(partition);
+    let segment = folder.join(format!("{:020}.log", 0));
+    sim.block_on(host, Duration::from_secs(10), move |env| async move {
+        env.disk.remove(&segment).await?;
+        env.disk.create_dir(&segment).await?;
+        env.disk.sync_dir(&folder).await
+    })
+    .ok_or_else(|| format!("breaking {partition} did not finish"))?
+    .map_err(|e| format!("breaking {partition}: {e}"))
+}
+
+/// Removes the folder [`break_segment`] left in place of the partition's first segment file.
+pub fn repair_segment(sim: &Sim, host: Host, partition: &str) -> Result<(), String> {
+    let segment = PathBuf::from(partition).join(format!("{:020}.log", 0));
+    sim.block_on(host, Duration::from_secs(10), move |env| async move {
+        env.disk.remove_dir_all(&segment).await
+    })
+    .ok_or_else(|| format!("repairing {partition} did not finish"))?
+    .map_err(|e| format!("repairing {partition}: {e}"))
+}
+
 /// Every batch of the log, in order, read from its start to its end.
 pub async fn all_batches(log: &Log) -> Result<Vec<Bytes>, String> {
     let end = log.log_end_offset();

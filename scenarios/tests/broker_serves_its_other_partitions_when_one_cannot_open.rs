@@ -9,9 +9,9 @@
 //! `a-0` takes none. Once the folder is gone again, `a-0` must open on a later pass, without
 //! another restart, and take writes.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use weir_scenarios::log::{break_segment, repair_segment};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
@@ -27,16 +27,7 @@ fn scenario(seed: u64) -> Result<(), String> {
             .ok_or_else(|| format!("{topic}-{partition} took no write"))?;
     }
     let node = c.nodes[0];
-    let segment = PathBuf::from("a-0/00000000000000000000.log");
-    let broken = segment.clone();
-    c.sim
-        .block_on(node, Duration::from_secs(10), move |env| async move {
-            env.disk.remove(&broken).await?;
-            env.disk.create_dir(&broken).await?;
-            env.disk.sync_dir(&PathBuf::from("a-0")).await
-        })
-        .ok_or("breaking a-0 did not finish")?
-        .map_err(|e| format!("breaking a-0: {e}"))?;
+    break_segment(&c.sim, node, "a-0")?;
     c.sim.kill(node);
     c.sim.start(node);
     c.run_for(Duration::from_secs(1 + seed % 3));
@@ -56,12 +47,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         format!("a-0, whose segment file is a folder, took a write: {refused:?}")
     })?;
 
-    c.sim
-        .block_on(node, Duration::from_secs(10), move |env| async move {
-            env.disk.remove_dir_all(&segment).await
-        })
-        .ok_or("repairing a-0 did not finish")?
-        .map_err(|e| format!("repairing a-0: {e}"))?;
+    repair_segment(&c.sim, node, "a-0")?;
     c.produce(0, "a", 0, "repaired", WRITE_LIMIT)
         .ok_or("a-0 took no write once its folder was gone: it was not opened again")?;
     Ok(())

@@ -9,9 +9,9 @@
 //! old leader opens the partition on a later pass, without another restart, and rejoins the ISR.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
+use weir_scenarios::log::{break_segment, repair_segment};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::produce::Acks;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
@@ -34,16 +34,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         acked.insert(offset, value);
     }
     let host = c.nodes[old];
-    let segment = PathBuf::from("t-0/00000000000000000000.log");
-    let broken = segment.clone();
-    c.sim
-        .block_on(host, Duration::from_secs(10), move |env| async move {
-            env.disk.remove(&broken).await?;
-            env.disk.create_dir(&broken).await?;
-            env.disk.sync_dir(&PathBuf::from("t-0")).await
-        })
-        .ok_or("breaking t-0 did not finish")?
-        .map_err(|e| format!("breaking t-0: {e}"))?;
+    break_segment(&c.sim, host, "t-0")?;
     c.sim.kill(host);
     c.sim.start(host);
 
@@ -64,12 +55,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         })?;
     }
 
-    c.sim
-        .block_on(host, Duration::from_secs(10), move |env| async move {
-            env.disk.remove_dir_all(&segment).await
-        })
-        .ok_or("repairing t-0 did not finish")?
-        .map_err(|e| format!("repairing t-0: {e}"))?;
+    repair_segment(&c.sim, host, "t-0")?;
     c.await_isr_size(("t", 0), 3, Duration::from_secs(60))
         .map_err(|e| format!("the old leader did not rejoin once repaired: {e}"))?;
     c.replicas_converged("t", 0)?;

@@ -19,10 +19,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use weir::log::ReadError;
 use weir::log::split::split_batches;
-use weir::log::{Log, LogConfig, ReadError};
-use weir::model::{LeaderEpoch, Offset};
-use weir_scenarios::log::{BATCH_RECORDS, batch, damage_batch, dir};
+use weir::model::Offset;
+use weir_scenarios::log::{BATCH_RECORDS, damage_batch, log_of_batches};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -42,24 +42,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let host = sim.add_client("broker");
     let sealed = seed % 2 == 1;
     let d = 1 + (seed / 2 % u64::from(BATCHES - 5)) as u8;
-    let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
-    let log = sim
-        .block_on(host, Duration::from_secs(60), move |env| async move {
-            let log = Log::open(env, dir(), config).await.map_err(|e| e.to_string())?;
-            for n in 0..BATCHES {
-                log.append(batch(n, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
-            }
-            if sealed {
-                log.roll().await.map_err(|e| e.to_string())?;
-                log.append(batch(BATCHES, None), LeaderEpoch(0))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok::<_, String>(std::sync::Arc::new(log))
-        })
-        .ok_or("the appends did not finish")??;
-    let stored: Vec<Bytes> =
-        (0..BATCHES).map(|n| batch(n, Some((offset_of(n), LeaderEpoch(0))))).collect();
+    let (log, stored) = log_of_batches(&sim, host, BATCHES, sealed)?;
     let sandwich = seed % 4 == 3;
     let damaged: Vec<u8> = if sandwich {
         damage_batch(&sim, host, &stored, usize::from(d), RECORDS_BYTE)?;

@@ -12,10 +12,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use weir::log::ReadError;
 use weir::log::split::split_batches;
-use weir::log::{Log, LogConfig, ReadError};
-use weir::model::{LeaderEpoch, Offset};
-use weir_scenarios::log::{BATCH_RECORDS, batch, damage_batch, dir};
+use weir::model::Offset;
+use weir_scenarios::log::{BATCH_RECORDS, damage_batch, log_of_batches};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -38,24 +38,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     } else {
         vec![first_damaged]
     };
-    let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
-    let log = sim
-        .block_on(host, Duration::from_secs(60), move |env| async move {
-            let log = Log::open(env, dir(), config).await.map_err(|e| e.to_string())?;
-            for n in 0..BATCHES {
-                log.append(batch(n, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
-            }
-            if sealed {
-                log.roll().await.map_err(|e| e.to_string())?;
-                log.append(batch(BATCHES, None), LeaderEpoch(0))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok::<_, String>(std::sync::Arc::new(log))
-        })
-        .ok_or("the appends did not finish")??;
-    let stored: Vec<Bytes> =
-        (0..BATCHES).map(|n| batch(n, Some((offset_of(n), LeaderEpoch(0))))).collect();
+    let (log, stored) = log_of_batches(&sim, host, BATCHES, sealed)?;
     for &n in &damaged {
         // In the records (inside the CRC), or in the length field (outside it).
         let within = if how == 1 { 8 + seed as usize % 4 } else { 61 + seed as usize % 40 };

@@ -163,31 +163,29 @@ impl Namespace {
 
     /// The live entry at `path`; `None` for a missing name. The root is a folder.
     fn lookup(&self, path: &Path) -> io::Result<Option<Entry>> {
-        let mut current = Entry::Folder(ROOT_FOLDER);
-        for name in names(path) {
-            let name = name?;
-            let Entry::Folder(id) = current else {
-                return Err(error(io::ErrorKind::NotADirectory, path, "a parent is a file"));
-            };
-            match self.folder(id).live.get(name) {
-                Some(entry) => current = entry.clone(),
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(current))
+        self.walk(path, |folder, name| folder.live.get(name))
     }
 
     /// The entry at `path` as a power failure would leave it: reached through durable names
     /// only. `None` for a missing name.
     fn lookup_durable(&self, path: &Path) -> io::Result<Option<Entry>> {
+        self.walk(path, |folder, name| folder.durable.get(name))
+    }
+
+    /// The entry at `path`, each name looked up in its folder by `entry`.
+    fn walk<'a>(
+        &'a self,
+        path: &Path,
+        entry: impl Fn(&'a Folder, &str) -> Option<&'a Entry>,
+    ) -> io::Result<Option<Entry>> {
         let mut current = Entry::Folder(ROOT_FOLDER);
         for name in names(path) {
             let name = name?;
             let Entry::Folder(id) = current else {
                 return Err(error(io::ErrorKind::NotADirectory, path, "a parent is a file"));
             };
-            match self.folder(id).durable.get(name) {
-                Some(entry) => current = entry.clone(),
+            match entry(self.folder(id), name) {
+                Some(found) => current = found.clone(),
                 None => return Ok(None),
             }
         }

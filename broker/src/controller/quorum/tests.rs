@@ -42,6 +42,19 @@ impl Cluster {
         }
     }
 
+    /// Voter `node` of three starts over on a new disk: nothing recovered.
+    fn replace_disk(&mut self, node: NodeId, seed: u64) {
+        let config = QuorumConfig {
+            node,
+            voters: vec![1, 2, 3],
+            seed: seed ^ node,
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+        };
+        self.nodes.insert(node, Quorum::new(config, Recovered::default()).unwrap());
+        self.committed.remove(&node);
+    }
+
     fn record(&mut self, node: NodeId, entries: &[Committed]) {
         for c in entries {
             let mine = self.committed.entry(node).or_default();
@@ -249,15 +262,7 @@ fn a_voter_back_empty_votes_no_stale_candidate_in() {
         c.step(5);
         assert!(c.has(replaced, "committed"), "seed {seed}");
         // The replaced voter's disk is new: it starts over with nothing.
-        let config = QuorumConfig {
-            node: replaced,
-            voters: vec![1, 2, 3],
-            seed: seed ^ replaced,
-            election_ticks: 10,
-            heartbeat_ticks: 2,
-        };
-        c.nodes.insert(replaced, Quorum::new(config, Recovered::default()).unwrap());
-        c.committed.remove(&replaced);
+        c.replace_disk(replaced, seed);
         c.cut = vec![leader];
         c.step(200);
         assert!(
@@ -290,15 +295,7 @@ fn a_voter_back_empty_under_a_live_leader_catches_up() {
         assert!(c.has(replaced, "committed"), "seed {seed}");
         // Its disk is new while the leader still counts it as holding the log: the leader's
         // next heartbeat carries a commit index past everything it has.
-        let config = QuorumConfig {
-            node: replaced,
-            voters: vec![1, 2, 3],
-            seed: seed ^ replaced,
-            election_ticks: 10,
-            heartbeat_ticks: 2,
-        };
-        c.nodes.insert(replaced, Quorum::new(config, Recovered::default()).unwrap());
-        c.committed.remove(&replaced);
+        c.replace_disk(replaced, seed);
         c.step(40);
         c.propose("after").unwrap();
         c.step(20);
