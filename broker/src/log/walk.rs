@@ -416,10 +416,17 @@ pub(crate) async fn walk_past(
                     }
                     _ => false,
                 };
-                if candidate && unvouched {
-                    first = None;
+                if unvouched {
+                    // The lone batch counts as damaged too: the search goes on from it, for a
+                    // batch past where the damage began (the batch that broke the chain may be
+                    // intact).
+                    if candidate {
+                        first = None;
+                    }
+                    at = next;
+                } else {
+                    (at, below) = (position, reached.1);
                 }
-                (at, below) = (position, reached.1);
             }
         }
     }
