@@ -21,6 +21,7 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
@@ -165,7 +166,22 @@ async fn three_processes_spread_a_topic_and_serve_it() {
         let count = sent.get(&p).map_or(0, Vec::len) as i64;
         positions.add_partition_offset("spread", p, Offset::Offset(count)).unwrap();
     }
-    consumer.commit(&positions, CommitMode::Sync).unwrap();
+    // The group's coordinator may still be loading its offsets partition (a retriable answer
+    // librdkafka hands to the application): commit again until it takes the offsets.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match consumer.commit(&positions, CommitMode::Sync) {
+            Ok(()) => break,
+            Err(KafkaError::ConsumerCommit(
+                RDKafkaErrorCode::CoordinatorLoadInProgress
+                | RDKafkaErrorCode::NotCoordinator
+                | RDKafkaErrorCode::CoordinatorNotAvailable,
+            )) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("committing the group's offsets: {e}"),
+        }
+    }
     drop(consumer);
 
     // A member that joins the group through the group protocol resumes at those offsets: it

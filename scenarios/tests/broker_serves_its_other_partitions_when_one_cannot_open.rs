@@ -6,15 +6,18 @@
 //!
 //! Topic `a` (one partition) sorts before topic `b` (two), so its partition is opened first.
 //! After the restart, both partitions of `b` must take writes and serve their records, while
-//! `a-0` takes none. Once the folder is gone again, `a-0` must open on a later pass, without
+//! a write to `a-0` is refused with `KAFKA_STORAGE_ERROR`, as Kafka refuses one to an offline
+//! replica (it answered `UNKNOWN_TOPIC_OR_PARTITION`, as if the partition did not exist). Once the folder is gone again, `a-0` must open on a later pass, without
 //! another restart, and take writes.
 
 use std::time::Duration;
 
 use weir_scenarios::log::{break_segment, repair_segment};
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec, ProduceFailure};
 
+/// KAFKA_STORAGE_ERROR: what Kafka answers for an offline replica.
+const KAFKA_STORAGE_ERROR: i16 = 56;
 /// How long a partition may take to take a write.
 const WRITE_LIMIT: Duration = Duration::from_secs(30);
 
@@ -43,8 +46,11 @@ fn scenario(seed: u64) -> Result<(), String> {
         })?;
     }
     let refused = c.produce_at(0, "a", 0, "while broken");
-    ensure(refused.is_err(), || {
-        format!("a-0, whose segment file is a folder, took a write: {refused:?}")
+    ensure(matches!(refused, Err(ProduceFailure::Code(KAFKA_STORAGE_ERROR))), || {
+        format!(
+            "a write to a-0, whose segment file is a folder, answered {refused:?}, not \
+             KAFKA_STORAGE_ERROR"
+        )
     })?;
 
     repair_segment(&c.sim, node, "a-0")?;

@@ -347,10 +347,10 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// [`DAMAGED_IN_A_ROW_MAX`] of them, each requiring the offsets after it to lie past the ones
 /// before it (it held at least one). A lone batch between two damaged ones (no second batch
 /// vouches for its base offset) is believed only if one of their headers agrees with where it
-/// starts or ends; else only what follows is. Where no intact
-/// batch follows one before the end, it reaches the end. `None` if no such chain is found. The
-/// damaged batch held the offsets from `damaged_offset` to just below the base offset returned
-/// (`end_offset` if it reaches the end).
+/// starts or ends; else it counts as damaged too. Where no intact batch follows one before the
+/// end, it reaches the end. `None` if no such chain is found. The damaged batch held the
+/// offsets from `damaged_offset` to just below the base offset returned (`end_offset` if it
+/// reaches the end).
 ///
 /// The chain's epochs are checked against `epochs` where it vouches for them (see
 /// [`Epochs::vouched_by`]): a flipped epoch is damage, not a new epoch that would make every

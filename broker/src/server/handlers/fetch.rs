@@ -15,7 +15,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
-use super::{code, leadership_error};
+use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::controller::records::BrokerEpoch;
 use crate::io::timeout;
@@ -164,7 +164,7 @@ async fn read_partition(
         return data;
     };
     let Some(partition) = topic.partition(part.partition) else {
-        data.error_code = code(ResponseError::UnknownTopicOrPartition);
+        data.error_code = code(absent_error(broker, &topic.name, part.partition));
         return data;
     };
     let epoch = partition.leader_epoch().0;

@@ -169,7 +169,19 @@ pub(crate) fn led_partition(
     if let Some(error) = leadership_error(broker, topic, partition) {
         return Err(error);
     }
-    broker.catalog.partition(topic, partition).ok_or(ResponseError::UnknownTopicOrPartition)
+    broker.catalog.partition(topic, partition).ok_or_else(|| absent_error(broker, topic, partition))
+}
+
+/// Why a partition this broker should hold is not open: its log failed to open
+/// (`KAFKA_STORAGE_ERROR`, as Kafka answers for an offline replica; it is tried again), or it is
+/// not known here.
+pub(crate) fn absent_error(broker: &Broker, topic: &str, partition: i32) -> ResponseError {
+    let unopened = broker.catalog.unopened();
+    if unopened.iter().any(|(tp, _)| tp.topic == topic && tp.partition.0 == partition) {
+        ResponseError::KafkaStorageError
+    } else {
+        ResponseError::UnknownTopicOrPartition
+    }
 }
 
 /// Whether `topic`/`partition` exists in the cluster (on any broker).

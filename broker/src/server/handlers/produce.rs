@@ -13,7 +13,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::{code, leadership_error};
+use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::io::timeout;
 use crate::log::AppendError;
@@ -111,7 +111,7 @@ async fn append(
         );
     }
     let Some(partition) = topic.partition(index) else {
-        return failed(index, ResponseError::UnknownTopicOrPartition, None);
+        return failed(index, absent_error(broker, &topic.name, index), None);
     };
     let Some(records) = records else {
         return failed(index, ResponseError::CorruptMessage, Some("no records"));
