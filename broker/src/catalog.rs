@@ -90,9 +90,9 @@ pub struct Reconciled {
     /// Whether this broker's part in any `__consumer_offsets` partition changed (opened,
     /// removed, or its role moved), so the group coordinator must take over anew.
     pub offsets_changed: bool,
-    /// Partitions assigned here that failed to open, each with why. The others were reconciled
-    /// all the same; these are to be tried again.
-    pub failed: Vec<(TopicPartition, String)>,
+    /// Whether some partition assigned here failed to open (see [`Catalog::unopened`]). The
+    /// others were reconciled all the same; those are to be tried again.
+    pub open_failed: bool,
 }
 
 /// The partitions of this broker.
@@ -215,9 +215,7 @@ impl Catalog {
                             Ok(p) => p,
                             Err(e) => {
                                 tracing::error!("{e}; it is tried again, the others go on");
-                                let tp = TopicPartition::new(&t.name, *index);
-                                unopened.push((tp.clone(), t.id));
-                                done.failed.push((tp, e.to_string()));
+                                unopened.push((TopicPartition::new(&t.name, *index), t.id));
                                 continue;
                             }
                         };
@@ -272,10 +270,11 @@ impl Catalog {
                 }
             }
         }
+        done.open_failed = !unopened.is_empty();
         *self.unopened.lock().unwrap_or_else(|p| p.into_inner()) = unopened;
         // A folder that failed to open is no stray: the catalog does not hold it, but the
         // image assigns it here.
-        if remove_strays && done.failed.is_empty() {
+        if remove_strays && !done.open_failed {
             self.remove_strays().await?;
         }
         if !done.opened.is_empty() {

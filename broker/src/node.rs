@@ -546,7 +546,7 @@ async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
             let remove_strays = !strays_removed && membership.caught_up();
             match b.catalog.reconcile(&image, b.config.node_id, remove_strays).await {
                 Ok(done) => {
-                    open_failed = !done.failed.is_empty();
+                    open_failed = done.open_failed;
                     strays_removed |= remove_strays && !open_failed;
                     for (partition, leader, epoch) in done.to_follow {
                         let fetcher =
