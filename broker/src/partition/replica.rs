@@ -105,6 +105,13 @@ impl Partition {
         self.replica_state().role.clone()
     }
 
+    /// Whether this broker leads the partition now, as its own role says. The committed
+    /// metadata can name it leader a moment before the role is taken (the catalog applies
+    /// changes one partition at a time): until then its high watermark is a follower's.
+    pub fn leads(&self) -> bool {
+        matches!(self.replica_state().role, Role::Leader { .. })
+    }
+
     /// Whether this broker follows `leader` in `epoch` now (a fetcher checks before it writes).
     pub fn follows(&self, leader: BrokerId, epoch: LeaderEpoch) -> bool {
         matches!(self.replica_state().role, Role::Follower { leader: l, epoch: e } if l == leader && e == epoch)

@@ -179,6 +179,12 @@ async fn read_partition(
     }
     let offset = Offset(part.fetch_offset);
     let (hw, upto) = match replica {
+        // The metadata may name this broker leader before the partition has taken the role:
+        // its high watermark then is a follower's, possibly behind what was acknowledged.
+        None if !partition.leads() => {
+            data.error_code = code(ResponseError::NotLeaderOrFollower);
+            return data;
+        }
         None => (partition.high_watermark(), partition.high_watermark()),
         Some(_) if !current => {
             // A fetch of the follower's previous run (held in a long poll, or sent before its

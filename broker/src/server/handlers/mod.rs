@@ -169,7 +169,14 @@ pub(crate) fn led_partition(
     if let Some(error) = leadership_error(broker, topic, partition) {
         return Err(error);
     }
-    broker.catalog.partition(topic, partition).ok_or_else(|| absent_error(broker, topic, partition))
+    let led = broker
+        .catalog
+        .partition(topic, partition)
+        .ok_or_else(|| absent_error(broker, topic, partition))?;
+    if !led.leads() {
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
+    Ok(led)
 }
 
 /// Why a partition this broker should hold is not open: its log failed to open
