@@ -346,8 +346,8 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// Further damaged batches on the way are crossed the same way, at most
 /// [`DAMAGED_IN_A_ROW_MAX`] of them, each requiring the offsets after it to lie past the ones
 /// before it (it held at least one). A lone batch between two damaged ones (no second batch
-/// vouches for its base offset) is believed only if one of their headers agrees with where it
-/// starts or ends; else it counts as damaged too. Where no intact batch follows one before the
+/// vouches for its base offset) is believed only if the damaged batches around it agree with
+/// where it starts or ends (see [`vouched`]); else it counts as damaged too. Where no intact batch follows one before the
 /// end, it reaches the end. `None` if no such chain is found. The damaged batch held the
 /// offsets from `damaged_offset` to just below the base offset returned (`end_offset` if it
 /// reaches the end).
@@ -394,25 +394,23 @@ pub(crate) async fn walk_past(
             // batches or more vouches for its offsets (each base offset, outside the CRC, agrees
             // with the one before it). A lone batch found after damage does not: its base
             // offset may be flipped, and the batch would be served under other offsets. It is
-            // believed only if a damaged neighbour's header agrees: the one before it holds as
-            // many offsets as lie between where it starts and the lone batch, or the one after
-            // it says it starts where the lone batch ends. A candidate that failed its checks
-            // is not believed.
+            // believed only if the damaged batches around it agree (see [`vouched`]). A
+            // candidate that failed its checks is not believed.
             Some(position) => {
                 let candidate = first == Some((next, base));
                 let unvouched = match chained {
                     0 => true,
                     1 => {
-                        // The one before starts where the walk reached it (`below`): its
-                        // record count (the span its header states) must lead to the lone
-                        // batch's base offset, whatever its own base offset field says.
-                        let before = stated_span(log, at).await?;
-                        let after = stated_span(log, position).await?;
-                        let leads = before.is_some_and(|(first, end)| {
-                            end.0.checked_sub(first.0).and_then(|n| below.0.checked_add(n))
-                                == Some(base.0)
-                        });
-                        !leads && after.map(|(first, _)| first) != Some(reached.1)
+                        let lone = (base, reached.1);
+                        !vouched(
+                            log,
+                            (at, below),
+                            (next, position),
+                            lone,
+                            (end, end_offset),
+                            epochs,
+                        )
+                        .await?
                     }
                     _ => false,
                 };
@@ -433,20 +431,137 @@ pub(crate) async fn walk_past(
     Ok(None)
 }
 
-/// The offsets a (damaged) batch at byte `at` states in its header, unvouched and read field by
-/// field (damage elsewhere in the header leaves them be): its base offset and the offset after
-/// its last. `None` if the bytes are not there.
-async fn stated_span(log: &dyn File, at: u64) -> std::io::Result<Option<(Offset, Offset)>> {
+/// Whether a lone intact batch (`lone`: its unvouched base offset and the offset after its
+/// last), at byte `next` between damaged batches, starts where its base offset says. The walk
+/// reached the damaged batches before it at byte `at` and offset `below`; the damaged ones after
+/// it start at byte `after`. One of these must agree, each read from headers the damage may have
+/// spared (a flipped bit there breaks the agreement, it does not make one):
+/// - the damaged batch at `at` states as many offsets as lie between `below` and its base
+///   offset, or the damaged batches before it, followed by their length fields from `at` to
+///   `next`, state that many in all;
+/// - the first damaged batch after it states the base offset its end reaches;
+/// - the damaged batches after it, followed by their length fields to the next batches that
+///   vouch for themselves (see [`believed_after`]), state as many offsets as lie between its end
+///   and their base offset.
+async fn vouched(
+    log: &dyn File,
+    (at, below): (u64, Offset),
+    (next, after): (u64, u64),
+    (base, reached): (Offset, Offset),
+    (end, end_offset): (u64, Offset),
+    epochs: Option<&EpochCache>,
+) -> std::io::Result<bool> {
+    let leads = |n: i64| below.0.checked_add(n) == Some(base.0);
+    if stated(log, at).await?.is_some_and(|s| leads(s.count))
+        || stated_count_to(log, at, next).await?.is_some_and(leads)
+        || stated(log, after).await?.is_some_and(|s| s.base == reached)
+    {
+        return Ok(true);
+    }
+    let beyond = believed_after(log, after, (end, end_offset), epochs).await?;
+    Ok(beyond.is_some_and(|(next_base, n)| reached.0.checked_add(n) == Some(next_base.0)))
+}
+
+/// What a (damaged) batch's header states, unvouched and read field by field (damage elsewhere
+/// in the header leaves them be).
+#[derive(Clone, Copy, Debug)]
+struct Stated {
+    /// Its base offset.
+    base: Offset,
+    /// How many offsets it holds (its last offset delta, plus one).
+    count: i64,
+    /// Its length in the file, from its length field (if plausible).
+    len: Option<u64>,
+}
+
+/// What the batch at byte `at` states in its header (see [`Stated`]). `None` if the bytes are
+/// not there, or its offsets are implausible.
+async fn stated(log: &dyn File, at: u64) -> std::io::Result<Option<Stated>> {
     let bytes = log.read_at(at, batch::BATCH_HEADER_BYTES).await?;
     let base =
         bytes.get(..BASE_OFFSET_BYTES).and_then(|b| b.try_into().ok()).map(i64::from_be_bytes);
     let delta_at = batch::LAST_OFFSET_DELTA_AT;
     let delta =
         bytes.get(delta_at..delta_at + 4).and_then(|b| b.try_into().ok()).map(i32::from_be_bytes);
+    let len = frame_len(&bytes).map(|len| len as u64);
     Ok(base.zip(delta).and_then(|(base, delta)| {
-        let end = base.checked_add(i64::from(delta))?.checked_add(1)?;
-        Some((Offset(base), Offset(end)))
+        let count = i64::from(delta).checked_add(1).filter(|n| *n > 0)?;
+        Some(Stated { base: Offset(base), count, len })
     }))
+}
+
+/// Following the length fields of damaged batches from byte `from`: how many offsets they state
+/// they hold in all, if their lengths lead exactly to byte `to` within [`DAMAGED_IN_A_ROW_MAX`]
+/// batches.
+async fn stated_count_to(log: &dyn File, from: u64, to: u64) -> std::io::Result<Option<i64>> {
+    let (mut at, mut held) = (from, 0i64);
+    for _ in 0..DAMAGED_IN_A_ROW_MAX {
+        let Some(Stated { count, len: Some(len), .. }) = stated(log, at).await? else {
+            return Ok(None);
+        };
+        let Some(sum) = held.checked_add(count) else { return Ok(None) };
+        held = sum;
+        at = at.saturating_add(len);
+        if at >= to {
+            return Ok((at == to).then_some(held));
+        }
+    }
+    Ok(None)
+}
+
+/// Following the length fields of damaged batches from byte `damaged`, within
+/// [`DAMAGED_IN_A_ROW_MAX`] of them: the base offset of the first batches that vouch for
+/// themselves (a chain of two or more passing their checks, or one reaching exactly `end` and
+/// `end_offset`; `end_offset` if the damaged batches reach `end`), and how many offsets the
+/// damaged batches on the way state they hold. `None` where the lengths lead nowhere such.
+async fn believed_after(
+    log: &dyn File,
+    damaged: u64,
+    (end, end_offset): (u64, Offset),
+    epochs: Option<&EpochCache>,
+) -> std::io::Result<Option<(Offset, i64)>> {
+    let (mut at, mut held) = (damaged, 0i64);
+    for _ in 0..DAMAGED_IN_A_ROW_MAX {
+        let Some(Stated { count, len: Some(len), .. }) = stated(log, at).await? else {
+            return Ok(None);
+        };
+        let Some(sum) = held.checked_add(count) else { return Ok(None) };
+        held = sum;
+        at = at.saturating_add(len);
+        if at >= end {
+            return Ok((at == end).then_some((end_offset, held)));
+        }
+        let head = log.read_at(at, batch::BATCH_HEADER_BYTES).await?;
+        let Ok(header) = batch::parse_header(&head) else { continue };
+        let base = Offset(header.base_offset());
+        let checks = Epochs::vouched_by(epochs, LeaderEpoch(i32::MIN));
+        let mut walker = Walker::new(log, at, end, base, true, checks).frames_only();
+        let mut chained = 0usize;
+        let mut reached = (at, base);
+        let whole = loop {
+            match walker.next().await {
+                Ok(Some(walked)) => {
+                    chained += 1;
+                    let after = walked.position + walked.bytes.len() as u64;
+                    reached = (after, Offset(walked.header.last_offset() + 1));
+                    if chained >= 2 {
+                        break true;
+                    }
+                }
+                Ok(None) => break reached == (end, end_offset),
+                Err(WalkStop::Io(e)) => return Err(e),
+                Err(WalkStop::Invalid { .. }) => break false,
+            }
+        };
+        match (chained, whole) {
+            (_, true) => return Ok(Some((base, held))),
+            // The batch there is damaged too: follow its length.
+            (0, false) => continue,
+            // Another lone batch: nothing vouches here.
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
 }
 
 /// The first intact batch after the damaged one at byte `damaged`, below `end`, with a base

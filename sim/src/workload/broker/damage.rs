@@ -69,14 +69,15 @@ impl Damage {
             h.damaged.entry(chosen.tp.clone()).or_default().insert(chosen.base, chosen.last)
         });
         let what = format!(
-            "{:>10.3}s damaged the batch {}..={} of {}-{} ({} byte {})",
+            "{:>10.3}s damaged the batch {}..={} of {}-{} ({} byte {}, {} into the batch)",
             sim.now().as_secs_f64(),
             chosen.base,
             chosen.last,
             chosen.tp.0,
             chosen.tp.1,
             chosen.path.display(),
-            chosen.position + within
+            chosen.position + within,
+            within
         );
         self.log.push(what.clone());
         Some(what)
