@@ -17,7 +17,7 @@ use crate::coordinator::{
 };
 use crate::io::Env;
 use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use crate::log::{records, split};
+use crate::log::{ReadError, records, split};
 use crate::model::Offset;
 use crate::partition::{Acks, CompletionError, Partition, ProduceError};
 
@@ -284,11 +284,15 @@ async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), Pe
 ///
 /// A read that fails is tried again (a read error or a corrupt copy in the page cache may pass);
 /// if it keeps failing the load fails: stopping at the failure would serve the groups from part
-/// of their records, as if the rest had never been written.
+/// of their records, as if the rest had never been written. A damaged batch (a latent sector
+/// error: it fails its checks however often it is read) is passed over instead, with an error
+/// in the log, where reads go on past it: failing would keep every group of the partition from
+/// being served, for good. Its records are lost: a group whose newest commit it held is served
+/// the one before (its consumers read some records again), never a later one.
 async fn load_records(
     env: &Env,
     partition: &Partition,
-) -> Result<(Vec<Record>, Offset), crate::log::ReadError> {
+) -> Result<(Vec<Record>, Offset), ReadError> {
     let mut out = Vec::new();
     let end = partition.log.log_end_offset();
     let mut from = partition.log.log_start_offset();
@@ -296,7 +300,21 @@ async fn load_records(
         let mut attempt = 1;
         let result = loop {
             match partition.log.read(from, LOAD_CHUNK_BYTES, end).await {
-                Ok(result) => break result,
+                Ok(result) => break Some(result),
+                Err(ReadError::Corrupt { offset, cause, resume })
+                    if attempt >= LOAD_READ_ATTEMPTS =>
+                {
+                    let Some(next) = partition.log.past_damage(from, resume) else {
+                        return Err(ReadError::Corrupt { offset, cause, resume });
+                    };
+                    tracing::error!(
+                        partition = %partition.tp,
+                        "reading groups: passing over the damaged batch at {offset} ({cause}); \
+                         its group records are lost; going on at {next}"
+                    );
+                    from = next;
+                    break None;
+                }
                 Err(e) if attempt >= LOAD_READ_ATTEMPTS => return Err(e),
                 Err(e) => {
                     tracing::warn!(partition = %partition.tp, attempt, "reading groups: {e}");
@@ -305,6 +323,7 @@ async fn load_records(
                 }
             }
         };
+        let Some(result) = result else { continue };
         if result.records.is_empty() {
             break;
         }

@@ -218,6 +218,15 @@ impl Log {
         self.state().segments.keys().copied().collect()
     }
 
+    /// Where reads from `from` go on past a damaged batch they met ([`ReadError::Corrupt`],
+    /// with its `resume`): there if the read said, else at the next segment; `None` if neither
+    /// lies past `from` (nothing after the damage can be read).
+    pub fn past_damage(&self, from: Offset, resume: Option<Offset>) -> Option<Offset> {
+        resume
+            .or_else(|| self.segment_bases().into_iter().find(|&b| b > from))
+            .filter(|&next| next > from)
+    }
+
     /// (base, size, next offset, sealed) of every segment, for diagnostics.
     pub fn describe_segments(&self) -> Vec<(Offset, u64, Offset, bool)> {
         let state = self.state();

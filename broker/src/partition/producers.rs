@@ -78,15 +78,15 @@ async fn replay(
         let result = match log.read(from, REPLAY_CHUNK_BYTES, end).await {
             Ok(result) => result,
             Err(ReadError::Corrupt { offset, cause, resume }) => {
-                let next = resume.or_else(|| log.segment_bases().into_iter().find(|&b| b > from));
+                let next = log.past_damage(from, resume);
                 tracing::warn!(
                     log = %log.dir().display(),
                     "producer state: passing over the damaged batch at {offset} ({cause}); \
                      going on at {next:?}"
                 );
                 match next {
-                    Some(next) if next > from => from = next,
-                    _ => break,
+                    Some(next) => from = next,
+                    None => break,
                 }
                 continue;
             }

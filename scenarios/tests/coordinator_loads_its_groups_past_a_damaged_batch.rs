@@ -1,0 +1,134 @@
+//! Fault scenario: a latent sector error in a coordinator's `__consumer_offsets` partition. A
+//! single node takes offset commits for two groups that share one offsets partition, one batch
+//! per commit; once the partition's checkpoint covers them, a bit of one of those batches flips
+//! on the device (which one, by seed), and the node restarts. The coordinator must load the
+//! partition's groups past the damaged batch and serve them: each group's committed offset is
+//! its newest commit outside the damaged batch (an older one where the newest was in it, none
+//! where it had no other). Before, the load failed on the damage for good and every group of
+//! that partition was answered COORDINATOR_LOAD_IN_PROGRESS forever.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir::groups::partition_for;
+use weir::log::batch;
+use weir::log::{PARTITION_CHECKPOINT, PartitionCheckpoint};
+use weir::topics::OFFSETS_TOPIC;
+use weir_scenarios::group::find;
+use weir_scenarios::{ensure, for_each_seed, retry};
+use weir_sim::client::Client;
+use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
+
+/// The commits, in order: the group (0 or 1) and the offset committed for `data`-0.
+const COMMITS: [(usize, i64); 4] = [(0, 10), (0, 20), (1, 5), (0, 30)];
+/// How long the node may take to checkpoint the offsets partition past the commits.
+const CHECKPOINT_BOUND: Duration = Duration::from_secs(180);
+/// Between looks at the checkpoint.
+const CHECKPOINT_POLL: Duration = Duration::from_secs(1);
+
+/// Two group names (from `seed`) whose records share one offsets partition, and that partition.
+fn groups(seed: u64) -> ([String; 2], i32) {
+    let first = format!("group-{seed}-0");
+    let partition = partition_for(&first, OFFSETS_TOPIC_PARTITIONS);
+    let second = (1..)
+        .map(|i| format!("group-{seed}-{i}"))
+        .find(|g| partition_for(g, OFFSETS_TOPIC_PARTITIONS) == partition)
+        .unwrap_or_default();
+    ([first, second], partition)
+}
+
+/// The recovery point of `dir`'s checkpoint as the device holds it.
+fn durable_recovery_point(c: &Cluster, dir: &str) -> Option<i64> {
+    let path = std::path::Path::new(dir).join(PARTITION_CHECKPOINT);
+    let bytes = c.sim.durable_contents(c.nodes[0], path).ok()?;
+    Some(PartitionCheckpoint::decode_file(&Bytes::from(bytes))?.recovery.offset.0)
+}
+
+/// The byte position and length of the batch with base offset `base` in the durable `segment`.
+fn batch_at(segment: &[u8], base: i64) -> Option<(usize, usize)> {
+    let mut at = 0;
+    while let Ok(header) = batch::parse_header(segment.get(at..)?) {
+        if header.base_offset() == base {
+            return Some((at, header.total_bytes()));
+        }
+        at += header.total_bytes();
+    }
+    None
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(1))?;
+    c.create_topic(0, "data", 1).map_err(|e| e.to_string())?;
+    let (names, partition) = groups(seed);
+    let addr = c.addr(0);
+    // Asking for a coordinator creates the offsets topic.
+    let name = names[0].clone();
+    c.client_call(
+        Duration::from_secs(60),
+        move |env| async move { find(&env, &[addr], &name).await },
+    )
+    .ok_or("finding the coordinator did not finish")??;
+    let created =
+        c.run_until(Duration::from_secs(30), |c| c.log_end(0, OFFSETS_TOPIC, partition).is_some());
+    ensure(created, || "no offsets partition".to_owned())?;
+    // Each commit's first offset in the offsets partition.
+    let mut starts = Vec::new();
+    for &(group, offset) in &COMMITS {
+        starts.push(c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?);
+        let name = names[group].clone();
+        let committed = c.client_call(Duration::from_secs(60), move |env| async move {
+            let mut client = Client::new(env.clone(), addr, "committer");
+            let wanted = BTreeMap::from([(("data".to_owned(), 0), offset)]);
+            retry!(env, client.offset_commit(&name, -1, "", &wanted))
+        });
+        let codes = committed.ok_or("the commit did not finish")??;
+        ensure(codes.values().all(|&code| code == 0), || format!("commit answered {codes:?}"))?;
+    }
+    let end = c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?;
+    let dir = format!("{OFFSETS_TOPIC}-{partition}");
+    let covered = c.run_until(CHECKPOINT_BOUND, |c| {
+        durable_recovery_point(c, &dir).is_some_and(|point| point >= end)
+    });
+    ensure(covered, || format!("{dir} not checkpointed past {end} in {CHECKPOINT_BOUND:?}"))?;
+    let damaged = (seed % COMMITS.len() as u64) as usize;
+    let segment = std::path::Path::new(&dir).join(format!("{:020}.log", 0));
+    let bytes = c.sim.durable_contents(c.nodes[0], &segment).map_err(|e| e.to_string())?;
+    let (at, len) = batch_at(&bytes, starts[damaged])
+        .ok_or_else(|| format!("no batch at offset {} in {dir}", starts[damaged]))?;
+    // The batch's last byte: a record's, inside the CRC.
+    c.sim
+        .corrupt_durable_file(c.nodes[0], &segment, (at + len - 1) as u64)
+        .map_err(|e| format!("damaging {dir}: {e}"))?;
+    c.sim.kill(c.nodes[0]);
+    c.sim.start(c.nodes[0]);
+    c.settle("the restart")?;
+    for (group, name) in names.iter().enumerate() {
+        let want = COMMITS
+            .iter()
+            .enumerate()
+            .filter(|&(i, &(g, _))| g == group && i != damaged)
+            .map(|(_, &(_, offset))| offset)
+            .next_back()
+            .unwrap_or(-1);
+        let name = name.clone();
+        let fetched = c.client_call(Duration::from_secs(60), move |env| async move {
+            let mut client = Client::new(env.clone(), addr, "reader");
+            retry!(env, client.offset_fetch(&name, &[("data".to_owned(), 0)]))
+        });
+        let fetched = fetched
+            .ok_or("the offset fetch did not finish")?
+            .map_err(|e| format!("{} (commit {damaged} damaged): {e}", names[group]))?;
+        let got = fetched.get(&("data".to_owned(), 0)).copied();
+        ensure(got == Some(want), || {
+            format!("{} committed {got:?}, not {want} (commit {damaged} damaged)", names[group])
+        })?;
+    }
+    c.sim.run_for(CHECKPOINT_POLL);
+    c.watch_verdict()
+}
+
+#[test]
+fn coordinator_loads_its_groups_past_a_damaged_batch() {
+    for_each_seed("coordinator_loads_its_groups_past_a_damaged_batch", 0..12, scenario);
+}
