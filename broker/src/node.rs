@@ -474,9 +474,24 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         let now = clock.now();
         let mut asks = Vec::new();
         let mut offline = Vec::new();
+        let image = membership.image();
+        let me = membership.node();
+        // Whether another live in-sync replica could lead the partition.
+        let others = |topic: &str, index: i32| {
+            image
+                .partition(topic, index)
+                .is_some_and(|p| p.isr.iter().any(|&r| r != me && image.is_live(r)))
+        };
         for partition in b.partitions() {
+            let index = partition.tp.partition.0;
             if partition.log.offline().is_some_and(|o| o != Offline::Closed) {
-                offline.push((partition.topic_id, partition.tp.partition.0));
+                offline.push((partition.topic_id, index));
+            } else if let Some(at) = partition.damage_while_leading()
+                && others(&partition.tp.topic, index)
+            {
+                // Damage in the log led here: another in-sync replica's copy serves it.
+                tracing::warn!(partition = %partition.tp, %at, "handing over a damaged log's leadership");
+                offline.push((partition.topic_id, index));
             }
             if let Some((epoch, proposal)) = partition.isr_proposal(now) {
                 asks.push((partition, epoch, proposal));
@@ -485,13 +500,8 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         // A partition that cannot open here is offline too, where another in-sync replica
         // can lead it: reported with none, it would be left without a leader even once it
         // opens here.
-        let image = membership.image();
-        let me = membership.node();
         for (tp, topic_id) in b.catalog.unopened() {
-            let others = image
-                .partition(&tp.topic, tp.partition.0)
-                .is_some_and(|p| p.isr.iter().any(|&r| r != me && image.is_live(r)));
-            if others {
+            if others(&tp.topic, tp.partition.0) {
                 offline.push((topic_id, tp.partition.0));
             }
         }

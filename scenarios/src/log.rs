@@ -215,3 +215,24 @@ where
     sim.run_until(Duration::from_secs(60), || !running.load(Ordering::SeqCst));
     ensure(!running.load(Ordering::SeqCst), || format!("the {what} never ended"))
 }
+
+/// The recovery point of the checkpoint in partition folder `dir` on `host`, as the device
+/// holds it (what a power failure now would leave).
+pub fn durable_recovery_point(sim: &Sim, host: Host, dir: &str) -> Option<i64> {
+    let path = std::path::Path::new(dir).join(weir::log::PARTITION_CHECKPOINT);
+    let bytes = sim.durable_contents(host, path).ok()?;
+    Some(weir::log::PartitionCheckpoint::decode_file(&Bytes::from(bytes))?.recovery.offset.0)
+}
+
+/// The batches of a segment's bytes, walked by their headers from the start: each one's byte
+/// position, length, base offset and last offset.
+pub fn segment_batches(segment: &[u8]) -> Vec<(usize, usize, i64, i64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(Ok(header)) = segment.get(at..).map(weir::log::batch::parse_header) {
+        let len = header.total_bytes();
+        out.push((at, len, header.base_offset(), header.last_offset()));
+        at += len;
+    }
+    out
+}

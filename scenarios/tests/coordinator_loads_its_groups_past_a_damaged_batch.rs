@@ -10,12 +10,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
 use weir::groups::partition_for;
-use weir::log::batch;
-use weir::log::{PARTITION_CHECKPOINT, PartitionCheckpoint};
 use weir::topics::OFFSETS_TOPIC;
 use weir_scenarios::group::find;
+use weir_scenarios::log::{durable_recovery_point, segment_batches};
 use weir_scenarios::{ensure, for_each_seed, retry};
 use weir_sim::client::Client;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
@@ -36,25 +34,6 @@ fn groups(seed: u64) -> ([String; 2], i32) {
         .find(|g| partition_for(g, OFFSETS_TOPIC_PARTITIONS) == partition)
         .unwrap_or_default();
     ([first, second], partition)
-}
-
-/// The recovery point of `dir`'s checkpoint as the device holds it.
-fn durable_recovery_point(c: &Cluster, dir: &str) -> Option<i64> {
-    let path = std::path::Path::new(dir).join(PARTITION_CHECKPOINT);
-    let bytes = c.sim.durable_contents(c.nodes[0], path).ok()?;
-    Some(PartitionCheckpoint::decode_file(&Bytes::from(bytes))?.recovery.offset.0)
-}
-
-/// The byte position and length of the batch with base offset `base` in the durable `segment`.
-fn batch_at(segment: &[u8], base: i64) -> Option<(usize, usize)> {
-    let mut at = 0;
-    while let Ok(header) = batch::parse_header(segment.get(at..)?) {
-        if header.base_offset() == base {
-            return Some((at, header.total_bytes()));
-        }
-        at += header.total_bytes();
-    }
-    None
 }
 
 fn scenario(seed: u64) -> Result<(), String> {
@@ -88,13 +67,15 @@ fn scenario(seed: u64) -> Result<(), String> {
     let end = c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?;
     let dir = format!("{OFFSETS_TOPIC}-{partition}");
     let covered = c.run_until(CHECKPOINT_BOUND, |c| {
-        durable_recovery_point(c, &dir).is_some_and(|point| point >= end)
+        durable_recovery_point(&c.sim, c.nodes[0], &dir).is_some_and(|point| point >= end)
     });
     ensure(covered, || format!("{dir} not checkpointed past {end} in {CHECKPOINT_BOUND:?}"))?;
     let damaged = (seed % COMMITS.len() as u64) as usize;
     let segment = std::path::Path::new(&dir).join(format!("{:020}.log", 0));
     let bytes = c.sim.durable_contents(c.nodes[0], &segment).map_err(|e| e.to_string())?;
-    let (at, len) = batch_at(&bytes, starts[damaged])
+    let (at, len, _, _) = segment_batches(&bytes)
+        .into_iter()
+        .find(|b| b.2 == starts[damaged])
         .ok_or_else(|| format!("no batch at offset {} in {dir}", starts[damaged]))?;
     // The batch's last byte: a record's, inside the CRC.
     c.sim

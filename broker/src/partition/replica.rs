@@ -44,6 +44,9 @@ pub struct ReplicaState {
     follower_high_watermark: Offset,
     /// When the ISR change in flight was last sent.
     isr_asked_at: Option<Instant>,
+    /// Where a read met a damaged batch since this broker took the lead (see
+    /// [`Partition::damage_found`]).
+    damage_seen: Option<Offset>,
 }
 
 /// How long an ISR change may go without its outcome reaching the image before it is sent
@@ -56,6 +59,7 @@ impl ReplicaState {
             role: Role::Unassigned,
             follower_high_watermark: high_watermark,
             isr_asked_at: None,
+            damage_seen: None,
         }
     }
 
@@ -112,6 +116,24 @@ impl Partition {
         matches!(self.replica_state().role, Role::Leader { .. })
     }
 
+    /// A read of this partition's log met a damaged batch at `offset` (one that fails its
+    /// checks on every read: a latent sector error). While this broker leads, that asks for
+    /// leadership to move to another in-sync replica, whose copy serves the batch to consumers
+    /// and to followers catching up past it (see [`Partition::damage_while_leading`]).
+    pub fn damage_found(&self, offset: Offset) {
+        let mut state = self.replica_state();
+        if matches!(state.role, Role::Leader { .. }) && state.damage_seen.is_none() {
+            tracing::error!(partition = %self.tp, %offset, "damaged data in the log led here");
+            state.damage_seen = Some(offset);
+        }
+    }
+
+    /// Where a read met damage since this broker took the lead, while it still leads.
+    pub fn damage_while_leading(&self) -> Option<Offset> {
+        let state = self.replica_state();
+        state.damage_seen.filter(|_| matches!(state.role, Role::Leader { .. }))
+    }
+
     /// Whether this broker follows `leader` in `epoch` now (a fetcher checks before it writes).
     pub fn follows(&self, leader: BrokerId, epoch: LeaderEpoch) -> bool {
         matches!(self.replica_state().role, Role::Follower { leader: l, epoch: e } if l == leader && e == epoch)
@@ -151,6 +173,7 @@ impl Partition {
                 } else {
                     // Same epoch, another leader: cannot happen from a sane controller; step
                     // down.
+                    state.damage_seen = None;
                     state.role =
                         Role::Follower { leader: committed.leader, epoch: committed.leader_epoch };
                     Transition::BecameFollower {
@@ -178,11 +201,13 @@ impl Partition {
                     moved = Some(replica.high_watermark());
                 }
                 state.role = Role::Leader { epoch: committed.leader_epoch, replica };
+                state.damage_seen = None;
                 Transition::BecameLeader(committed.leader_epoch)
             }
             _ => {
                 let hw = state.high_watermark();
                 state.follower_high_watermark = hw;
+                state.damage_seen = None;
                 state.role =
                     Role::Follower { leader: committed.leader, epoch: committed.leader_epoch };
                 if committed.leader == NO_LEADER {

@@ -232,6 +232,9 @@ async fn read_partition(
         // application rather than retrying in silence.
         Err(error @ ReadError::Corrupt { .. }) => {
             tracing::error!(partition = %partition.tp, "fetch found damaged data: {error}");
+            if let ReadError::Corrupt { offset, .. } = error {
+                partition.damage_found(offset);
+            }
             data.error_code = code(ResponseError::CorruptMessage);
         }
         Err(error) => {
