@@ -520,7 +520,7 @@ fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
 
 /// Partition records moving leadership away from `broker` (fenced, shutting down, or with its
 /// log offline), for the partitions `only` admits: the next
-/// live in-sync replica leads; with none, a live out-of-sync replica where the topic allows
+/// live in-sync replica after it in the assignment's order leads; with none, a live out-of-sync replica where the topic allows
 /// unclean election (it becomes the whole ISR), else none. The broker leaves the ISR unless it
 /// is the last member (the last member keeps the partition's committed data: only it may lead
 /// again, cleanly).
@@ -541,7 +541,21 @@ fn leadership_away_from(
                 next.isr.retain(|&b| b != broker);
             }
             if p.leader == broker {
-                let clean = next.isr.iter().copied().find(|&b| b != broker && image.is_live(b));
+                // The next live in-sync replica after it in the assignment's order, round:
+                // leadership moved again and again (each leader handing over a damaged log)
+                // then comes to every in-sync replica in turn.
+                let after = p.replicas.iter().position(|&r| r == broker).map_or(0, |i| i + 1);
+                let clean = p
+                    .replicas
+                    .iter()
+                    .cycle()
+                    .skip(after)
+                    .take(p.replicas.len())
+                    .copied()
+                    .find(|&b| b != broker && next.isr.contains(&b) && image.is_live(b))
+                    .or_else(|| {
+                        next.isr.iter().copied().find(|&b| b != broker && image.is_live(b))
+                    });
                 next.leader = match clean {
                     Some(leader) => leader,
                     None if unclean_allowed(topic, defaults) => {

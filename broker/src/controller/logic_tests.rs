@@ -365,6 +365,41 @@ fn a_broker_reporting_an_offline_log_loses_that_partition_only() {
 }
 
 #[test]
+fn leadership_handed_over_again_and_again_comes_to_every_in_sync_replica() {
+    // Each leader in turn reports the partition offline (a damaged log: it stays live and
+    // rejoins the ISR once caught up). Taking the first other ISR member each time would move
+    // leadership between two replicas for good, never reaching the third, whose copy may be
+    // the only intact one.
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("t", 1, 3), 1);
+    let mut leaders = vec![image.partition("t", 0).unwrap().leader];
+    for round in 0..3u64 {
+        let p = image.partition("t", 0).unwrap().clone();
+        let leader = p.leader;
+        let offline = [(TopicId([1; 16]), 0)];
+        let incarnation = Incarnation(leader as u128 * 100);
+        let records =
+            logic.heartbeat(&image, leader, incarnation, false, &offline, at(1 + round)).unwrap();
+        apply(&mut image, &records);
+        let moved = image.partition("t", 0).unwrap().clone();
+        assert_ne!(moved.leader, leader, "round {round}: {moved:?}");
+        assert!(p.isr.contains(&moved.leader), "round {round}: {moved:?}");
+        leaders.push(moved.leader);
+        // The old leader catches up and joins the ISR again, in the assignment's order.
+        let rejoined = PartitionRecord {
+            isr: moved.replicas.clone(),
+            partition_epoch: moved.partition_epoch + 1,
+            ..moved
+        };
+        apply(&mut image, &[MetadataRecord::Partition(rejoined)]);
+    }
+    let mut reached = leaders.clone();
+    reached.sort_unstable();
+    reached.dedup();
+    assert_eq!(reached, vec![1, 2, 3], "leaders in turn: {leaders:?}");
+}
+
+#[test]
 fn a_broker_back_on_a_new_disk_leaves_every_isr_even_as_the_last_member() {
     let (mut image, mut logic) = cluster(&[None, None, None]);
     create(&mut image, &mut logic, topic("a", 3, 3), 1);

@@ -2,6 +2,7 @@
 
 pub mod broker;
 pub mod cluster;
+mod damage;
 pub mod echo;
 pub mod log;
 

@@ -13,7 +13,6 @@
 //! `events-interval` (3 partitions, `flush.policy=interval`).
 
 mod consumer;
-mod damage;
 mod finale;
 mod producer;
 pub mod setup;
@@ -28,8 +27,8 @@ use weir::io::TaskHandle;
 use crate::checker::{self, History};
 use crate::nemesis::{FaultMix, Nemesis};
 use crate::sim::{Host, Sim};
+use crate::workload::damage::{self, Damage};
 use crate::world::lock;
-use damage::Damage;
 
 pub use super::{Options, Report};
 
@@ -198,7 +197,10 @@ fn fault_phase_run(
             && rng.is_multiple_of(damage::DAMAGE_ONE_STEP_IN)
             && damage.count() < damage::DAMAGED_BATCHES_MAX
         {
-            damage.damage_one(sim, broker, shared, crate::trace::mix(rng));
+            let pick = crate::trace::mix(rng);
+            if let Some(d) = damage.damage_one(sim, broker, &shared.partitions(), pick) {
+                shared.with_history(|h| h.damaged.entry(d.tp).or_default().insert(d.base, d.last));
+            }
         }
     }
 }

@@ -654,6 +654,18 @@ impl Cluster {
     /// the leader's bytes up to the leader's high watermark, from the latest log start among
     /// them.
     pub fn replicas_converged(&mut self, topic: &str, partition: i32) -> Result<(), String> {
+        self.replicas_converged_apart(topic, partition, &[])
+    }
+
+    /// [`Cluster::replicas_converged`], apart from batches damaged in place: `damaged` lists
+    /// (node index, first offset, last offset) of each, and the offsets a replica or the leader
+    /// holds damaged are left out of the comparison of their bytes.
+    pub fn replicas_converged_apart(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        damaged: &[(usize, i64, i64)],
+    ) -> Result<(), String> {
         let image = self.committed_image().ok_or("no committed image")?;
         let p = image
             .topic(topic)
@@ -672,20 +684,34 @@ impl Cluster {
             let rp = self.broker(ix).and_then(|b| b.catalog.partition(topic, partition));
             from = rp.map_or(from, |rp| from.max(rp.log.log_start_offset().0));
         }
-        let expected = self
-            .replica_bytes(leader, topic, partition, from, hw)
-            .ok_or("cannot read the leader")?;
+        let on = |ix: usize| damaged.iter().filter(move |d| d.0 == ix).map(|d| (d.1, d.2));
         for &r in &p.isr {
             let ix = self.ix_of(r).ok_or("ISR member is no node")?;
-            let got = self.replica_bytes(ix, topic, partition, from, hw);
-            if got.as_ref() != Some(&expected) {
-                return Err(format!(
-                    "{topic}-{partition}: node{}'s bytes in [{from}, {hw}) ({:?} of them) differ from the leader node{}'s ({})",
-                    ix + 1,
-                    got.map(|b| b.len()),
-                    leader + 1,
-                    expected.len()
-                ));
+            let mut apart: Vec<(i64, i64)> = on(leader).chain(on(ix)).collect();
+            apart.sort_unstable();
+            let mut ranges = Vec::new();
+            let mut lo = from;
+            for (first, last) in apart {
+                if first > lo {
+                    ranges.push((lo, first.min(hw)));
+                }
+                lo = lo.max(last + 1);
+            }
+            ranges.push((lo, hw));
+            for (lo, hi) in ranges.into_iter().filter(|(lo, hi)| lo < hi) {
+                let expected = self
+                    .replica_bytes(leader, topic, partition, lo, hi)
+                    .ok_or("cannot read the leader")?;
+                let got = self.replica_bytes(ix, topic, partition, lo, hi);
+                if got.as_ref() != Some(&expected) {
+                    return Err(format!(
+                        "{topic}-{partition}: node{}'s bytes in [{lo}, {hi}) ({:?} of them) differ from the leader node{}'s ({})",
+                        ix + 1,
+                        got.map(|b| b.len()),
+                        leader + 1,
+                        expected.len()
+                    ));
+                }
             }
         }
         Ok(())

@@ -14,7 +14,9 @@ use super::group::{self, SharedGroup, TopicsNow};
 use super::{Cluster, FINAL_BOUND, IDEMPOTENT_PREFIX, Shared};
 use crate::client::Client;
 use crate::client::codes;
+use crate::client::fetch::FetchWant;
 use crate::client::produce::{Acks, PartitionBatch, ProduceOutcome};
+use crate::workload::damage;
 use crate::world::lock;
 
 /// Values of the idempotent producer that appear at more than one offset of `read`.
@@ -39,13 +41,15 @@ pub(super) fn final_writes_and_reads(
     let given_up = given_up.clone();
     let addrs: Vec<_> = (0..cluster.nodes.len()).map(|ix| cluster.addr(ix)).collect();
     let ledger = Arc::clone(shared);
-    let outcome = cluster.client_call(FINAL_BOUND, move |env: Env| async move {
+    let bound = FINAL_BOUND + DAMAGE_BOUND * damage::DAMAGED_BATCHES_MAX as u32;
+    let outcome = cluster.client_call(bound, move |env: Env| async move {
         let mut violations = Vec::new();
+        let (mut skipped, mut unwritten) = (Vec::new(), Vec::new());
         for t in &topics {
             for partition in (0..t.partitions).filter(|&p| !given_up.contains(&(t.name.clone(), p)))
             {
                 let value = Bytes::from(format!("final-{}-{partition}", t.name));
-                let mut written = false;
+                let mut written = None;
                 for _ in 0..50 {
                     let mut meta = Client::new(env.clone(), addrs[0], "final");
                     let leader = match meta.cluster_view(Some(&[t.name.as_str()])).await {
@@ -65,46 +69,166 @@ pub(super) fn final_writes_and_reads(
                         {
                             let key = (t.name.clone(), partition, acks[0].base_offset);
                             lock(&ledger).acked.insert(key, value.clone());
-                            written = true;
+                            written = Some(acks[0].base_offset);
                             break;
                         }
                     }
                     env.clock.sleep(Duration::from_millis(200)).await;
                 }
-                if !written {
-                    violations.push(format!("{}-{partition} took no write after the heal", t.name));
+                let Some(written) = written else {
+                    unwritten.push((t.name.clone(), partition));
                     continue;
-                }
-                let read = read_back(&env, &addrs, &ledger, (&t.name, partition), t.retained);
-                violations.extend(read.await);
+                };
+                let tp = (t.name.as_str(), partition);
+                let read = read_back(&env, &addrs, &ledger, tp, t.retained, written + 1);
+                let (found, passed) = read.await;
+                violations.extend(found);
+                skipped.extend(passed.into_iter().map(|o| (t.name.clone(), partition, o)));
             }
         }
-        violations
+        (violations, skipped, unwritten)
     });
-    outcome.unwrap_or_else(|| {
-        vec![format!("the final writes and reads did not finish within {FINAL_BOUND:?}")]
-    })
+    let Some((mut violations, skipped, unwritten)) = outcome else {
+        return vec![format!("the final writes and reads did not finish within {FINAL_BOUND:?}")];
+    };
+    let damaged = lock(shared).damaged.clone();
+    // The in-sync replicas of a partition that hold no batch damaged within `offsets`.
+    let intact = |cluster: &Cluster, (topic, partition): (&str, i32), offsets: (i64, i64)| {
+        let isr = cluster.committed_partition(topic, partition).map(|p| p.isr).unwrap_or_default();
+        let on = damaged.get(&(topic.to_owned(), partition)).cloned().unwrap_or_default();
+        let holds = |ix: usize| {
+            on.iter().any(|&(at, base, last)| at == ix && base <= offsets.1 && offsets.0 <= last)
+        };
+        let intact: Vec<i32> =
+            isr.into_iter().filter(|&id| cluster.ix_of(id).is_none_or(|ix| !holds(ix))).collect();
+        intact
+    };
+    // A partition may refuse acks=all writes for good only where every in-sync replica holds a
+    // damaged batch: then no follower can copy past it to join the ISR again.
+    for (topic, partition) in unwritten {
+        if !intact(cluster, (&topic, partition), (0, i64::MAX)).is_empty() {
+            violations.push(format!("{topic}-{partition} took no write after the heal"));
+        }
+    }
+    // An offset is left unread for good only where every in-sync replica's copy is damaged.
+    for (topic, partition, offset) in skipped {
+        let intact = intact(cluster, (&topic, partition), (offset, offset));
+        if !intact.is_empty() {
+            violations.push(format!(
+                "{topic}-{partition}@{offset}: CORRUPT_MESSAGE for good, while in-sync replicas \
+                 {intact:?} hold it intact"
+            ));
+        }
+    }
+    violations
+}
+
+/// How long the final read asks again for a batch answered CORRUPT_MESSAGE (its leader hands
+/// the partition over to an in-sync replica with an intact copy), before it reads past it.
+const DAMAGE_BOUND: Duration = Duration::from_secs(20);
+/// Between those asks, and after other errors.
+const READ_PAUSE: Duration = Duration::from_millis(250);
+/// Fetches the final read of one partition makes at most.
+const READ_FETCHES_MAX: usize = 2_000;
+
+/// Every record of `topic`/`partition` from its log start up to the high watermark, and at least
+/// to `reach` (a new leader's high watermark may take a moment to cover the last acknowledged
+/// write), by offset, from whichever broker leads it as Metadata names it (asked again after
+/// every error). A batch
+/// answered CORRUPT_MESSAGE is asked for again for [`DAMAGE_BOUND`]; offsets still answered so
+/// are then read past, one at a time, as an application would, and returned apart. A corrupt
+/// batch served (caught by the client's CRC check) is an error: nothing damages disks now.
+async fn read_past_damage(
+    env: &Env,
+    addrs: &[std::net::SocketAddr],
+    (topic, partition): (&str, i32),
+    reach: i64,
+) -> Result<(BTreeMap<i64, Bytes>, Vec<i64>), String> {
+    let (mut out, mut skipped) = (BTreeMap::new(), Vec::new());
+    let mut at = 0;
+    // Since when the damage the read is at has been answered CORRUPT_MESSAGE.
+    let mut corrupt_since: Option<weir::io::Instant> = None;
+    let mut leader = None;
+    for _ in 0..READ_FETCHES_MAX {
+        let Some(addr) = leader else {
+            let mut meta = Client::new(env.clone(), addrs[0], "final-read");
+            leader = meta
+                .cluster_view(Some(&[topic]))
+                .await
+                .ok()
+                .and_then(|v| v.leader_addr(topic, partition))
+                .map(|(_, addr)| addr);
+            if leader.is_none() {
+                env.clock.sleep(READ_PAUSE).await;
+            }
+            continue;
+        };
+        let mut client = Client::new(env.clone(), addr, "final-read");
+        let want = FetchWant { topic: topic.to_owned(), partition, offset: at };
+        let answer = client.fetch(&[want], Duration::from_millis(100)).await;
+        let Some(p) = answer.ok().and_then(|parts| parts.into_iter().next()) else {
+            leader = None;
+            env.clock.sleep(READ_PAUSE).await;
+            continue;
+        };
+        if p.error_code == codes::OFFSET_OUT_OF_RANGE && at < p.log_start_offset {
+            at = p.log_start_offset;
+            continue;
+        }
+        if let Some(why) = p.corrupt {
+            return Err(format!("corrupt batch served at {at}: {why}"));
+        }
+        if p.error_code == codes::CORRUPT_MESSAGE {
+            let now = env.clock.now();
+            let since = *corrupt_since.get_or_insert(now);
+            if now.saturating_duration_since(since) >= DAMAGE_BOUND {
+                skipped.push(at);
+                at += 1;
+            } else {
+                leader = None;
+                env.clock.sleep(READ_PAUSE).await;
+            }
+            continue;
+        }
+        if p.error_code != codes::NONE {
+            leader = None;
+            env.clock.sleep(READ_PAUSE).await;
+            continue;
+        }
+        if p.records.is_empty() {
+            if at < p.high_watermark {
+                return Err(format!("nothing readable at {at} below {}", p.high_watermark));
+            }
+            if at >= reach {
+                return Ok((out, skipped));
+            }
+            // A new leader's high watermark may not cover the last acknowledged write yet.
+            env.clock.sleep(READ_PAUSE).await;
+            continue;
+        }
+        corrupt_since = None;
+        for r in p.records {
+            at = r.offset + 1;
+            out.insert(r.offset, r.value.unwrap_or_default());
+        }
+    }
+    Err(format!("not read to its end in {READ_FETCHES_MAX} fetches (at {at})"))
 }
 
 /// Reads `topic`/`partition` from its start and checks every acknowledged record (for a topic
-/// with `retention.bytes`, every one from the first offset read).
+/// with `retention.bytes`, every one from the first offset read), but those at offsets read
+/// past as damaged, which are returned (the caller judges them).
 async fn read_back(
     env: &Env,
     addrs: &[std::net::SocketAddr],
     shared: &Shared,
     (topic, partition): (&str, i32),
     retained: bool,
-) -> Vec<String> {
-    let mut meta = Client::new(env.clone(), addrs[0], "final-read");
-    let Some((_, leader)) =
-        meta.cluster_view(Some(&[topic])).await.ok().and_then(|v| v.leader_addr(topic, partition))
-    else {
-        return vec![format!("{topic}-{partition}: no leader for the final read")];
-    };
-    let mut client = Client::new(env.clone(), leader, "final-read");
-    let read = match client.read_to_end(topic, partition).await {
+    reach: i64,
+) -> (Vec<String>, Vec<i64>) {
+    let (read, skipped) = match read_past_damage(env, addrs, (topic, partition), reach).await {
         Ok(read) => read,
-        Err(e) => return vec![format!("{topic}-{partition}: final read: {e}")],
+        Err(e) => return (vec![format!("{topic}-{partition}: final read: {e}")], Vec::new()),
     };
     let mut l = lock(shared);
     let mut out = Vec::new();
@@ -133,31 +257,35 @@ async fn read_back(
         .map(|((_, _, o), v)| (*o, v.clone()))
         .collect();
     for (offset, value) in acked {
-        if read.get(&offset) != Some(&value) {
+        if read.get(&offset) != Some(&value) && !skipped.contains(&offset) {
             out.push(format!(
                 "{topic}-{partition}@{offset}: acked {value:?} but read {:?}",
                 read.get(&offset)
             ));
         }
     }
-    out
+    (out, skipped)
 }
 
 /// Replica convergence: every partition of every surviving topic with more than one replica
 /// must come to have its in-sync replicas byte-identical to the leader up to the high
-/// watermark.
+/// watermark, apart from the batches damaged in place on either.
 pub(super) fn final_convergence(
     cluster: &mut Cluster,
     shared: &Shared,
     given_up: &BTreeSet<(String, i32)>,
 ) -> Vec<String> {
-    let topics = lock(shared).live_topics();
+    let (topics, damaged) = {
+        let l = lock(shared);
+        (l.live_topics(), l.damaged.clone())
+    };
     let mut out = Vec::new();
     for t in topics.iter().filter(|t| t.replication > 1) {
         for partition in (0..t.partitions).filter(|&p| !given_up.contains(&(t.name.clone(), p))) {
+            let apart = damaged.get(&(t.name.clone(), partition)).cloned().unwrap_or_default();
             let mut last = Ok(());
             let converged = (0..(FINAL_BOUND.as_millis() / 500)).any(|_| {
-                last = cluster.replicas_converged(&t.name, partition);
+                last = cluster.replicas_converged_apart(&t.name, partition, &apart);
                 if last.is_err() {
                     cluster.run_for(Duration::from_millis(500));
                 }

@@ -53,6 +53,15 @@
 //! leadership to another in-sync replica and takes the broker out of its ISR. After the heal
 //! every node is restarted once before the checks; a corrupt batch a reader catches by its CRC
 //! is then the system working, counted, not a violation.
+//!
+//! Disk faults also bring latent sector errors (see [`crate::workload::damage`]): one nemesis
+//! step in 8 flips a bit of a stored batch on one node's disk for good, up to 3 per seed. A
+//! leader that meets such damage hands the partition to another in-sync replica, whose copy
+//! serves it, so the final read asks again for a batch answered CORRUPT_MESSAGE; only where
+//! every in-sync replica holds that batch damaged may it stay unread (its acknowledged records
+//! are then exempt), and only there may the partition refuse acks=all writes for good (no
+//! follower can copy past the damage to join the ISR again). Convergence compares replicas
+//! apart from the batches damaged on either.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +83,7 @@ use crate::client::fetch::FetchWant;
 use crate::client::produce::{Acks, PartitionBatch, ProduceOutcome};
 use crate::nemesis::{FaultMix, Nemesis};
 use crate::trace::mix;
+use crate::workload::damage::{self, Damage};
 pub use crate::workload::{Options, Report};
 use crate::world::lock;
 
@@ -104,6 +114,10 @@ struct TopicState {
     retained: bool,
 }
 
+/// One partition's batches damaged in place: the node index, first offset and last offset of
+/// each.
+type DamagedOn = Vec<(usize, i64, i64)>;
+
 /// What the client tasks share.
 #[derive(Default)]
 struct Ledger {
@@ -126,6 +140,8 @@ struct Ledger {
     anomalies: Vec<String>,
     /// Corrupt batches readers caught (expected only under disk faults).
     corruption_caught: u64,
+    /// Batches damaged in place (latent sector errors), by topic and partition.
+    damaged: BTreeMap<(String, i32), DamagedOn>,
     disk_faults: bool,
     creates: u64,
     deletes: u64,
@@ -254,16 +270,25 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
             group::member(env, addrs, group_ledger, topics, stop, number)
         }));
     }
-    let mix = FaultMix::from_seed(seed);
-    let mix = if options.disk_faults { mix } else { mix.without_disk_faults() };
+    let faults = FaultMix::from_seed(seed);
+    let faults = if options.disk_faults { faults } else { faults.without_disk_faults() };
     let broker_only = cluster.nodes[spec.voters.min(spec.nodes)..].to_vec();
-    let mut nemesis = Nemesis::new(seed, mix, cluster.nodes.clone()).with_wipeable(broker_only);
+    let mut nemesis = Nemesis::new(seed, faults, cluster.nodes.clone()).with_wipeable(broker_only);
+    let mut damage = Damage::default();
+    let mut rng = mix(seed ^ 0xda_a6e);
     let end = cluster.sim.now() + fault_phase;
     while cluster.sim.now() < end {
         let step = nemesis.next_interval().min(end - cluster.sim.now());
         cluster.run_for(step);
         if cluster.sim.now() < end {
             nemesis.step(&cluster.sim);
+            rng = mix(rng);
+            if options.disk_faults
+                && rng.is_multiple_of(damage::DAMAGE_ONE_STEP_IN)
+                && damage.count() < damage::DAMAGED_BATCHES_MAX
+            {
+                damage_one(&cluster, &shared, &mut damage, mix(rng));
+            }
         }
     }
     nemesis.heal(&cluster.sim);
@@ -332,9 +357,31 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
         shape: format!("{} nodes, {} voters", spec.nodes, spec.voters),
         counts,
         acked: ledger.acked.len(),
-        faults: nemesis.log().to_vec(),
+        faults: fault_log(&nemesis, damage),
         violations,
     }
+}
+
+/// Damages a stored batch of a live topic's partition on a node, by `pick`, and notes it.
+fn damage_one(cluster: &Cluster, shared: &Shared, damage: &mut Damage, pick: u64) {
+    let partitions: Vec<(String, i32)> = lock(shared)
+        .live_topics()
+        .into_iter()
+        .flat_map(|t| (0..t.partitions).map(move |p| (t.name.clone(), p)))
+        .collect();
+    let ix = (mix(pick) % cluster.nodes.len() as u64) as usize;
+    if let Some(d) = damage.damage_one(&cluster.sim, cluster.nodes[ix], &partitions, pick) {
+        lock(shared).damaged.entry(d.tp).or_default().push((ix, d.base, d.last));
+    }
+}
+
+/// The nemesis's faults and the batches damaged, in time order.
+fn fault_log(nemesis: &Nemesis, damage: Damage) -> Vec<String> {
+    let mut faults = nemesis.log().to_vec();
+    faults.extend(damage.log);
+    // Every line starts with its time, right-aligned to one width; the sort is stable.
+    faults.sort_by_key(|line| line.split_once('s').map(|(at, _)| at.to_owned()));
+    faults
 }
 
 /// A number below `n` from the task's random stream.
