@@ -40,12 +40,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     } else {
         c.sim.pause(c.nodes[SILENT]);
     }
-    let bound = Duration::from_millis(spec.session_timeout_ms) + FENCE_SLACK;
-    let fenced = c.run_until(bound, |c| {
-        c.committed_image()
-            .is_some_and(|i| i.brokers.get(&node_id(SILENT)).is_some_and(|b| b.fenced))
-    });
-    ensure(fenced, || format!("node4 not fenced within {bound:?}"))?;
+    c.await_fenced(SILENT, FENCE_SLACK)?;
     let image = c.committed_image().ok_or("no committed image")?;
     let now = image.partition("fenced", mine.partition).ok_or("partition gone")?;
     ensure(now.leader == NO_LEADER && now.leader_epoch > mine.leader_epoch, || {

@@ -58,12 +58,7 @@ fn scenario(seed: u64) -> Result<(), String> {
             .ok_or_else(|| format!("no write to window-{p} before the fault"))?;
     }
     c.sim.pause(c.nodes[SILENT]);
-    let bound = Duration::from_millis(spec.session_timeout_ms) + FENCE_SLACK;
-    let fenced = c.run_until(bound, |c| {
-        c.committed_image()
-            .is_some_and(|i| i.brokers.get(&node_id(SILENT)).is_some_and(|b| b.fenced))
-    });
-    ensure(fenced, || format!("node4 not fenced within {bound:?}"))?;
+    c.await_fenced(SILENT, FENCE_SLACK)?;
     c.sim.set_disk_faults(
         c.nodes[SILENT],
         DiskFaults { sync_latency: SLOW_SYNC, ..DiskFaults::default() },

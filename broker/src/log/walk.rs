@@ -490,18 +490,24 @@ async fn stated(log: &dyn File, at: u64) -> std::io::Result<Option<Stated>> {
     }))
 }
 
+/// One step over the (damaged) batch at byte `at` by its length field, with `held` the offsets
+/// stated so far: the byte after it and the offsets stated with its own. `None` where its
+/// header states no plausible length or count.
+async fn step_over(log: &dyn File, (at, held): (u64, i64)) -> std::io::Result<Option<(u64, i64)>> {
+    let Some(Stated { count, len: Some(len), .. }) = stated(log, at).await? else {
+        return Ok(None);
+    };
+    Ok(held.checked_add(count).map(|held| (at.saturating_add(len), held)))
+}
+
 /// Following the length fields of damaged batches from byte `from`: how many offsets they state
 /// they hold in all, if their lengths lead exactly to byte `to` within [`DAMAGED_IN_A_ROW_MAX`]
 /// batches.
 async fn stated_count_to(log: &dyn File, from: u64, to: u64) -> std::io::Result<Option<i64>> {
     let (mut at, mut held) = (from, 0i64);
     for _ in 0..DAMAGED_IN_A_ROW_MAX {
-        let Some(Stated { count, len: Some(len), .. }) = stated(log, at).await? else {
-            return Ok(None);
-        };
-        let Some(sum) = held.checked_add(count) else { return Ok(None) };
-        held = sum;
-        at = at.saturating_add(len);
+        let Some(next) = step_over(log, (at, held)).await? else { return Ok(None) };
+        (at, held) = next;
         if at >= to {
             return Ok((at == to).then_some(held));
         }
@@ -522,12 +528,8 @@ async fn believed_after(
 ) -> std::io::Result<Option<(Offset, i64)>> {
     let (mut at, mut held) = (damaged, 0i64);
     for _ in 0..DAMAGED_IN_A_ROW_MAX {
-        let Some(Stated { count, len: Some(len), .. }) = stated(log, at).await? else {
-            return Ok(None);
-        };
-        let Some(sum) = held.checked_add(count) else { return Ok(None) };
-        held = sum;
-        at = at.saturating_add(len);
+        let Some(next) = step_over(log, (at, held)).await? else { return Ok(None) };
+        (at, held) = next;
         if at >= end {
             return Ok((at == end).then_some((end_offset, held)));
         }

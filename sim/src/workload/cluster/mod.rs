@@ -264,6 +264,17 @@ impl Cluster {
         }
     }
 
+    /// Runs until the committed image shows node `ix` fenced, for at most its session timeout
+    /// and `slack`, or says it was not.
+    pub fn await_fenced(&mut self, ix: usize, slack: Duration) -> Result<(), String> {
+        let bound = Duration::from_millis(self.spec.session_timeout_ms) + slack;
+        let fenced = self.run_until(bound, |c| {
+            c.committed_image()
+                .is_some_and(|i| i.brokers.get(&node_id(ix)).is_some_and(|b| b.fenced))
+        });
+        if fenced { Ok(()) } else { Err(format!("node{} not fenced within {bound:?}", ix + 1)) }
+    }
+
     /// Starts node `ix` again, lets the cluster settle, and runs until the committed ISR of
     /// `topic`/`partition` has `members` members, for at most `limit`.
     pub fn restart_and_rejoin(
