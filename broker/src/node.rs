@@ -490,7 +490,7 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 && others(&partition.tp.topic, index)
             {
                 // Damage in the log led here: another in-sync replica's copy serves it.
-                tracing::warn!(partition = %partition.tp, %at, "handing over a damaged log's leadership");
+                tracing::warn!(partition = %partition.tp, %at, "damaged log: handing over leadership");
                 offline.push((partition.topic_id, index));
             }
             if let Some((epoch, proposal)) = partition.isr_proposal(now) {

@@ -519,8 +519,8 @@ fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
 }
 
 /// Partition records moving leadership away from `broker` (fenced, shutting down, or with its
-/// log offline), for the partitions `only` admits: the next
-/// live in-sync replica after it in the assignment's order leads; with none, a live out-of-sync replica where the topic allows
+/// log offline), for the partitions `only` admits: the next live in-sync replica after it in
+/// the assignment's order leads; with none, a live out-of-sync replica where the topic allows
 /// unclean election (it becomes the whole ISR), else none. The broker leaves the ISR unless it
 /// is the last member (the last member keeps the partition's committed data: only it may lead
 /// again, cleanly).

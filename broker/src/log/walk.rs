@@ -342,15 +342,15 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// the first place within [`RESYNC_SCAN_BYTES_MAX`] where a whole batch with a base offset
 /// between `damaged_offset` and `end_offset` passes its CRC. What is found is believed only if
 /// the batches from there continue each other's offsets without a gap to exactly `end` and
-/// `end_offset` (a wrong length or a flipped base offset breaks that chain).
-/// Further damaged batches on the way are crossed the same way, at most
-/// [`DAMAGED_IN_A_ROW_MAX`] of them, each requiring the offsets after it to lie past the ones
-/// before it (it held at least one). A lone batch between two damaged ones (no second batch
-/// vouches for its base offset) is believed only if the damaged batches around it agree with
-/// where it starts or ends (see [`vouched`]); else it counts as damaged too. Where no intact batch follows one before the
-/// end, it reaches the end. `None` if no such chain is found. The damaged batch held the
-/// offsets from `damaged_offset` to just below the base offset returned (`end_offset` if it
-/// reaches the end).
+/// `end_offset` (a wrong length or a flipped base offset breaks that chain). Further damaged
+/// batches on the way are crossed the same way, at most [`DAMAGED_IN_A_ROW_MAX`] of them, each
+/// requiring the offsets after it to lie past the ones before it (it held at least one). A lone
+/// batch between two damaged ones (no second batch vouches for its base offset) is believed
+/// only if the damaged batches around it agree with where it starts or ends (see [`vouched`]);
+/// else it counts as damaged too. Where no intact batch follows one before the end, it reaches
+/// the end. `None` if no such chain is found. The damaged batch held the offsets from
+/// `damaged_offset` to just below the base offset returned (`end_offset` if it reaches the
+/// end).
 ///
 /// The chain's epochs are checked against `epochs` where it vouches for them (see
 /// [`Epochs::vouched_by`]): a flipped epoch is damage, not a new epoch that would make every
