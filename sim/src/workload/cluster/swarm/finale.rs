@@ -44,7 +44,7 @@ pub(super) fn final_writes_and_reads(
     let bound = FINAL_BOUND + DAMAGE_BOUND * damage::DAMAGED_BATCHES_MAX as u32;
     let outcome = cluster.client_call(bound, move |env: Env| async move {
         let mut violations = Vec::new();
-        let (mut skipped, mut unwritten) = (Vec::new(), Vec::new());
+        let (mut skipped, mut unwritten, mut unseen) = (Vec::new(), Vec::new(), Vec::new());
         for t in &topics {
             for partition in (0..t.partitions).filter(|&p| !given_up.contains(&(t.name.clone(), p)))
             {
@@ -75,20 +75,23 @@ pub(super) fn final_writes_and_reads(
                     }
                     env.clock.sleep(Duration::from_millis(200)).await;
                 }
-                let Some(written) = written else {
+                if written.is_none() {
                     unwritten.push((t.name.clone(), partition));
-                    continue;
-                };
+                }
+                // Read back even without the final write: what was acknowledged before must be
+                // there, whether or not refusing the write was allowed.
                 let tp = (t.name.as_str(), partition);
-                let read = read_back(&env, &addrs, &ledger, tp, t.retained, written + 1);
-                let (found, passed) = read.await;
+                let reach = written.map_or(0, |at| at + 1);
+                let read = read_back(&env, &addrs, &ledger, tp, t.retained, reach);
+                let (found, passed, beyond) = read.await;
                 violations.extend(found);
                 skipped.extend(passed.into_iter().map(|o| (t.name.clone(), partition, o)));
+                unseen.extend(beyond.into_iter().map(|o| (t.name.clone(), partition, o)));
             }
         }
-        (violations, skipped, unwritten)
+        (violations, skipped, unwritten, unseen)
     });
-    let Some((mut violations, skipped, unwritten)) = outcome else {
+    let Some((mut violations, skipped, unwritten, unseen)) = outcome else {
         return vec![format!("the final writes and reads did not finish within {FINAL_BOUND:?}")];
     };
     let damaged = lock(shared).damaged.clone();
@@ -104,10 +107,17 @@ pub(super) fn final_writes_and_reads(
         intact
     };
     // A partition may refuse acks=all writes for good only where every in-sync replica holds a
-    // damaged batch: then no follower can copy past it to join the ISR again.
+    // damaged batch: then no follower can copy past it to join the ISR again, and below
+    // `min.insync.replicas` the high watermark cannot move (so records acknowledged past the
+    // one a restarted leader recovered stay unseen).
     for (topic, partition) in unwritten {
         if !intact(cluster, (&topic, partition), (0, i64::MAX)).is_empty() {
             violations.push(format!("{topic}-{partition} took no write after the heal"));
+        }
+    }
+    for (topic, partition, offset) in unseen {
+        if !intact(cluster, (&topic, partition), (0, i64::MAX)).is_empty() {
+            violations.push(format!("{topic}-{partition}@{offset}: acked, past the final read"));
         }
     }
     // An offset is left unread for good only where every in-sync replica's copy is damaged.
@@ -143,7 +153,7 @@ async fn read_past_damage(
     addrs: &[std::net::SocketAddr],
     (topic, partition): (&str, i32),
     reach: i64,
-) -> Result<(BTreeMap<i64, Bytes>, Vec<i64>), String> {
+) -> Result<(BTreeMap<i64, Bytes>, Vec<i64>, i64), String> {
     let (mut out, mut skipped) = (BTreeMap::new(), Vec::new());
     let mut at = 0;
     // Since when the damage the read is at has been answered CORRUPT_MESSAGE.
@@ -200,7 +210,7 @@ async fn read_past_damage(
                 return Err(format!("nothing readable at {at} below {}", p.high_watermark));
             }
             if at >= reach {
-                return Ok((out, skipped));
+                return Ok((out, skipped, at));
             }
             // A new leader's high watermark may not cover the last acknowledged write yet.
             env.clock.sleep(READ_PAUSE).await;
@@ -216,8 +226,9 @@ async fn read_past_damage(
 }
 
 /// Reads `topic`/`partition` from its start and checks every acknowledged record (for a topic
-/// with `retention.bytes`, every one from the first offset read), but those at offsets read
-/// past as damaged, which are returned (the caller judges them).
+/// with `retention.bytes`, every one from the first offset read), but two kinds the caller
+/// judges, returned apart: those at offsets read past as damaged, and, where the partition took
+/// no final write (`reach` 0), those past the high watermark the read ended at.
 async fn read_back(
     env: &Env,
     addrs: &[std::net::SocketAddr],
@@ -225,11 +236,14 @@ async fn read_back(
     (topic, partition): (&str, i32),
     retained: bool,
     reach: i64,
-) -> (Vec<String>, Vec<i64>) {
-    let (read, skipped) = match read_past_damage(env, addrs, (topic, partition), reach).await {
+) -> (Vec<String>, Vec<i64>, Vec<i64>) {
+    let (read, skipped, end) = match read_past_damage(env, addrs, (topic, partition), reach).await {
         Ok(read) => read,
-        Err(e) => return (vec![format!("{topic}-{partition}: final read: {e}")], Vec::new()),
+        Err(e) => {
+            return (vec![format!("{topic}-{partition}: final read: {e}")], Vec::new(), Vec::new());
+        }
     };
+    let mut unseen = Vec::new();
     let mut l = lock(shared);
     let mut out = Vec::new();
     let tp = (topic.to_owned(), partition);
@@ -257,6 +271,11 @@ async fn read_back(
         .map(|((_, _, o), v)| (*o, v.clone()))
         .collect();
     for (offset, value) in acked {
+        if offset >= end && reach == 0 {
+            // Past the high watermark of a partition that took no final write: judged apart.
+            unseen.push(offset);
+            continue;
+        }
         if read.get(&offset) != Some(&value) && !skipped.contains(&offset) {
             out.push(format!(
                 "{topic}-{partition}@{offset}: acked {value:?} but read {:?}",
@@ -264,7 +283,7 @@ async fn read_back(
             ));
         }
     }
-    (out, skipped)
+    (out, skipped, unseen)
 }
 
 /// Replica convergence: every partition of every surviving topic with more than one replica

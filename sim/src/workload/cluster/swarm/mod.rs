@@ -60,8 +60,10 @@
 //! serves it, so the final read asks again for a batch answered CORRUPT_MESSAGE; only where
 //! every in-sync replica holds that batch damaged may it stay unread (its acknowledged records
 //! are then exempt), and only there may the partition refuse acks=all writes for good (no
-//! follower can copy past the damage to join the ISR again). Convergence compares replicas
-//! apart from the batches damaged on either.
+//! follower can copy past the damage to join the ISR again) and leave acknowledged records past
+//! its high watermark unseen (below `min.insync.replicas` the high watermark a restarted leader
+//! recovered cannot move). Convergence compares replicas apart from the batches damaged on
+//! either.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
