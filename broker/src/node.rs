@@ -22,7 +22,7 @@ use crate::fetcher;
 use crate::groups::Groups;
 use crate::identity::{self, IdentityError};
 use crate::io::{Env, Listener, timeout};
-use crate::log::error::Offline;
+use crate::log::error::{MaintenanceError, Offline};
 use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::partition::Partition;
 use crate::partition::read_ahead::{READ_AHEAD_BYTES_MAX, ReadAheadBudget};
@@ -364,10 +364,13 @@ impl Broker {
             Duration::from_millis(self.config.log_retention_check_interval_ms.max(1) as u64);
         let checkpoint =
             Duration::from_millis(self.config.log_checkpoint_interval_ms.max(1) as u64);
-        let tick = retention.min(checkpoint).min(Duration::from_secs(1));
+        let hw_checkpoint = Duration::from_millis(
+            self.config.replica_high_watermark_checkpoint_interval_ms.max(1) as u64,
+        );
+        let tick = retention.min(checkpoint).min(hw_checkpoint).min(Duration::from_secs(1));
         self.env.spawn("maintenance", async move {
-            let (mut next_retention, mut next_checkpoint) =
-                (clock.now() + retention, clock.now() + checkpoint);
+            let (mut next_retention, mut next_checkpoint, mut next_hw_checkpoint) =
+                (clock.now() + retention, clock.now() + checkpoint, clock.now() + hw_checkpoint);
             loop {
                 clock.sleep(tick).await;
                 let Some(broker) = broker.upgrade() else { return };
@@ -379,7 +382,11 @@ impl Broker {
                 }
                 if now >= next_checkpoint {
                     next_checkpoint = now + checkpoint;
+                    next_hw_checkpoint = now + hw_checkpoint;
                     broker.checkpoint_all().await;
+                } else if now >= next_hw_checkpoint {
+                    next_hw_checkpoint = now + hw_checkpoint;
+                    broker.checkpoint_high_watermarks().await;
                 }
             }
         });
@@ -409,6 +416,19 @@ impl Broker {
             }
             if let Err(e) = partition.log.apply_retention(hw).await {
                 tracing::warn!(partition = %partition.tp, "retention failed: {e}");
+            }
+        }
+    }
+
+    /// High-watermark checkpoints for every partition whose high watermark moved.
+    async fn checkpoint_high_watermarks(&self) {
+        for partition in self.partitions() {
+            match partition.log.checkpoint_high_watermark().await {
+                // An offline log already said why, and has nothing to record.
+                Ok(_) | Err(MaintenanceError::Offline(_)) => {}
+                Err(e) => {
+                    tracing::warn!(partition = %partition.tp, "high watermark checkpoint failed: {e}");
+                }
             }
         }
     }

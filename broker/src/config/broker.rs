@@ -70,6 +70,12 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: i64,
     /// How often recovery points are checkpointed (`log.flush.offset.checkpoint.interval.ms`).
     pub log_checkpoint_interval_ms: i64,
+    /// How often a partition whose high watermark moved records it
+    /// (`replica.high.watermark.checkpoint.interval.ms`): a small file, no index. A leader
+    /// restarted while its ISR is below `min.insync.replicas` serves up to the value it
+    /// recorded, so this bounds how many acknowledged records stay unseen until a follower
+    /// rejoins.
+    pub replica_high_watermark_checkpoint_interval_ms: i64,
     /// The cluster id reported to clients.
     pub cluster_id: String,
     /// `process.roles`: `"broker"`, `"controller"`, or both.
@@ -126,6 +132,7 @@ impl Default for BrokerConfig {
             group_max_session_timeout_ms: 1_800_000,
             log_retention_check_interval_ms: 300_000,
             log_checkpoint_interval_ms: 60_000,
+            replica_high_watermark_checkpoint_interval_ms: 5_000,
             cluster_id: "weir-cluster".to_owned(),
             process_roles: vec![Role::Broker, Role::Controller],
             controller_listener: None,
@@ -154,7 +161,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 11] = [
+        let checks: [(&'static str, bool, &'static str); 13] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -199,6 +206,16 @@ impl BrokerConfig {
             (
                 "log_retention_check_interval_ms",
                 self.log_retention_check_interval_ms >= 1,
+                "must be at least 1",
+            ),
+            (
+                "log_checkpoint_interval_ms",
+                self.log_checkpoint_interval_ms >= 1,
+                "must be at least 1",
+            ),
+            (
+                "replica_high_watermark_checkpoint_interval_ms",
+                self.replica_high_watermark_checkpoint_interval_ms >= 1,
                 "must be at least 1",
             ),
         ];
@@ -275,5 +292,16 @@ mod tests {
         assert!(BrokerConfig::from_toml("no_such = 1").is_err());
         assert!(BrokerConfig::from_toml("num_partitions = 0").is_err());
         assert!(BrokerConfig::from_toml("[topic_defaults]\n\"retention.ms\" = \"soon\"").is_err());
+        for interval in
+            ["log_checkpoint_interval_ms", "replica_high_watermark_checkpoint_interval_ms"]
+        {
+            let refused = BrokerConfig::from_toml(&format!("{interval} = 0"));
+            assert!(
+                matches!(refused, Err(BrokerConfigError::Invalid { name, .. }) if name == interval),
+                "{interval} = 0: {refused:?}"
+            );
+            let taken = BrokerConfig::from_toml(&format!("{interval} = 2500"));
+            assert!(taken.is_ok(), "{interval} = 2500: {taken:?}");
+        }
     }
 }

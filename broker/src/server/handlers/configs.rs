@@ -104,6 +104,14 @@ fn broker_settings(broker: &Broker) -> Vec<(String, String)> {
             "log.retention.check.interval.ms".to_owned(),
             c.log_retention_check_interval_ms.to_string(),
         ),
+        (
+            "log.flush.offset.checkpoint.interval.ms".to_owned(),
+            c.log_checkpoint_interval_ms.to_string(),
+        ),
+        (
+            "replica.high.watermark.checkpoint.interval.ms".to_owned(),
+            c.replica_high_watermark_checkpoint_interval_ms.to_string(),
+        ),
     ];
     for (name, value, _) in c.topic_config().all() {
         out.push((format!("log.default.{name}"), value));

@@ -66,6 +66,10 @@ pub struct ClusterSpec {
     pub retention_check_ms: i64,
     /// `replica_catch_up_bytes_per_sec` (0: no limit).
     pub catch_up_bytes_per_sec: u64,
+    /// `log.flush.offset.checkpoint.interval.ms`.
+    pub checkpoint_ms: i64,
+    /// `replica.high.watermark.checkpoint.interval.ms`.
+    pub hw_checkpoint_ms: i64,
 }
 
 impl ClusterSpec {
@@ -81,6 +85,8 @@ impl ClusterSpec {
             replication: 1,
             retention_check_ms: defaults.log_retention_check_interval_ms,
             catch_up_bytes_per_sec: defaults.replica_catch_up_bytes_per_sec,
+            checkpoint_ms: defaults.log_checkpoint_interval_ms,
+            hw_checkpoint_ms: defaults.replica_high_watermark_checkpoint_interval_ms,
         }
     }
 
@@ -109,6 +115,8 @@ impl ClusterSpec {
             replica_lag_time_max_ms: self.replica_lag_ms,
             log_retention_check_interval_ms: self.retention_check_ms,
             replica_catch_up_bytes_per_sec: self.catch_up_bytes_per_sec,
+            log_checkpoint_interval_ms: self.checkpoint_ms,
+            replica_high_watermark_checkpoint_interval_ms: self.hw_checkpoint_ms,
             ..BrokerConfig::default()
         }
     }
