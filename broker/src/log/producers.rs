@@ -248,12 +248,44 @@ pub enum SnapshotError {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerStateManager {
     producers: BTreeMap<ProducerId, ProducerEntry>,
+    /// The last offset of the newest damaged batch the rebuild of this state passed over (a
+    /// latent sector error: see [`crate::partition::producers::recover`]). Not in snapshots.
+    damage_passed: Option<Offset>,
 }
 
 impl ProducerStateManager {
     /// An empty state: no producer known.
     pub fn new() -> ProducerStateManager {
         ProducerStateManager::default()
+    }
+
+    /// The rebuild of this state passed over a damaged batch ending at `last`: whatever
+    /// producer wrote it, the state does not know.
+    pub fn passed_damage(&mut self, last: Offset) {
+        self.damage_passed = self.damage_passed.max(Some(last));
+    }
+
+    /// The last offset of the newest damaged batch this state was rebuilt past, if any.
+    pub fn damage_passed(&self) -> Option<Offset> {
+        self.damage_passed
+    }
+
+    /// Whether a batch with `header` may repeat one this state lost to damage: a producer's
+    /// batch whose first write the state never saw (the damaged batch may have held it) and
+    /// whose retry [`ProducerStateManager::check`] would take for a new batch. That is a batch
+    /// with a producer id, from a producer the state does not know (the damaged batch may have
+    /// been its first) or whose newest batch the state knows lies before the damaged one (the
+    /// damaged batch may have been its next). A producer with a batch past the damage is known
+    /// exactly: its sequence numbers run on from what the damaged batch held.
+    pub fn uncertain(&self, header: &BatchHeader) -> bool {
+        let Some(damaged) = self.damage_passed else { return false };
+        if !header.has_producer_id() || header.is_control() {
+            return false;
+        }
+        self.producers
+            .get(&ProducerId(header.producer_id()))
+            .and_then(|entry| entry.batches.back())
+            .is_none_or(|newest| newest.last_offset < damaged)
     }
 
     /// Decides what to do with a batch a client produced, before offsets are assigned, in
@@ -616,6 +648,29 @@ mod tests {
             expected: Sequence(expected),
             got: Sequence(got),
         })
+    }
+
+    /// A state rebuilt past a damaged batch cannot tell a retry of it from a new batch for a
+    /// producer the damaged batch may belong to: one it does not know, or one whose newest
+    /// known batch is older. A producer with a batch past the damage is known exactly.
+    #[test]
+    fn a_state_rebuilt_past_damage_is_uncertain_only_of_producers_the_damage_may_hold() {
+        let mut leader = Leader::default();
+        assert_eq!(leader.produce(1, 0, 0, 2), Ok(Decision::Append)); // offsets 0..=1
+        assert_eq!(leader.produce(2, 0, 0, 2), Ok(Decision::Append)); // 2..=3
+        // 4..=5 damaged (producer 2's sequences 2 and 3); the replay then records producer
+        // 2's next batch at 6.
+        leader.state.record(&header(2, 0, 4, 1, 6, 6), Offset(6), Offset(6));
+        let next = |id: i64, seq: i32| header(id, 0, seq, 1, 7, 7);
+        assert!(!leader.state.uncertain(&next(1, 2)), "no damage passed yet");
+        leader.state.passed_damage(Offset(5));
+        assert_eq!(leader.state.damage_passed(), Some(Offset(5)));
+        assert!(leader.state.uncertain(&next(1, 2)), "producer 1's next may be the damaged batch");
+        assert!(leader.state.uncertain(&next(3, 0)), "an unknown producer's first may be it");
+        assert!(!leader.state.uncertain(&next(2, 5)), "producer 2 wrote past the damage");
+        assert!(!leader.state.uncertain(&next(-1, -1)), "no producer id: no sequence to repeat");
+        leader.state.passed_damage(Offset(3));
+        assert_eq!(leader.state.damage_passed(), Some(Offset(5)), "the newest damage counts");
     }
 
     #[test]

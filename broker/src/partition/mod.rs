@@ -36,6 +36,16 @@ pub enum ProduceError {
     /// This broker does not lead the partition now.
     #[error("not the leader")]
     NotLeader,
+    /// The producer state was rebuilt past a damaged batch that may have held this batch's
+    /// first write, and another in-sync replica, which holds that batch intact, can lead.
+    #[error(
+        "this replica's producer state passed over the damaged batch ending at {damaged}; \
+         leadership is moving to an in-sync replica that holds it"
+    )]
+    ProducerStateDamaged {
+        /// The last offset of the damaged batch.
+        damaged: Offset,
+    },
     /// `acks=all` with fewer in-sync replicas than `min.insync.replicas`: nothing was written.
     #[error(transparent)]
     NotEnoughReplicas(#[from] ReplicationError),
@@ -102,6 +112,9 @@ pub struct Partition {
     leader_epoch: std::sync::atomic::AtomicI32,
     /// The producer state; its lock also orders appends.
     producers: tokio::sync::Mutex<ProducerStateManager>,
+    /// The last offset of the damaged batch the producer state's rebuild passed over, or -1
+    /// (its [`ProducerStateManager::damage_passed`], readable without the lock).
+    producer_damage: std::sync::atomic::AtomicI64,
     /// Woken when the partition's log or high watermark moves (fetch long polls, broker-wide).
     appended: Arc<tokio::sync::Notify>,
     /// Its part in replication and its high watermark.
@@ -147,6 +160,7 @@ impl Partition {
         let log = Log::open(env.clone(), dir, config).await?;
         let leader_epoch = log.epochs().latest().map_or(LeaderEpoch(0), |(e, _)| e);
         let state = producers::recover(&log, &*env.disk).await?;
+        let producer_damage = state.damage_passed().map_or(-1, |o| o.0);
         let replica = ReplicaState::new(log.recorded_high_watermark().min(log.log_end_offset()));
         Ok(Partition {
             tp,
@@ -155,6 +169,7 @@ impl Partition {
             env,
             leader_epoch: std::sync::atomic::AtomicI32::new(leader_epoch.0),
             producers: tokio::sync::Mutex::new(state),
+            producer_damage: std::sync::atomic::AtomicI64::new(producer_damage),
             appended,
             replica: std::sync::Mutex::new(replica),
             replicated: tokio::sync::Notify::new(),
@@ -162,6 +177,18 @@ impl Partition {
             snapshotting: tokio::sync::Mutex::new(None),
             read_ahead: ReadAhead::default(),
         })
+    }
+
+    /// Mirrors `state`'s damage passed for readers without the producer lock.
+    fn set_producer_damage(&self, state: &ProducerStateManager) {
+        let at = state.damage_passed().map_or(-1, |o| o.0);
+        self.producer_damage.store(at, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The last offset of the damaged batch the producer state's rebuild passed over, if any.
+    pub fn producer_damage(&self) -> Option<Offset> {
+        let at = self.producer_damage.load(std::sync::atomic::Ordering::Acquire);
+        (at >= 0).then_some(Offset(at))
     }
 
     /// The leader epoch this broker writes with.
@@ -196,6 +223,14 @@ impl Partition {
         let (produced, last_offset) = {
             let mut state = self.producers.lock().await;
             self.check_leader(acks)?;
+            // A retry of a batch the state lost to damage would be written twice: an intact
+            // replica's state knows it, so it leads (see `damage_while_leading`).
+            if let Some(damaged) = state.damage_passed()
+                && state.uncertain(&header)
+                && self.isr_has_others()
+            {
+                return Err(ProduceError::ProducerStateDamaged { damaged });
+            }
             match state.check(&header)? {
                 Decision::Duplicate { base_offset, last_offset, max_timestamp } => {
                     let log_append_time = (header.timestamp_type()
@@ -266,6 +301,7 @@ impl Partition {
         // past the log end behind; then Kafka's exact state, rebuilt from what remains.
         state.truncate_from(end);
         *state = producers::recover(&self.log, &*self.env.disk).await?;
+        self.set_producer_damage(&state);
         let hw = self.replica_state().high_watermark().min(end);
         self.follower_high_watermark(hw);
         Ok(end)
@@ -281,6 +317,7 @@ impl Partition {
         self.log.restart_at(start).await?;
         producers::remove_all(&*self.env.disk, self.log.dir()).await?;
         *state = ProducerStateManager::new();
+        self.set_producer_damage(&state);
         self.follower_high_watermark(start);
         Ok(())
     }

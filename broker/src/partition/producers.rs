@@ -66,7 +66,9 @@ pub async fn recover(log: &Log, disk: &dyn Disk) -> Result<ProducerStateManager,
 /// A damaged batch (a latent sector error: it fails its checks however often it is read) is
 /// passed over, with a warning, where failing would keep the partition from opening at all. The
 /// state then misses what that batch held, so its producer's next batch may be refused as out of
-/// sequence. The replay goes on where the read says reads go on past the damage, else at the
+/// sequence, and a retry of the damaged batch itself would be taken for a new batch: the state
+/// records that it passed damage ([`ProducerStateManager::uncertain`]), and the partition does
+/// not take such batches while another replica could (see [`super::Partition::produce`]). The replay goes on where the read says reads go on past the damage, else at the
 /// next segment; with neither, it ends there.
 async fn replay(
     log: &Log,
@@ -84,6 +86,8 @@ async fn replay(
                     "producer state: passing over the damaged batch at {offset} ({cause}); \
                      going on at {next:?}"
                 );
+                // The damage runs up to where reads go on past it (or to the end).
+                state.passed_damage(Offset(next.unwrap_or(end).0 - 1).max(offset));
                 match next {
                     Some(next) => from = next,
                     None => break,

@@ -128,10 +128,23 @@ impl Partition {
         }
     }
 
-    /// Where a read met damage since this broker took the lead, while it still leads.
+    /// Where a read met damage since this broker took the lead, or where the rebuild of its
+    /// producer state passed over damage (a retry of the damaged batch is refused here while
+    /// another in-sync replica could lead: see [`Partition::produce`]), while it still leads.
     pub fn damage_while_leading(&self) -> Option<Offset> {
         let state = self.replica_state();
-        state.damage_seen.filter(|_| matches!(state.role, Role::Leader { .. }))
+        if !matches!(state.role, Role::Leader { .. }) {
+            return None;
+        }
+        state.damage_seen.or_else(|| self.producer_damage())
+    }
+
+    /// Whether this broker leads with another replica in the committed ISR.
+    pub(super) fn isr_has_others(&self) -> bool {
+        match &self.replica_state().role {
+            Role::Leader { replica, .. } => replica.isr().len() > 1,
+            _ => false,
+        }
     }
 
     /// Whether this broker follows `leader` in `epoch` now (a fetcher checks before it writes).

@@ -136,6 +136,11 @@ async fn append(
             failed(index, error.response_error(), Some(&message))
         }
         Err(ProduceError::NotLeader) => failed(index, ResponseError::NotLeaderOrFollower, None),
+        Err(error @ ProduceError::ProducerStateDamaged { .. }) => {
+            // Retriable: the client asks for metadata again and follows the new leader.
+            let message = error.to_string();
+            failed(index, ResponseError::NotLeaderOrFollower, Some(&message))
+        }
         Err(ProduceError::NotEnoughReplicas(error)) => {
             let message = error.to_string();
             failed(index, ResponseError::NotEnoughReplicas, Some(&message))
