@@ -9,7 +9,10 @@
 //! - a read of the damaged batch fails as corrupt, and says that reads go on at the batch after
 //!   it;
 //! - the producer state knows each producer's last batch, unless that is the damaged one: a
-//!   retry of it is a duplicate with its original offsets, not a new batch.
+//!   retry of it is a duplicate with its original offsets, not a new batch;
+//! - the producer state says it passed the damaged batch, so that a retry of that batch, which
+//!   it would take for new, is left to a replica that knows it; and the snapshot taken after
+//!   the reopen says so too, so that the next reopen, which replays nothing, knows it as well.
 //!
 //! With an odd seed the batches fill several segments, so the damage may lie in a sealed one.
 //! The damaged byte is in the batch's records or, for one seed in four, in its length field.
@@ -106,12 +109,13 @@ fn scenario(seed: u64) -> Result<(), String> {
         .map_err(|e| format!("damaging the producer snapshot: {e}"))?;
     sim.start(host);
 
-    let (before, damaged_read, after, state) = sim
+    let (before, damaged_read, after, state, passed) = sim
         .block_on(host, limit, move |env| async move {
             let disk = env.disk.clone();
             let partition = open_partition(env, config(seed))
                 .await
                 .map_err(|e| format!("the partition did not open: {e}"))?;
+            let passed = partition.producer_damage();
             let log = &partition.log;
             let before = read_range(log, Offset(0), offset_of(damaged)).await?;
             let damaged_read = log.read(offset_of(damaged), 1 << 20, end).await;
@@ -124,7 +128,7 @@ fn scenario(seed: u64) -> Result<(), String> {
                 .ok_or("no producer snapshot after the reopen")?;
             let (_, state) = decode_snapshot_body(snapshot.0, &snapshot.1)
                 .map_err(|e| format!("the new snapshot does not decode: {e}"))?;
-            Ok::<_, String>((before, damaged_read, after, state))
+            Ok::<_, String>((before, damaged_read, after, state, passed))
         })
         .ok_or("the reopen did not finish")??;
 
@@ -147,6 +151,13 @@ fn scenario(seed: u64) -> Result<(), String> {
             )
         },
     )?;
+    let damaged_last = Offset(resume.0 - 1);
+    ensure(passed == Some(damaged_last), || {
+        format!("the reopened partition says its producer state passed damage at {passed:?}")
+    })?;
+    ensure(state.damage_passed() == Some(damaged_last), || {
+        format!("the snapshot after the reopen says damage at {:?}", state.damage_passed())
+    })?;
     for last in BATCHES - PRODUCERS..BATCHES {
         if last == damaged {
             continue;

@@ -43,6 +43,10 @@ pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = 86_400_000;
 /// Checkpoint kind of a producer snapshot (see [`checkpoint`]).
 pub const PRODUCER_SNAPSHOT_KIND: u8 = 3;
 const PRODUCER_SNAPSHOT_VERSION: u8 = 1;
+/// The snapshot version of a state rebuilt past damage: version 1's body, then the last offset of
+/// the damaged batch passed ([`ProducerStateManager::damage_passed`]), so that a restart from the
+/// snapshot stays as wary of a retry of that batch as the state it was taken of.
+const PRODUCER_SNAPSHOT_VERSION_DAMAGE_PASSED: u8 = 2;
 /// Extension of a producer snapshot file.
 pub const PRODUCER_SNAPSHOT_EXT: &str = "snapshot";
 
@@ -249,7 +253,8 @@ pub enum SnapshotError {
 pub struct ProducerStateManager {
     producers: BTreeMap<ProducerId, ProducerEntry>,
     /// The last offset of the newest damaged batch the rebuild of this state passed over (a
-    /// latent sector error: see [`crate::partition::producers::recover`]). Not in snapshots.
+    /// latent sector error: see [`crate::partition::producers::recover`]); kept in snapshots
+    /// (version 2), so that a state loaded from one past the damage knows it too.
     damage_passed: Option<Offset>,
 }
 
@@ -448,7 +453,17 @@ impl ProducerStateManager {
             );
             encode_entry(&mut body, *id, entry);
         }
-        checkpoint::encode(PRODUCER_SNAPSHOT_KIND, PRODUCER_SNAPSHOT_VERSION, &body)
+        match self.damage_passed {
+            None => checkpoint::encode(PRODUCER_SNAPSHOT_KIND, PRODUCER_SNAPSHOT_VERSION, &body),
+            Some(damaged) => {
+                body.extend_from_slice(&damaged.0.to_be_bytes());
+                checkpoint::encode(
+                    PRODUCER_SNAPSHOT_KIND,
+                    PRODUCER_SNAPSHOT_VERSION_DAMAGE_PASSED,
+                    &body,
+                )
+            }
+        }
     }
 
     /// Decodes a whole snapshot file: framing, then [`decode_snapshot_body`]. Returns the
@@ -479,12 +494,13 @@ fn encode_entry(body: &mut Vec<u8>, id: ProducerId, entry: &ProducerEntry) {
 /// bytes come off a disk, so every count is checked against the bytes present before use, and
 /// the state must be one [`ProducerStateManager::record`] could have built: ids increasing and
 /// not negative, 1 to [`PRODUCER_BATCHES_KEPT`] batches per producer in increasing offsets,
-/// sequences not negative, every batch below the snapshot offset, no bytes left over.
+/// sequences not negative, every batch below the snapshot offset, no bytes left over; in version
+/// 2, a damaged batch's last offset between 0 and the snapshot offset after the producers.
 pub fn decode_snapshot_body(
     version: u8,
     body: &[u8],
 ) -> Result<(Offset, ProducerStateManager), SnapshotError> {
-    if version != PRODUCER_SNAPSHOT_VERSION {
+    if version != PRODUCER_SNAPSHOT_VERSION && version != PRODUCER_SNAPSHOT_VERSION_DAMAGE_PASSED {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
     let mut reader = Reader::new(body);
@@ -503,6 +519,13 @@ pub fn decode_snapshot_body(
             return Err(SnapshotError::Invalid("producer ids not increasing"));
         }
         state.producers.insert(id, entry);
+    }
+    if version == PRODUCER_SNAPSHOT_VERSION_DAMAGE_PASSED {
+        let damaged = Offset(reader.i64().ok_or(TRUNCATED)?);
+        if damaged.0 < 0 || damaged >= end_offset {
+            return Err(SnapshotError::Invalid("damaged batch outside the snapshot"));
+        }
+        state.damage_passed = Some(damaged);
     }
     if !reader.is_empty() {
         return Err(SnapshotError::Invalid("bytes after the last producer"));
@@ -833,9 +856,42 @@ mod tests {
         invalid(&|b| b[55..63].copy_from_slice(&0i64.to_be_bytes()), "producer ids not increasing");
         invalid(&|b| b[23..27].copy_from_slice(&(-1i32).to_be_bytes()), "negative sequence");
         invalid(&|b| b[31..39].copy_from_slice(&9i64.to_be_bytes()), "batch offsets out of order");
-        let other_version = checkpoint::encode(PRODUCER_SNAPSHOT_KIND, 2, &good);
+        let other_version = checkpoint::encode(PRODUCER_SNAPSHOT_KIND, 3, &good);
         let decoded = ProducerStateManager::decode_snapshot(&other_version);
-        assert_eq!(decoded, Err(SnapshotError::UnsupportedVersion(2)));
+        assert_eq!(decoded, Err(SnapshotError::UnsupportedVersion(3)));
+    }
+
+    /// A state rebuilt past damage says so in its snapshot (version 2), and a restart from it
+    /// is as wary as the state was; one without damage keeps version 1's bytes.
+    #[test]
+    fn a_snapshot_keeps_the_damage_its_state_passed() {
+        let mut leader = Leader::default();
+        leader.produce(1, 0, 0, 3).unwrap();
+        leader.produce(2, 0, 0, 1).unwrap();
+        let end = Offset(leader.log_end);
+        let clean = leader.state.encode_snapshot(end);
+        assert_eq!(checkpoint::decode(PRODUCER_SNAPSHOT_KIND, &clean).unwrap().0, 1);
+        leader.state.passed_damage(Offset(2));
+        let wary = leader.state.encode_snapshot(end);
+        let (version, body) = checkpoint::decode(PRODUCER_SNAPSHOT_KIND, &wary).unwrap();
+        assert_eq!(version, PRODUCER_SNAPSHOT_VERSION_DAMAGE_PASSED);
+        let (at, state) = ProducerStateManager::decode_snapshot(&wary).unwrap();
+        assert_eq!((at, &state), (end, &leader.state));
+        assert_eq!(state.damage_passed(), Some(Offset(2)));
+        for cut in 0..wary.len() {
+            assert!(ProducerStateManager::decode_snapshot(&wary[..cut]).is_err());
+        }
+        for damaged in [-1i64, end.0, end.0 + 1] {
+            let mut patched = body.to_vec();
+            let at = patched.len() - 8;
+            patched[at..].copy_from_slice(&damaged.to_be_bytes());
+            let framed = checkpoint::encode(PRODUCER_SNAPSHOT_KIND, version, &patched);
+            assert_eq!(
+                ProducerStateManager::decode_snapshot(&framed),
+                Err(SnapshotError::Invalid("damaged batch outside the snapshot")),
+                "damage at {damaged}"
+            );
+        }
     }
 
     #[test]
