@@ -79,117 +79,92 @@ def flip(data_dir):
     sys.exit(f"damaged: no batch at offset {DAMAGED} in {segment}")
 
 
+def from_beginning(open_consumer, poll, corrupt):
+    """Reads from offset 0: the records before the damaged batch, then the client's error for
+    CORRUPT_MESSAGE (`corrupt(error)`), then nothing more while polled for STAY_S."""
+    c = open_consumer(0)
+    read, error = [], None
+    deadline = time.monotonic() + READ_WAIT_S
+    while error is None and time.monotonic() < deadline:
+        got, error = poll(c)
+        read.extend(got)
+    expect(read == BEFORE, f"read {read} before the error, not {BEFORE}")
+    expect(error is not None and corrupt(error), f"the application was told {error!r}, not CORRUPT_MESSAGE")
+    deadline = time.monotonic() + STAY_S
+    while time.monotonic() < deadline:
+        got, _ = poll(c)
+        expect(not got, f"handed out offset {got[0][0] if got else None} past the damage")
+    c.close()
+    return f"{len(read)} records, then {error}; nothing more in {STAY_S}s"
+
+
+def past_the_damage(open_consumer, poll):
+    """Reads from the offset after the damaged batch: the rest of the log, as written."""
+    c = open_consumer(DAMAGED + 1)
+    read = []
+
+    def step():
+        got, error = poll(c)
+        expect(error is None, f"reading past the damaged batch: {error}")
+        read.extend(got)
+        return len(read) >= len(AFTER)
+
+    until(READ_WAIT_S, f"{len(AFTER)} records after the damaged batch", step)
+    c.close()
+    expect(read == AFTER, f"read {read} past the damaged batch, not {AFTER}")
+    return f"offsets {DAMAGED + 1}..{RECORDS - 1}"
+
+
+def read_with(checks, open_consumer, poll, corrupt):
+    checks.run("a fetch of the damaged batch is an error the application sees", from_beginning,
+               open_consumer, poll, corrupt)
+    checks.run("the records after the damaged batch are read as written", past_the_damage,
+               open_consumer, poll)
+
+
 def read_confluent(bootstrap, checks):
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    def consumer(start):
+    def open_consumer(start):
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "damaged-ck", "enable.auto.commit": False,
                       "check.crcs": True, "fetch.error.backoff.ms": 50})
         c.assign([TopicPartition(TOPIC, 0, start)])
         return c
 
-    def from_beginning():
-        c = consumer(0)
-        read, error = [], None
-        deadline = time.monotonic() + READ_WAIT_S
-        while error is None and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                error = m.error()
-            else:
-                read.append((m.offset(), m.value().decode()))
-        expect(read == BEFORE, f"read {read} before the error, not {BEFORE}")
-        expect(error is not None and error.code() == KafkaError.INVALID_MSG,
-               f"the application was told {error}, not CORRUPT_MESSAGE")
-        past = stay(lambda: c.poll(0.2), lambda m: m is not None and not m.error(), lambda m: m.offset())
-        c.close()
-        return f"{len(read)} records, then {error.str()}{past}"
+    def poll(c):
+        """The records one poll returned, and the error it returned instead."""
+        m = c.poll(0.2)
+        if m is None:
+            return [], None
+        if m.error():
+            return [], m.error()
+        return [(m.offset(), m.value().decode())], None
 
-    def past_the_damage():
-        c = consumer(DAMAGED + 1)
-        read = []
-
-        def step():
-            m = c.poll(0.2)
-            if m is not None:
-                expect(not m.error(), f"reading past the damaged batch: {m.error()}")
-                read.append((m.offset(), m.value().decode()))
-            return len(read) >= len(AFTER)
-
-        until(READ_WAIT_S, f"{len(AFTER)} records after the damaged batch", step)
-        c.close()
-        expect(read == AFTER, f"read {read} past the damaged batch, not {AFTER}")
-        return f"offsets {DAMAGED + 1}..{RECORDS - 1}"
-
-    checks.run("a fetch of the damaged batch is an error the application sees", from_beginning)
-    checks.run("the records after the damaged batch are read as written", past_the_damage)
+    read_with(checks, open_consumer, poll, lambda error: error.code() == KafkaError.INVALID_MSG)
 
 
 def read_kafka_python(bootstrap, checks):
     from kafka import KafkaConsumer, TopicPartition
-    from kafka.errors import CorruptRecordError
+    from kafka.errors import CorruptRecordError, KafkaError
 
     tp = TopicPartition(TOPIC, 0)
 
-    def consumer(start):
+    def open_consumer(start):
         c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                           request_timeout_ms=15000)
         c.assign([tp])
         c.seek(tp, start)
         return c
 
-    def records(polled):
-        return [(r.offset, r.value.decode()) for batch in polled.values() for r in batch]
+    def poll(c):
+        """The records one poll returned, and the error it raised instead."""
+        try:
+            polled = c.poll(timeout_ms=200)
+        except KafkaError as e:
+            return [], e
+        return [(r.offset, r.value.decode()) for batch in polled.values() for r in batch], None
 
-    def from_beginning():
-        c = consumer(0)
-        read, error = [], None
-        deadline = time.monotonic() + READ_WAIT_S
-        while error is None and time.monotonic() < deadline:
-            try:
-                read.extend(records(c.poll(timeout_ms=200)))
-            except CorruptRecordError as e:
-                error = e
-        expect(read == BEFORE, f"read {read} before the error, not {BEFORE}")
-        expect(error is not None, "poll() never raised CorruptRecordError")
-
-        def poll_once():
-            try:
-                return records(c.poll(timeout_ms=200))
-            except CorruptRecordError:
-                return []
-
-        past = stay(poll_once, lambda got: bool(got), lambda got: got[0][0])
-        c.close()
-        return f"{len(read)} records, then {type(error).__name__}: {error}{past}"
-
-    def past_the_damage():
-        c = consumer(DAMAGED + 1)
-        read = []
-
-        def step():
-            read.extend(records(c.poll(timeout_ms=200)))
-            return len(read) >= len(AFTER)
-
-        until(READ_WAIT_S, f"{len(AFTER)} records after the damaged batch", step)
-        c.close()
-        expect(read == AFTER, f"read {read} past the damaged batch, not {AFTER}")
-        return f"offsets {DAMAGED + 1}..{RECORDS - 1}"
-
-    checks.run("a fetch of the damaged batch is an error the application sees", from_beginning)
-    checks.run("the records after the damaged batch are read as written", past_the_damage)
-
-
-def stay(poll, is_record, offset_of):
-    """Polls for STAY_S more: a record handed out now would be of the damaged batch or past it."""
-    deadline = time.monotonic() + STAY_S
-    while time.monotonic() < deadline:
-        got = poll()
-        if is_record(got):
-            expect(False, f"handed out offset {offset_of(got)} past the damage")
-    return f"; nothing more in {STAY_S}s"
+    read_with(checks, open_consumer, poll, lambda error: isinstance(error, CorruptRecordError))
 
 
 def check_kcat(before_out, before_err, before_status, after_out):

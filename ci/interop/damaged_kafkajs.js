@@ -10,6 +10,7 @@
 const crypto = require('crypto');
 const path = require('path');
 const { Kafka, logLevel } = require(path.join(__dirname, 'node_modules', 'kafkajs'));
+const { expect, check, finish } = require(path.join(__dirname, 'kafkajs_checks.js'));
 
 const bootstrap = process.argv[2];
 const topic = 'damaged';
@@ -30,24 +31,7 @@ const range = (from, to) => Array.from({ length: to - from }, (_, k) => [from + 
 const before = range(0, damaged);
 const after = range(damaged + 1, records);
 
-class Mismatch extends Error {}
-function expect(condition, message) {
-  if (!condition) throw new Mismatch(message);
-}
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-
-const failed = [];
-async function check(name, fn) {
-  const start = Date.now();
-  try {
-    const detail = await fn();
-    console.log(`kafkajs: PASS: ${name}${detail ? ` (${detail})` : ''} [${((Date.now() - start) / 1000).toFixed(1)}s]`);
-  } catch (e) {
-    failed.push(name);
-    const what = e instanceof Mismatch ? e.message : `${e.name}: ${e.message}${e.type ? ` [${e.type}]` : ''}`;
-    console.log(`kafkajs: FAIL: ${name}: ${what}`);
-  }
-}
 
 // A consumer in a new group, reading `topic` from `offset` (the beginning if null); resolves
 // with what it read when `done(read)` holds or it crashed, rejects after readWaitMs.
@@ -101,11 +85,7 @@ async function main() {
     expect(same(got, after), `read ${JSON.stringify(got)} past the damaged batch, not ${JSON.stringify(after)}`);
     return `offsets ${damaged + 1}..${records - 1}`;
   });
-  if (failed.length > 0) {
-    console.log(`kafkajs: FAIL (${failed.length} failed: ${failed.join('; ')})`);
-    process.exit(1);
-  }
-  console.log('kafkajs: PASS');
+  finish();
 }
 
 main().catch(e => {

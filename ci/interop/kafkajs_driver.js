@@ -13,6 +13,7 @@
 const crypto = require('crypto');
 const path = require('path');
 const { Kafka, logLevel } = require(path.join(__dirname, 'node_modules', 'kafkajs'));
+const { Mismatch, expect, check, finish } = require(path.join(__dirname, 'kafkajs_checks.js'));
 
 const bootstrap = process.argv[2];
 const run = crypto.randomBytes(4).toString('hex');
@@ -31,32 +32,12 @@ const kafka = new Kafka({
   logLevel: process.env.WEIR_INTEROP_DEBUG ? logLevel.DEBUG : logLevel.NOTHING,
 });
 
-class Mismatch extends Error {}
-function expect(condition, message) {
-  if (!condition) throw new Mismatch(message);
-}
 function withTimeout(promise, ms, what) {
   let timer;
   const timeout = new Promise((_, reject) => {
     timer = setTimeout(() => reject(new Mismatch(`timed out after ${ms / 1000}s waiting for ${what}`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-const failed = [];
-async function check(name, fn) {
-  const start = Date.now();
-  try {
-    const detail = await fn();
-    console.log(`kafkajs: PASS: ${name}${detail ? ` (${detail})` : ''} [${((Date.now() - start) / 1000).toFixed(1)}s]`);
-    return true;
-  } catch (e) {
-    failed.push(name);
-    const what = e instanceof Mismatch ? e.message : `${e.name}: ${e.message}${e.type ? ` [${e.type}]` : ''}`;
-    console.log(`kafkajs: FAIL: ${name}: ${what}`);
-    if (!(e instanceof Mismatch) && e.stack) console.log(e.stack.split('\n').slice(1, 5).join('\n'));
-    return false;
-  }
 }
 
 const key = (k) => (k === null ? null : k.toString('utf8'));
@@ -184,12 +165,7 @@ async function main() {
       return `read exactly the ${countSecond} messages produced after the commit`;
     }));
   await admin.disconnect();
-  if (failed.length) {
-    console.log(`kafkajs: FAIL (${failed.length} failed: ${failed.join('; ')})`);
-    process.exit(1);
-  }
-  console.log('kafkajs: PASS');
-  process.exit(0);
+  finish();
 }
 
 main().catch((e) => {
