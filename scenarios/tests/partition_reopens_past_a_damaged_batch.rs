@@ -11,8 +11,9 @@
 //! - the producer state knows each producer's last batch, unless that is the damaged one: a
 //!   retry of it is a duplicate with its original offsets, not a new batch;
 //! - the producer state says it passed the damaged batch, so that a retry of that batch, which
-//!   it would take for new, is left to a replica that knows it; and the snapshot taken after
-//!   the reopen says so too, so that the next reopen, which replays nothing, knows it as well.
+//!   it would take for new, is left to a replica that knows it, for as long as such a retry
+//!   may come; and the snapshot taken after the reopen says so too, so that the next reopen,
+//!   which replays nothing, knows it as well.
 //!
 //! With an odd seed the batches fill several segments, so the damage may lie in a sealed one.
 //! The damaged byte is in the batch's records or, for one seed in four, in its length field.
@@ -28,6 +29,7 @@ use weir::log::producers::{
 };
 use weir::log::{LogConfig, ReadError};
 use weir::model::Offset;
+use weir::partition::PRODUCER_RETRY_WINDOW;
 use weir_scenarios::log::{dir, open_partition, read_range};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
@@ -109,8 +111,9 @@ fn scenario(seed: u64) -> Result<(), String> {
         .map_err(|e| format!("damaging the producer snapshot: {e}"))?;
     sim.start(host);
 
-    let (before, damaged_read, after, state, passed) = sim
-        .block_on(host, limit, move |env| async move {
+    let (before, damaged_read, after, state, passed, passed_later) = sim
+        .block_on(host, limit + PRODUCER_RETRY_WINDOW, move |env| async move {
+            let clock = env.clock.clone();
             let disk = env.disk.clone();
             let partition = open_partition(env, config(seed))
                 .await
@@ -128,7 +131,10 @@ fn scenario(seed: u64) -> Result<(), String> {
                 .ok_or("no producer snapshot after the reopen")?;
             let (_, state) = decode_snapshot_body(snapshot.0, &snapshot.1)
                 .map_err(|e| format!("the new snapshot does not decode: {e}"))?;
-            Ok::<_, String>((before, damaged_read, after, state, passed))
+            // Past the window a retry from before the restart could come in, the mark is done.
+            clock.sleep(PRODUCER_RETRY_WINDOW).await;
+            let passed_later = partition.producer_damage();
+            Ok::<_, String>((before, damaged_read, after, state, passed, passed_later))
         })
         .ok_or("the reopen did not finish")??;
 
@@ -154,6 +160,9 @@ fn scenario(seed: u64) -> Result<(), String> {
     let damaged_last = Offset(resume.0 - 1);
     ensure(passed == Some(damaged_last), || {
         format!("the reopened partition says its producer state passed damage at {passed:?}")
+    })?;
+    ensure(passed_later.is_none(), || {
+        format!("{PRODUCER_RETRY_WINDOW:?} after the reopen the mark still says {passed_later:?}")
     })?;
     ensure(state.damage_passed() == Some(damaged_last), || {
         format!("the snapshot after the reopen says damage at {:?}", state.damage_passed())

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::io::{Env, timeout};
+use crate::io::{Env, Instant, timeout};
 use crate::log::producers::{Decision, ProducerError, ProducerStateManager};
 use crate::log::{
     AppendError, FlushPolicy, Log, LogConfig, MaintenanceError, OpenError, ReadError, ReadResult,
@@ -23,6 +23,15 @@ use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 use crate::replication::ReplicationError;
 use read_ahead::{Pending, READ_AHEAD_HOLD, ReadAhead, ReadAheadBudget};
 use replica::ReplicaState;
+
+/// How long after a partition opens its producer state, if rebuilt past a damaged batch, keeps
+/// a retry of that batch from being written (see [`Partition::producer_damage`]). Such a retry
+/// comes from a producer that sent the batch before the restart and never got its answer, so it
+/// arrives within the producer's delivery timeout: librdkafka's `message.timeout.ms` is 300 s by
+/// default, the Java client's `delivery.timeout.ms` 120 s. Past this bound the mark no longer
+/// refuses anyone or moves leadership, so a replica whose copy is damaged does not keep
+/// producers waiting, nor hand the partition round the ISR, for good.
+pub const PRODUCER_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Why a produce to this partition failed.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +124,8 @@ pub struct Partition {
     /// The last offset of the damaged batch the producer state's rebuild passed over, or -1
     /// (its [`ProducerStateManager::damage_passed`], readable without the lock).
     producer_damage: std::sync::atomic::AtomicI64,
+    /// When the partition opened: the start of [`PRODUCER_RETRY_WINDOW`].
+    opened_at: Instant,
     /// Woken when the partition's log or high watermark moves (fetch long polls, broker-wide).
     appended: Arc<tokio::sync::Notify>,
     /// Its part in replication and its high watermark.
@@ -161,6 +172,7 @@ impl Partition {
         let leader_epoch = log.epochs().latest().map_or(LeaderEpoch(0), |(e, _)| e);
         let state = producers::recover(&log, &*env.disk).await?;
         let producer_damage = state.damage_passed().map_or(-1, |o| o.0);
+        let opened_at = env.clock.now();
         let replica = ReplicaState::new(log.recorded_high_watermark().min(log.log_end_offset()));
         Ok(Partition {
             tp,
@@ -170,6 +182,7 @@ impl Partition {
             leader_epoch: std::sync::atomic::AtomicI32::new(leader_epoch.0),
             producers: tokio::sync::Mutex::new(state),
             producer_damage: std::sync::atomic::AtomicI64::new(producer_damage),
+            opened_at,
             appended,
             replica: std::sync::Mutex::new(replica),
             replicated: tokio::sync::Notify::new(),
@@ -185,8 +198,12 @@ impl Partition {
         self.producer_damage.store(at, std::sync::atomic::Ordering::Release);
     }
 
-    /// The last offset of the damaged batch the producer state's rebuild passed over, if any.
+    /// The last offset of the damaged batch the producer state's rebuild passed over, if any,
+    /// while a retry of it may still come: within [`PRODUCER_RETRY_WINDOW`] of the open.
     pub fn producer_damage(&self) -> Option<Offset> {
+        if self.env.clock.now() >= self.opened_at + PRODUCER_RETRY_WINDOW {
+            return None;
+        }
         let at = self.producer_damage.load(std::sync::atomic::Ordering::Acquire);
         (at >= 0).then_some(Offset(at))
     }
@@ -225,7 +242,7 @@ impl Partition {
             self.check_leader(acks)?;
             // A retry of a batch the state lost to damage would be written twice: an intact
             // replica's state knows it, so it leads (see `damage_while_leading`).
-            if let Some(damaged) = state.damage_passed()
+            if let Some(damaged) = self.producer_damage()
                 && state.uncertain(&header)
                 && self.isr_has_others()
             {

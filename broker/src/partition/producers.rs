@@ -68,7 +68,8 @@ pub async fn recover(log: &Log, disk: &dyn Disk) -> Result<ProducerStateManager,
 /// state then misses what that batch held, so its producer's next batch may be refused as out of
 /// sequence, and a retry of the damaged batch itself would be taken for a new batch: the state
 /// records that it passed damage ([`ProducerStateManager::uncertain`]), and the partition does
-/// not take such batches while another replica could (see [`super::Partition::produce`]). The replay goes on where the read says reads go on past the damage, else at the
+/// not take such batches while another replica could, for as long as such a retry may come
+/// (see [`super::Partition::produce`] and [`super::PRODUCER_RETRY_WINDOW`]). The replay goes on where the read says reads go on past the damage, else at the
 /// next segment; with neither, it ends there.
 async fn replay(
     log: &Log,

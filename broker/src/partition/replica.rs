@@ -129,8 +129,9 @@ impl Partition {
     }
 
     /// Where a read met damage since this broker took the lead, or where the rebuild of its
-    /// producer state passed over damage (a retry of the damaged batch is refused here while
-    /// another in-sync replica could lead: see [`Partition::produce`]), while it still leads.
+    /// producer state passed over damage while a retry of the damaged batch may still come (it
+    /// is refused here while another in-sync replica could lead: see [`Partition::produce`]),
+    /// while it still leads.
     pub fn damage_while_leading(&self) -> Option<Offset> {
         let state = self.replica_state();
         if !matches!(state.role, Role::Leader { .. }) {
