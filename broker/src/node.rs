@@ -425,9 +425,10 @@ impl Broker {
         for partition in self.partitions() {
             match partition.log.checkpoint_high_watermark().await {
                 // An offline log already said why, and has nothing to record.
-                Ok(_) | Err(MaintenanceError::Offline(_)) => {}
+                Ok(()) | Err(MaintenanceError::Offline(_)) => {}
                 Err(e) => {
-                    tracing::warn!(partition = %partition.tp, "high watermark checkpoint failed: {e}");
+                    let tp = &partition.tp;
+                    tracing::warn!(partition = %tp, "high watermark checkpoint failed: {e}");
                 }
             }
         }

@@ -224,20 +224,20 @@ impl Log {
     /// Records the high watermark, if it moved since the last checkpoint, beside the recovery
     /// point already checkpointed: a small file and no index, cheap enough to run every few
     /// seconds (Kafka's `replica.high.watermark.checkpoint.interval.ms`), where the whole
-    /// [`Log::checkpoint`] runs every minute. Returns whether it wrote.
-    pub async fn checkpoint_high_watermark(&self) -> Result<bool, MaintenanceError> {
+    /// [`Log::checkpoint`] runs every minute.
+    pub async fn checkpoint_high_watermark(&self) -> Result<(), MaintenanceError> {
         let _files = self.files_lock.lock().await;
         let point = {
             let state = self.state();
             state.check_online()?;
             let recorded = state.last_checkpoint.as_ref().map(|(last, _)| last.high_watermark);
             if recorded == Some(state.high_watermark) {
-                return Ok(false);
+                return Ok(());
             }
             state.checkpointed
         };
         self.write_checkpoint_point(point).await?;
-        Ok(true)
+        Ok(())
     }
 
     /// Writes the partition checkpoint with the current log start and high watermark.

@@ -201,11 +201,10 @@ impl Partition {
     /// The last offset of the damaged batch the producer state's rebuild passed over, if any,
     /// while a retry of it may still come: within [`PRODUCER_RETRY_WINDOW`] of the open.
     pub fn producer_damage(&self) -> Option<Offset> {
-        if self.env.clock.now() >= self.opened_at + PRODUCER_RETRY_WINDOW {
-            return None;
-        }
+        // The load first: every idempotent produce asks, and almost none has damage to find.
         let at = self.producer_damage.load(std::sync::atomic::Ordering::Acquire);
-        (at >= 0).then_some(Offset(at))
+        (at >= 0 && self.env.clock.now() < self.opened_at + PRODUCER_RETRY_WINDOW)
+            .then_some(Offset(at))
     }
 
     /// The leader epoch this broker writes with.
