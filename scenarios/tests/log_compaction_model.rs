@@ -77,6 +77,10 @@ enum Op {
     Clean(CleanSpec),
     /// A pass, and a crash `µs` into it (power failure or kill).
     CleanCrash(CleanSpec, u32, bool),
+    /// A pass whose reads return a flipped bit at one of three rates (the stored bytes are
+    /// unharmed): every batch the pass finds damaged reads again afterwards, so whatever it
+    /// left as it was and whatever it kept because of it must still satisfy the model.
+    CleanFlaky(CleanSpec, u8),
     Reopen,
     Crash(bool),
 }
@@ -114,6 +118,7 @@ fn op(values: f64) -> impl Strategy<Value = Op> {
         1 => any::<u16>().prop_map(Op::DeleteRecords),
         4 => clean_spec(values).prop_map(Op::Clean),
         3 => (clean_spec(values), prop_oneof![0u32..3_000, 0u32..30_000], any::<bool>()).prop_map(|(c, us, p)| Op::CleanCrash(c, us, p)),
+        2 => (clean_spec(values), any::<u8>()).prop_map(|(c, level)| Op::CleanFlaky(c, level)),
         1 => Just(Op::Reopen),
         1 => any::<bool>().prop_map(Op::Crash),
     ]
@@ -146,6 +151,8 @@ struct Model {
     vanishable: BTreeSet<i64>,
     /// Below this, a completed pass left no superseded record.
     deduped_below: i64,
+    /// Whether a pass has met damage (and so may have left superseded records in place).
+    damage_seen: bool,
 }
 
 impl Model {
@@ -294,10 +301,17 @@ async fn check_log(log: &Log, m: &Model, during_pass: bool) -> Result<BTreeSet<i
         if !present.contains(&o) && !excused {
             return Err(format!("record at {o} ({rec:?}) is lost"));
         }
-        if present.contains(&o)
-            && o < m.deduped_below
-            && m.superseded_below(o, rec.key, m.deduped_below)
-        {
+        // Once a pass has left damaged data as it was, a record there may outlive later records
+        // of its key that the same pass dropped elsewhere; what must hold is that no record
+        // below the first dirty offset has a later one of its key there that is still present
+        // (what keeps a dropped tombstone from bringing an older value back).
+        let superseded = if m.damage_seen {
+            let mut later = present.range(o + 1..m.deduped_below.max(o + 1));
+            later.any(|p| m.records.get(p).is_some_and(|r| r.key == rec.key))
+        } else {
+            m.superseded_below(o, rec.key, m.deduped_below)
+        };
+        if present.contains(&o) && o < m.deduped_below && superseded {
             return Err(format!(
                 "record at {o} is superseded below {} but was kept",
                 m.deduped_below
@@ -481,14 +495,26 @@ impl Harness {
                     stats.segments_replaced as u64;
                 *self.seen.entry("segments written").or_default() += stats.segments_written as u64;
                 *self.seen.entry("map full").or_default() += u64::from(stats.map_full);
-                if stats.map_full && stats.first_dirty_after <= stats.first_dirty_before {
+                *self.seen.entry("passes that met damage").or_default() +=
+                    u64::from(stats.damaged_at.is_some());
+                self.m.damage_seen |= stats.damaged_at.is_some();
+                *self.seen.entry("groups left damaged").or_default() +=
+                    stats.groups_left_damaged as u64;
+                if let Some(at) = stats.damaged_at
+                    && stats.first_dirty_after > at.max(stats.first_dirty_before)
+                {
+                    return Err(format!("the first dirty offset moved past damage: {stats:?}"));
+                }
+                let progress = stats.first_dirty_after > stats.first_dirty_before;
+                if stats.map_full && !progress && stats.damaged_at.is_none() {
                     return Err(format!("a pass with a full map made no progress: {stats:?}"));
                 }
                 if stats.first_dirty_after.0 > run.limit.max(self.m.log_start) {
                     return Err(format!("cleaned past the bound {}: {stats:?}", run.limit));
                 }
                 self.m.deduped_below = self.m.deduped_below.max(stats.first_dirty_after.0);
-                (!stats.map_full).then_some(stats.first_dirty_after)
+                // A pass that met damage cleans short of it, on purpose.
+                (!stats.map_full && stats.damaged_at.is_none()).then_some(stats.first_dirty_after)
             }
             CleanOutcome::NothingToClean { first_dirty } => {
                 // The persisted claim of an earlier pass (maybe one a crash hid from us).
@@ -564,6 +590,20 @@ impl Harness {
             Op::Clean(spec) => {
                 let run = self.start_clean(spec, false)?;
                 self.sim.run_until(STEP_LIMIT, || run.slot.lock().unwrap().is_some());
+                if run.slot.lock().unwrap().is_none() {
+                    return Err("a pass stalled".into());
+                }
+                self.finish_clean(&run)?;
+            }
+            Op::CleanFlaky(spec, level) => {
+                let CleanSpec(ms, upper, map, half, ..) = spec.clone();
+                let spec = CleanSpec(ms, upper, map, half, Vec::new(), None, false);
+                let rate = [0.3, 0.6, 0.9][usize::from(*level % 3)];
+                let faults = DiskFaults { read_corruption: rate, ..DiskFaults::default() };
+                self.sim.set_disk_faults(self.host, faults);
+                let run = self.start_clean(&spec, false)?;
+                self.sim.run_until(STEP_LIMIT, || run.slot.lock().unwrap().is_some());
+                self.sim.set_disk_faults(self.host, DiskFaults::default());
                 if run.slot.lock().unwrap().is_none() {
                     return Err("a pass stalled".into());
                 }

@@ -4,7 +4,8 @@
 //! Both read sealed segments through the file handles the pass snapshotted, so retention
 //! deleting a segment meanwhile does not disturb them (open handles keep working on unlinked
 //! files); the swap notices instead. Every batch is read through the verified walker, so a
-//! corrupt segment stops the pass rather than being laundered into a fresh CRC.
+//! corrupt batch is never laundered into a fresh CRC: the map passes over it, and the writing of
+//! its group fails, leaving that group as it was (see the parent module).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use crate::log::epochs::EpochCache;
 use crate::log::error::MaintenanceError;
 use crate::log::records;
 use crate::log::segment::{self, ActiveIndex, LOG_EXT, Segment};
-use crate::log::walk::{Epochs, WalkStop, Walked, Walker};
+use crate::log::walk::{Epochs, WalkStop, Walked, Walker, walk_past};
 use crate::model::Offset;
 
 use super::filter::{self, Filtered, Removed, Rules};
@@ -35,9 +36,14 @@ pub(super) struct MapEnd {
     pub(super) end: Offset,
     /// The record whose key did not fit (its offset and key length), if the map filled.
     pub(super) full_at: Option<(Offset, usize)>,
+    /// The first offset of a damaged batch the map passed over, unmapped, if it met one.
+    pub(super) damaged_at: Option<Offset>,
 }
 
-/// Maps every keyed record of `sources` from `first_dirty` on, until the map is full.
+/// Maps every keyed record of `sources` from `first_dirty` on, until the map is full. A batch
+/// that fails its checks however often it is read (a latent sector error) is passed over, where
+/// the batches after it chain on as a read would find them (`walk::walk_past`), else with the
+/// rest of its segment: its records stay unmapped, so nothing is taken for superseded by them.
 pub(super) async fn build_map(
     sources: &[Source],
     first_dirty: Offset,
@@ -45,26 +51,60 @@ pub(super) async fn build_map(
     epochs: &EpochCache,
 ) -> Result<MapEnd, MaintenanceError> {
     let end = sources.last().map_or(first_dirty, |s| s.end);
+    let mut damaged_at: Option<Offset> = None;
     for source in sources.iter().filter(|s| s.end > first_dirty) {
         let mut walker = walker(source, epochs);
-        while let Some(walked) = next(&mut walker).await? {
+        loop {
+            let walked = match walker.next().await {
+                Ok(Some(walked)) => walked,
+                Ok(None) => break,
+                Err(WalkStop::Io(e)) => return Err(e.into()),
+                Err(WalkStop::Invalid { position, .. }) => {
+                    let at = walker.expected();
+                    note_damage(&mut damaged_at, at);
+                    let bounds = (source.size, source.end);
+                    match walk_past(&*source.log, (position, at), bounds, Some(epochs)).await? {
+                        Some((next, base)) if next < source.size => {
+                            walker = walker_at(source, epochs, next, base);
+                            continue;
+                        }
+                        _ => break,
+                    }
+                }
+            };
             let header = &walked.header;
             if header.last_offset() < first_dirty.0 || header.is_control() {
                 continue;
             }
-            for record in records::record_iter(&walked.bytes)? {
-                let record = record?;
+            let Ok(records) = records::record_iter(&walked.bytes) else {
+                note_damage(&mut damaged_at, Offset(header.base_offset()));
+                continue;
+            };
+            for record in records {
+                let Ok(record) = record else {
+                    note_damage(&mut damaged_at, Offset(header.base_offset()));
+                    break;
+                };
                 let offset = Offset(record.offset);
                 let Some(key) = record.key.as_deref().filter(|_| offset >= first_dirty) else {
                     continue;
                 };
                 if map.insert(key, offset) == Err(MapFull) {
-                    return Ok(MapEnd { end: offset, full_at: Some((offset, key.len())) });
+                    return Ok(MapEnd {
+                        end: offset,
+                        full_at: Some((offset, key.len())),
+                        damaged_at,
+                    });
                 }
             }
         }
     }
-    Ok(MapEnd { end, full_at: None })
+    Ok(MapEnd { end, full_at: None, damaged_at })
+}
+
+/// Records damage at `at`, keeping the first offset met.
+fn note_damage(damaged_at: &mut Option<Offset>, at: Offset) {
+    *damaged_at = Some(damaged_at.map_or(at, |d| d.min(at)));
 }
 
 /// A cleaned segment written and synced, not yet swapped in.
@@ -184,8 +224,18 @@ impl Output {
 }
 
 fn walker<'a>(source: &'a Source, epochs: &EpochCache) -> Walker<'a> {
+    walker_at(source, epochs, 0, source.base)
+}
+
+/// A walk of `source` from byte `position`, where a batch at `expected` or later starts.
+fn walker_at<'a>(
+    source: &'a Source,
+    epochs: &EpochCache,
+    position: u64,
+    expected: Offset,
+) -> Walker<'a> {
     let verify = Epochs::Verify(epochs.clone());
-    Walker::new(&*source.log, 0, source.size, source.base, false, verify)
+    Walker::new(&*source.log, position, source.size, expected, false, verify)
 }
 
 async fn next(walker: &mut Walker<'_>) -> Result<Option<Walked>, MaintenanceError> {

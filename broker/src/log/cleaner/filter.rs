@@ -33,12 +33,17 @@ use crate::model::Offset;
 use super::offset_map::OffsetMap;
 
 /// What decides a record's fate in one pass.
+#[derive(Clone, Copy)]
 pub(super) struct Rules<'a> {
     pub(super) map: &'a OffsetMap,
     /// One past the last offset the map has seen: records here or later are kept.
     pub(super) map_end: Offset,
     pub(super) now_ms: i64,
     pub(super) delete_retention_ms: i64,
+    /// Whether expired tombstones may go. Not past damage the pass could not read: an older
+    /// record of a tombstone's key may lie in a batch the map missed or a segment left as it
+    /// was, and dropping the tombstone would bring that record back once it reads again.
+    pub(super) tombstones_may_go: bool,
 }
 
 /// What became of a batch.
@@ -79,7 +84,10 @@ impl Rules<'_> {
         if self.map.latest(key).is_some_and(|latest| latest > offset) {
             return Verdict::Superseded;
         }
-        if record.value.is_none() && horizon.is_some_and(|h| self.now_ms >= h) {
+        if record.value.is_none()
+            && self.tombstones_may_go
+            && horizon.is_some_and(|h| self.now_ms >= h)
+        {
             return Verdict::ExpiredTombstone;
         }
         Verdict::Keep

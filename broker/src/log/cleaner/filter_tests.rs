@@ -35,7 +35,13 @@ fn map_of(entries: &[(&str, i64)]) -> OffsetMap {
 }
 
 fn rules(map: &OffsetMap, map_end: i64, now_ms: i64) -> Rules<'_> {
-    Rules { map, map_end: Offset(map_end), now_ms, delete_retention_ms: DELETE_RETENTION_MS }
+    Rules {
+        map,
+        map_end: Offset(map_end),
+        now_ms,
+        delete_retention_ms: DELETE_RETENTION_MS,
+        tombstones_may_go: true,
+    }
 }
 
 fn run(bytes: &Bytes, rules: &Rules<'_>) -> (Filtered, Removed) {
@@ -130,6 +136,23 @@ fn an_expired_tombstone_past_the_map_is_kept() {
     assert_eq!(run(&stamped, &rules(&empty, 0, i64::MAX)).0, Filtered::Unchanged);
     // Covered by the map (the clean section's older "a" went when this one was mapped): it goes.
     assert_eq!(run(&stamped, &rules(&empty, 1, i64::MAX)).0, Filtered::Dropped);
+}
+
+#[test]
+fn an_expired_tombstone_past_damage_is_kept_but_superseded_records_still_go() {
+    let horizon = BatchOptions { delete_horizon_ms: Some(0), ..BatchOptions::default() };
+    let stamped = stored(0, &[("a", None), ("b", Some("old")), ("b", Some("new"))], horizon);
+    let map = map_of(&[("a", 0), ("b", 2)]);
+    let past_damage = Rules { tombstones_may_go: false, ..rules(&map, 3, i64::MAX) };
+    let (filtered, removed) = run(&stamped, &past_damage);
+    assert_eq!(removed, Removed { superseded: 1, tombstones: 0 });
+    assert_eq!(
+        contents(&rewritten(filtered)),
+        vec![(0, "a".into(), None), (2, "b".into(), Some("new".into()))]
+    );
+    // The same batch where no damage came before it: the tombstone goes too.
+    let removed = run(&stamped, &rules(&map, 3, i64::MAX)).1;
+    assert_eq!(removed, Removed { superseded: 1, tombstones: 1 });
 }
 
 #[test]

@@ -16,6 +16,17 @@
 //! 4. **Swap.** Each cleaned segment replaces its group crash-safely ([`swap`]); then the new
 //!    first dirty offset is checkpointed.
 //!
+//! **Damage.** A batch that fails its checks however often it is read (a latent sector error)
+//! does not stop compaction, as it would for good if a pass gave up there (Kafka marks such a
+//! partition uncleanable and never cleans it again; on `__consumer_offsets` that is unbounded
+//! growth). The map passes over the damaged batch, unmapped, so nothing is taken for superseded
+//! by records no one can read; a group holding damage is left exactly as it was, so reads still
+//! report the damage at its own offsets and walk past it, and nothing unreadable is dropped or
+//! given a fresh CRC. The other groups are cleaned, but past the damage no tombstone goes: an
+//! older record of its key may lie in the damaged group or batch, and would come back if that
+//! ever read again (a read error can be transient). For the same reason the first dirty offset
+//! stays at or below the damage, so every later pass maps from there again.
+//!
 //! Steps 1–3 run without the append lock, so producers are never blocked for a pass; the swap
 //! takes it only to check and replace. Passes of one log are serialised by their own lock.
 //!
@@ -38,6 +49,7 @@ pub use plan::Dirtiness;
 pub use swap::SWAP_EXT;
 pub(crate) use swap::complete_interrupted_swaps;
 
+use super::batch::BatchError;
 use super::epochs::EpochCache;
 use super::error::MaintenanceError;
 use super::partition_log::Log;
@@ -93,6 +105,25 @@ pub struct CleanStats {
     /// Whether a group changed under the pass (retention deleted a segment), so the pass
     /// stopped there and left the first dirty offset where it was.
     pub abandoned: bool,
+    /// The first offset where the pass met damage (a batch that fails its checks however
+    /// often it is read): a batch the map passed over, or the base of a group left as it
+    /// was. Past it no tombstone goes, and the first dirty offset stays at or below it, so
+    /// later passes look at the damage again.
+    pub damaged_at: Option<Offset>,
+    /// Groups left as they were because they hold damage.
+    pub groups_left_damaged: usize,
+}
+
+/// What became of one group of a pass.
+enum GroupFate {
+    /// Its cleaned segment replaced it.
+    Swapped,
+    /// It changed under the pass (retention deleted a segment) and was left alone.
+    Changed,
+    /// A batch in it fails its checks however often it is read (a latent sector error): the
+    /// group is left as it was, so the damage stays where reads report it, and nothing
+    /// unreadable is dropped or rewritten under a fresh CRC.
+    Damaged(BatchError),
 }
 
 /// Per-log state of the cleaner: the lock that serialises passes.
@@ -153,55 +184,79 @@ impl Log {
             map_end: mapped.end.min(cleanable_end),
             now_ms: now_wall_ms,
             delete_retention_ms: config.delete_retention_ms,
+            tombstones_may_go: true,
         };
         let mut stats = CleanStats {
             first_dirty_before: first_dirty,
             first_dirty_after: first_dirty,
             map_full: mapped.full_at.is_some(),
             keys: map.len(),
+            damaged_at: mapped.damaged_at,
             ..CleanStats::default()
         };
         let rewrite: Vec<Source> = sources.into_iter().filter(|s| s.base < rules.map_end).collect();
         let shapes = plan::shapes(&rewrite);
         for range in plan::groups(&shapes, config.segment_bytes, config.segment_index_bytes) {
             let group = &rewrite[range];
-            if !self.clean_group(group, &rules, &epochs, &mut stats).await? {
-                stats.abandoned = true;
-                break;
+            let group_end = group.last().map_or(first_dirty, |s| s.end);
+            let tombstones_may_go = stats.damaged_at.is_none_or(|d| group_end <= d);
+            let rules = Rules { tombstones_may_go, ..rules };
+            match self.clean_group(group, &rules, &epochs, &mut stats).await? {
+                GroupFate::Swapped => {}
+                GroupFate::Changed => {
+                    stats.abandoned = true;
+                    break;
+                }
+                GroupFate::Damaged(error) => {
+                    let base = group.first().map_or(first_dirty, |s| s.base);
+                    tracing::error!(log = %self.dir.display(), segment = %base, %error, "cleaner: leaving a damaged segment as it is");
+                    stats.groups_left_damaged += 1;
+                    stats.damaged_at = Some(stats.damaged_at.map_or(base, |d| d.min(base)));
+                }
             }
         }
+        if let Some(at) = mapped.damaged_at {
+            tracing::error!(log = %self.dir.display(), offset = %at, "cleaner: passed over a damaged batch, unmapped");
+        }
         if !stats.abandoned {
-            dirty::store(&*self.env.disk, &self.dir, rules.map_end).await?;
-            stats.first_dirty_after = rules.map_end;
+            // Below the first dirty offset every record has been mapped and every group up to it
+            // rewritten: not past damage, which the next pass must look at again.
+            let after = stats.damaged_at.map_or(rules.map_end, |d| d.min(rules.map_end));
+            let after = after.max(first_dirty);
+            dirty::store(&*self.env.disk, &self.dir, after).await?;
+            stats.first_dirty_after = after;
         }
         tracing::debug!(log = %self.dir.display(), ?stats, "cleaned");
         Ok(CleanOutcome::Cleaned(stats))
     }
 
-    /// Writes one group's cleaned segment and swaps it in, adding to `stats`. `Ok(false)` if the
-    /// group changed meanwhile and was left alone.
+    /// Writes one group's cleaned segment and swaps it in, adding to `stats`.
     async fn clean_group(
         &self,
         group: &[Source],
         rules: &Rules<'_>,
         epochs: &EpochCache,
         stats: &mut CleanStats,
-    ) -> Result<bool, MaintenanceError> {
+    ) -> Result<GroupFate, MaintenanceError> {
         let (disk, dir) = (&*self.env.disk, &*self.dir);
         let interval = self.config().index_interval_bytes;
-        let cleaned = match clean::write_cleaned(disk, dir, group, rules, epochs, interval).await {
+        let written = clean::write_cleaned(disk, dir, group, rules, epochs, interval).await;
+        let cleaned = match written {
             Ok(cleaned) => cleaned,
             Err(e) => {
                 let base = group.first().map_or(Offset(0), |s| s.base);
                 if let Err(gone) = disk.remove(&clean::cleaned_path(dir, base)).await {
                     tracing::warn!(log = %dir.display(), "removing a failed cleaned segment: {gone}");
                 }
-                return Err(e);
+                return match e {
+                    MaintenanceError::Corrupt(error) => Ok(GroupFate::Damaged(error)),
+                    e => Err(e),
+                };
             }
         };
         let (bytes_after, removed) = (cleaned.segment.size, cleaned.removed);
         if !self.install_cleaned(group, cleaned).await? {
-            return Ok(false);
+            return Ok(GroupFate::Changed);
         }
         stats.segments_replaced += group.len();
         stats.segments_written += 1;
@@ -209,7 +264,7 @@ impl Log {
         stats.bytes_after += bytes_after;
         stats.records_superseded += removed.superseded;
         stats.tombstones_removed += removed.tombstones;
-        Ok(true)
+        Ok(GroupFate::Swapped)
     }
 
     /// Writes a recovery checkpoint if the durable point has moved to a later segment since the
