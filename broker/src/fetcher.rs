@@ -211,6 +211,8 @@ async fn truncate_divergence(
     leader: BrokerId,
     epoch: LeaderEpoch,
 ) -> Result<bool, StepError> {
+    // A produce this broker accepted as leader may still be writing: the check must see it.
+    partition.settle_leader_appends().await;
     let Some(asked) = follower::first_question(&partition.log.epochs()) else {
         return Ok(true);
     };

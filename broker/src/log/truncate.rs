@@ -37,17 +37,7 @@ impl Log {
     pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, MaintenanceError> {
         let _append = self.append_lock.lock().await;
         let _files = self.files_lock.lock().await;
-        let at_end = {
-            let mut state = self.state();
-            state.check_online()?;
-            let end = state.log_end;
-            let forget = offset == end && state.epochs.truncate_from(end);
-            (offset >= end).then(|| (end, forget.then(|| state.epochs.encode())))
-        };
-        if let Some((end, forgotten)) = at_end {
-            if let Some(epochs) = forgotten {
-                self.write_epochs(epochs).await?;
-            }
+        if let Some(end) = self.at_or_past_end(Some(offset)).await? {
             return Ok(end);
         }
         let (base, log, dense, log_start, interval, holding, epochs) = {
@@ -227,8 +217,34 @@ impl Log {
     /// for no record. A follower whose leader's log matches its own up to its end must drop
     /// such an entry, or the leader's batches of older epochs that follow would look out of
     /// order. Durable before it returns.
+    ///
+    /// The end is the one under the append lock, so a batch appended meanwhile is never cut.
     pub async fn forget_epochs_at_end(&self) -> Result<(), MaintenanceError> {
-        self.truncate_to(self.log_end_offset()).await.map(|_| ())
+        let _append = self.append_lock.lock().await;
+        let _files = self.files_lock.lock().await;
+        self.at_or_past_end(None).await.map(|_| ())
+    }
+
+    /// With the append and files locks held: if `offset` (the log end when `None`) is at or
+    /// past the end, forgets the epochs begun at the end if it is the end, durably, and returns
+    /// the end; `None` if there is a tail to cut.
+    async fn at_or_past_end(
+        &self,
+        offset: Option<Offset>,
+    ) -> Result<Option<Offset>, MaintenanceError> {
+        let at_end = {
+            let mut state = self.state();
+            state.check_online()?;
+            let end = state.log_end;
+            let offset = offset.unwrap_or(end);
+            let forget = offset == end && state.epochs.truncate_from(end);
+            (offset >= end).then(|| (end, forget.then(|| state.epochs.encode())))
+        };
+        let Some((end, forgotten)) = at_end else { return Ok(None) };
+        if let Some(epochs) = forgotten {
+            self.write_epochs(epochs).await?;
+        }
+        Ok(Some(end))
     }
 
     /// Writes the epoch checkpoint; a failure takes the log offline.

@@ -235,10 +235,13 @@ impl Partition {
         acks: Acks,
     ) -> Result<(Produced, Completion), ProduceError> {
         let header = batch::parse_header(&batch).map_err(AppendError::from)?;
-        let epoch = self.leader_epoch();
-        let (produced, last_offset) = {
+        let (produced, last_offset, epoch) = {
             let mut state = self.producers.lock().await;
-            self.check_leader(acks)?;
+            // The batch carries the epoch of the role checked here. The epoch alone moves
+            // before the role does (see `apply_committed`), so on another thread it could
+            // already name a new leader's epoch, and a batch written under it would not be
+            // seen to diverge from that leader's log once this broker follows it.
+            let epoch = self.check_leader(acks)?;
             // A retry of a batch the state lost to damage would be written twice: an intact
             // replica's state knows it, so it leads (see `damage_while_leading`).
             if let Some(damaged) = self.producer_damage()
@@ -255,10 +258,10 @@ impl Partition {
                             == crate::log::TimestampPolicy::LogAppendTime)
                         .then_some(max_timestamp.0);
                     let log_start = self.log.log_start_offset();
-                    (Produced { base_offset, log_append_time, log_start }, last_offset)
+                    (Produced { base_offset, log_append_time, log_start }, last_offset, epoch)
                 }
                 Decision::Append => {
-                    let info = self.log.append_unsynced(batch, self.leader_epoch()).await?;
+                    let info = self.log.append_unsynced(batch, epoch).await?;
                     state.record(&info.header, info.base_offset, info.last_offset);
                     self.local_progress();
                     let produced = Produced {
@@ -266,7 +269,7 @@ impl Partition {
                         log_append_time: info.log_append_time,
                         log_start: info.log_start,
                     };
-                    (produced, info.last_offset)
+                    (produced, info.last_offset, epoch)
                 }
             }
         };
@@ -304,6 +307,16 @@ impl Partition {
             self.log.flush().await?;
         }
         Ok(())
+    }
+
+    /// Waits until no produce accepted while this broker led is still appending. A produce
+    /// checks leadership under the producer-state lock and holds it through its append, so
+    /// once the role has changed to follower, taking that lock once is enough: whatever such
+    /// a produce wrote is then in the log, in the epoch it was accepted in, where the
+    /// follower's divergence check finds it. Without this the check could read the log end
+    /// before that write landed and take the log for matching the leader's.
+    pub async fn settle_leader_appends(&self) {
+        drop(self.producers.lock().await);
     }
 
     /// Cuts the log at `offset` (a follower's divergent tail) and rebuilds the producer state

@@ -243,14 +243,14 @@ impl Partition {
     }
 
     /// Refuses a produce unless this broker leads, and an `acks=all` one while the ISR is
-    /// below `min.insync.replicas`.
-    pub(super) fn check_leader(&self, acks: Acks) -> Result<(), ProduceError> {
+    /// below `min.insync.replicas`; returns the epoch it leads in.
+    pub(super) fn check_leader(&self, acks: Acks) -> Result<LeaderEpoch, ProduceError> {
         match &self.replica_state().role {
-            Role::Leader { replica, .. } => {
+            Role::Leader { replica, epoch } => {
                 if acks == Acks::All {
                     replica.check_acks_all()?;
                 }
-                Ok(())
+                Ok(*epoch)
             }
             _ => Err(ProduceError::NotLeader),
         }
