@@ -64,7 +64,7 @@ pub(super) async fn build_map(
                     note_damage(&mut damaged_at, at);
                     let bounds = (source.size, source.end);
                     match walk_past(&*source.log, (position, at), bounds, Some(epochs)).await? {
-                        Some((next, base)) if next < source.size => {
+                        Some((next, base)) if position < next && next < source.size => {
                             walker = walker_at(source, epochs, next, base);
                             continue;
                         }
