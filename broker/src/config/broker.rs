@@ -60,6 +60,10 @@ pub struct BrokerConfig {
     pub topic_defaults: BTreeMap<String, String>,
     /// `offsets.topic.num.partitions`.
     pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`: the `segment.bytes` of `__consumer_offsets` when it is
+    /// created. Small segments let compaction reach commits sooner (only sealed segments are
+    /// cleaned).
+    pub offsets_topic_segment_bytes: i64,
     /// `group.initial.rebalance.delay.ms`.
     pub group_initial_rebalance_delay_ms: i64,
     /// `group.min.session.timeout.ms`.
@@ -127,6 +131,7 @@ impl Default for BrokerConfig {
             auto_create_topics_enable: true,
             topic_defaults: BTreeMap::new(),
             offsets_topic_num_partitions: 50,
+            offsets_topic_segment_bytes: 104_857_600,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
@@ -161,7 +166,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 13] = [
+        let checks: [(&'static str, bool, &'static str); 14] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -192,6 +197,11 @@ impl BrokerConfig {
                 "offsets_topic_num_partitions",
                 self.offsets_topic_num_partitions >= 1,
                 "must be at least 1",
+            ),
+            (
+                "offsets_topic_segment_bytes",
+                (1024..=i64::from(i32::MAX)).contains(&self.offsets_topic_segment_bytes),
+                "must be from 1024 to 2147483647",
             ),
             (
                 "socket_request_max_bytes",
@@ -303,5 +313,15 @@ mod tests {
             let taken = BrokerConfig::from_toml(&format!("{interval} = 2500"));
             assert!(taken.is_ok(), "{interval} = 2500: {taken:?}");
         }
+        for bytes in [1023, 1 << 31] {
+            let refused =
+                BrokerConfig::from_toml(&format!("offsets_topic_segment_bytes = {bytes}"));
+            assert!(
+                matches!(refused, Err(BrokerConfigError::Invalid { name, .. }) if name == "offsets_topic_segment_bytes"),
+                "offsets_topic_segment_bytes = {bytes}: {refused:?}"
+            );
+        }
+        let taken = BrokerConfig::from_toml("offsets_topic_segment_bytes = 1024");
+        assert!(taken.is_ok_and(|c| c.offsets_topic_segment_bytes == 1024));
     }
 }

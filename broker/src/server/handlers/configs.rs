@@ -94,6 +94,7 @@ fn broker_settings(broker: &Broker) -> Vec<(String, String)> {
         ("auto.create.topics.enable".to_owned(), c.auto_create_topics_enable.to_string()),
         ("socket.request.max.bytes".to_owned(), c.socket_request_max_bytes.to_string()),
         ("offsets.topic.num.partitions".to_owned(), c.offsets_topic_num_partitions.to_string()),
+        ("offsets.topic.segment.bytes".to_owned(), c.offsets_topic_segment_bytes.to_string()),
         (
             "group.initial.rebalance.delay.ms".to_owned(),
             c.group_initial_rebalance_delay_ms.to_string(),

@@ -24,7 +24,10 @@ async fn coordinator_of(broker: &Arc<Broker>, group: &str) -> Result<(i32, Strin
     let mut image = image_of(broker);
     if image.topic(OFFSETS_TOPIC).is_none() {
         let live = image.live_brokers().count().max(1) as i32;
-        let configs = [("cleanup.policy".to_owned(), "compact".to_owned())];
+        let configs = [
+            ("cleanup.policy".to_owned(), "compact".to_owned()),
+            ("segment.bytes".to_owned(), broker.config.offsets_topic_segment_bytes.to_string()),
+        ];
         let replication = broker.config.default_replication_factor.clamp(1, live);
         let partitions = broker.config.offsets_topic_num_partitions;
         match broker.create_topic(OFFSETS_TOPIC, partitions, replication, &configs, false).await {

@@ -22,6 +22,10 @@ use crate::trace::mix;
 pub const TOPIC_PARTITIONS: i32 = 3;
 /// `offsets.topic.num.partitions` of the simulated broker.
 pub const OFFSETS_TOPIC_PARTITIONS: i32 = 3;
+/// `offsets.topic.segment.bytes` of the broker.
+pub const OFFSETS_SEGMENT_BYTES: i64 = 2_048;
+/// `log.retention.check.interval.ms` of the broker: compaction and retention passes.
+pub const RETENTION_CHECK_MS: i64 = 2_000;
 /// How long creating the topics may take before the seed is declared broken.
 pub const SETUP_LIMIT: Duration = Duration::from_secs(30);
 /// The producer number of the final liveness writes (workload producers count from 1).
@@ -164,6 +168,10 @@ pub fn broker_config() -> BrokerConfig {
         auto_create_topics_enable: false,
         offsets_topic_num_partitions: OFFSETS_TOPIC_PARTITIONS,
         group_initial_rebalance_delay_ms: 0,
+        // Commits in small segments, cleaned every 2 s: `__consumer_offsets` is compacted
+        // under crashes, power failures and disk faults while the commits checker watches.
+        offsets_topic_segment_bytes: OFFSETS_SEGMENT_BYTES,
+        log_retention_check_interval_ms: RETENTION_CHECK_MS,
         ..BrokerConfig::default()
     }
 }

@@ -70,6 +70,8 @@ pub struct ClusterSpec {
     pub checkpoint_ms: i64,
     /// `replica.high.watermark.checkpoint.interval.ms`.
     pub hw_checkpoint_ms: i64,
+    /// `offsets.topic.segment.bytes`.
+    pub offsets_segment_bytes: i64,
 }
 
 impl ClusterSpec {
@@ -87,6 +89,7 @@ impl ClusterSpec {
             catch_up_bytes_per_sec: defaults.replica_catch_up_bytes_per_sec,
             checkpoint_ms: defaults.log_checkpoint_interval_ms,
             hw_checkpoint_ms: defaults.replica_high_watermark_checkpoint_interval_ms,
+            offsets_segment_bytes: defaults.offsets_topic_segment_bytes,
         }
     }
 
@@ -117,6 +120,7 @@ impl ClusterSpec {
             replica_catch_up_bytes_per_sec: self.catch_up_bytes_per_sec,
             log_checkpoint_interval_ms: self.checkpoint_ms,
             replica_high_watermark_checkpoint_interval_ms: self.hw_checkpoint_ms,
+            offsets_topic_segment_bytes: self.offsets_segment_bytes,
             ..BrokerConfig::default()
         }
     }

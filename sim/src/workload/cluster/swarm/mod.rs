@@ -201,7 +201,17 @@ pub fn spec_for(seed: u64) -> ClusterSpec {
     // Retention passes every 1–5 s, so that topics with `retention.bytes` lose segments all
     // through the run.
     let retention_check_ms = 1_000 + (rng.next_u64() % 4_000) as i64;
-    ClusterSpec { voters, replication, retention_check_ms, ..ClusterSpec::combined(nodes) }
+    // `__consumer_offsets` in segments of 1–8 KiB, so that its commits are compacted (only
+    // sealed segments are) under the same faults; drawn from the seed itself, not the stream,
+    // so that every other choice stays what it was.
+    let offsets_segment_bytes = 1_024 << (mix(seed ^ 0x0ff5) % 4);
+    ClusterSpec {
+        voters,
+        replication,
+        retention_check_ms,
+        offsets_segment_bytes,
+        ..ClusterSpec::combined(nodes)
+    }
 }
 
 /// Runs one seed without disk faults: `fault_phase` of faults, then the heal and every checker.
