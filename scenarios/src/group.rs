@@ -69,6 +69,23 @@ pub async fn find(env: &weir::io::Env, addrs: &[SocketAddr], group: &str) -> Res
     Err("no broker named a coordinator".to_owned())
 }
 
+/// The coordinator of `group` once some broker of `addrs` names one other than `old` (asked
+/// every half second, as long as the caller's limit allows).
+pub async fn find_moved(
+    env: &weir::io::Env,
+    addrs: &[SocketAddr],
+    group: &str,
+    old: i32,
+) -> Result<i32, String> {
+    loop {
+        let named = find(env, addrs, group).await?;
+        if named != old {
+            return Ok(named);
+        }
+        env.clock.sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// The group's only member joins at the coordinator some broker of `addrs` names (member id
 /// given by the coordinator), takes the whole assignment and commits `offsets`. Returns the
 /// coordinator's node id and the join.

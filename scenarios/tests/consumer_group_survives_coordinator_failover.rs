@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use weir_scenarios::group::{find, join_and_commit};
+use weir_scenarios::group::{find_moved, join_and_commit};
 use weir_scenarios::{ensure, for_each_seed, retry};
 use weir_sim::DiskFaults;
 use weir_sim::client::group::MemberConfig;
@@ -50,14 +50,7 @@ fn scenario(seed: u64, read_error: f64) -> Result<(), String> {
     }
     let (a, g, o) = (addrs.clone(), group.clone(), offsets.clone());
     let after = c.client_call(Duration::from_secs(60), move |env| async move {
-        // Wait for another broker to be named.
-        let new = loop {
-            let named = find(&env, &a, &g).await?;
-            if named != coordinator {
-                break named;
-            }
-            env.clock.sleep(Duration::from_millis(500)).await;
-        };
+        let new = find_moved(&env, &a, &g, coordinator).await?;
         let mut client = Client::new(env.clone(), a[(new - 1) as usize], "member");
         let beat = retry!(env, client.heartbeat(&g, joined.generation, &joined.member_id));
         match beat {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use weir::topics::OFFSETS_TOPIC;
-use weir_scenarios::group::{find, join_and_commit, transient};
+use weir_scenarios::group::{find_moved, join_and_commit, transient};
 use weir_scenarios::{ensure, for_each_seed, retry};
 use weir_sim::DiskFaults;
 use weir_sim::client::group::MemberConfig;
@@ -83,13 +83,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let reachable: Vec<_> = (0..3).filter(|&ix| ix != victim).map(|ix| addrs[ix]).collect();
     let (g, m, o, j) = (group.clone(), member.clone(), third.clone(), joined.clone());
     let moved = c.client_call(Duration::from_secs(120), move |env| async move {
-        let new = loop {
-            let named = find(&env, &reachable, &g).await?;
-            if named != coordinator {
-                break named;
-            }
-            env.clock.sleep(Duration::from_millis(500)).await;
-        };
+        let new = find_moved(&env, &reachable, &g, coordinator).await?;
         let mut client = Client::new(env.clone(), addrs[(new - 1) as usize], "member");
         let joined = retry!(env, client.join_group(&m, &j.member_id, Bytes::new()))?;
         let assignment = vec![(joined.member_id.clone(), Bytes::new())];

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir::topics::OFFSETS_TOPIC;
-use weir_scenarios::group::{find, join_and_commit};
+use weir_scenarios::group::{find_moved, join_and_commit};
 use weir_scenarios::{ensure, for_each_seed, retry};
 use weir_sim::client::group::MemberConfig;
 use weir_sim::client::{Client, codes};
@@ -90,13 +90,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     }
     let (a, g, last) = (addrs.clone(), group.clone(), offsets(COMMITS));
     let fetched = c.client_call(Duration::from_secs(60), move |env| async move {
-        let new = loop {
-            let named = find(&env, &a, &g).await?;
-            if named != coordinator {
-                break named;
-            }
-            env.clock.sleep(Duration::from_millis(500)).await;
-        };
+        let new = find_moved(&env, &a, &g, coordinator).await?;
         let mut client = Client::new(env.clone(), a[(new - 1) as usize], "member");
         let wanted: Vec<_> = last.keys().cloned().collect();
         let fetched = retry!(env, client.offset_fetch(&g, &wanted))?;
