@@ -37,6 +37,19 @@ pub async fn open_partition(env: Env, config: LogConfig) -> Result<Arc<Partition
     Ok(Arc::new(partition))
 }
 
+/// A compacted log in small segments (1,500 bytes, an index entry every 200), kept for any
+/// time and cleaned whatever its dirty ratio.
+pub fn compacted() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1_500,
+        index_interval_bytes: 200,
+        retention_ms: -1,
+        cleanup_policy: weir::log::CleanupPolicy::Compact,
+        min_cleanable_dirty_ratio: 0.0,
+        ..LogConfig::default()
+    }
+}
+
 /// Settings under which each [`batch`] fills a segment: every append seals the one before.
 pub fn segment_per_batch() -> LogConfig {
     LogConfig { segment_bytes: 1_000, ..LogConfig::default() }

@@ -17,8 +17,9 @@ use bytes::Bytes;
 use weir::log::batch::parse_header;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::split::split_batches;
-use weir::log::{CleanOutcome, CleanupPolicy, Log, LogConfig};
+use weir::log::{CleanOutcome, Log, LogConfig};
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::log::compacted;
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{DiskFaults, Sim};
 
@@ -37,14 +38,7 @@ fn dir() -> PathBuf {
 }
 
 fn config() -> LogConfig {
-    LogConfig {
-        segment_bytes: 1_500,
-        index_interval_bytes: 200,
-        retention_ms: -1,
-        cleanup_policy: CleanupPolicy::Compact,
-        min_cleanable_dirty_ratio: 0.0,
-        ..LogConfig::default()
-    }
+    compacted()
 }
 
 /// Batch `n`: one record of key `key-(n % KEYS)`, whose timestamp is `n`-th and unique.

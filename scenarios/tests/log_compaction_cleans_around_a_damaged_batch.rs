@@ -19,9 +19,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::split::split_batches;
-use weir::log::{CleanOutcome, CleanStats, CleanupPolicy, Log, LogConfig, ReadError, records};
+use weir::log::{CleanOutcome, CleanStats, Log, LogConfig, ReadError, records};
 use weir::model::{LeaderEpoch, Offset};
-use weir_scenarios::log::segment_batches;
+use weir_scenarios::log::{compacted, segment_batches};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{Host, Sim};
 
@@ -87,15 +87,7 @@ fn expected(damaged: bool, pass: u8) -> BTreeSet<Rec> {
 }
 
 fn config() -> LogConfig {
-    LogConfig {
-        segment_bytes: 1_500,
-        index_interval_bytes: 200,
-        retention_ms: -1,
-        cleanup_policy: CleanupPolicy::Compact,
-        delete_retention_ms: DELETE_RETENTION_MS,
-        min_cleanable_dirty_ratio: 0.0,
-        ..LogConfig::default()
-    }
+    LogConfig { delete_retention_ms: DELETE_RETENTION_MS, ..compacted() }
 }
 
 fn dir() -> PathBuf {

@@ -33,6 +33,7 @@ use weir::log::{
     AppendError, CleanOutcome, CleanupPolicy, Log, LogConfig, MaintenanceError, records,
 };
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::log::compacted;
 use weir_sim::{DiskFaults, Host, Sim};
 
 const DELETE_RETENTION_MS: i64 = 10_000;
@@ -43,13 +44,9 @@ const STEP_LIMIT: Duration = Duration::from_secs(600);
 
 fn config(min_ratio: f64) -> LogConfig {
     LogConfig {
-        segment_bytes: 1_500,
-        index_interval_bytes: 200,
-        retention_ms: -1,
-        cleanup_policy: CleanupPolicy::Compact,
         delete_retention_ms: DELETE_RETENTION_MS,
         min_cleanable_dirty_ratio: min_ratio,
-        ..LogConfig::default()
+        ..compacted()
     }
 }
 
