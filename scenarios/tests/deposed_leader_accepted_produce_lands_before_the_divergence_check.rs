@@ -20,6 +20,11 @@
 //!
 //! `forgetting_epochs_at_the_end_never_cuts_a_batch_appended_meanwhile`: the epochs begun at the
 //! end are forgotten while an append waits for the disk; the appended batch must stay.
+//!
+//! `a_cut_decided_while_following_never_removes_what_the_new_leader_accepted`: the other way
+//! round. A fetcher decides a cut, then waits (for a checkpoint's snapshot, say) while its
+//! broker is elected leader and acknowledges a write; the cut must then be refused, and so must
+//! a restart of the log, or the acknowledged write would go.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -221,5 +226,57 @@ fn forgetting_epochs_at_the_end_never_cuts_a_batch_appended_meanwhile() {
         "forgetting_epochs_at_the_end_never_cuts_a_batch_appended_meanwhile",
         0..8,
         forgetting,
+    );
+}
+
+fn stale_cut(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
+    sim.block_on(host, LIMIT, |env| async move {
+        let partition = open_partition(env.clone(), config).await?;
+        let took = assign(&partition, OTHER, 6, env.clock.now());
+        ensure(
+            took == Transition::BecameFollower { leader: OTHER, epoch: LeaderEpoch(6) },
+            || format!("{took:?}"),
+        )?;
+        let copied = batch(0, "copied from the old leader", Some((Offset(0), LeaderEpoch(6))));
+        partition.append_replicated(&[copied]).await.map_err(|e| e.to_string())?;
+        // The old leader dies; this broker is elected and takes a write before its fetcher,
+        // which had decided to cut at 0, gets to do so.
+        let took = assign(&partition, ME, 7, env.clock.now());
+        ensure(took == Transition::BecameLeader(LeaderEpoch(7)), || format!("{took:?}"))?;
+        partition.log.begin_epoch(LeaderEpoch(7)).await.map_err(|e| e.to_string())?;
+        let (produced, done) = partition
+            .produce(batch(1, "accepted by the new leader", None), Acks::Leader)
+            .await
+            .map_err(|e| e.to_string())?;
+        done.await.map_err(|e| e.to_string())?;
+        let end = partition.log.log_end_offset();
+        let cut = partition.truncate_to(Offset(0)).await;
+        ensure(matches!(cut, Err(weir::partition::TruncateError::Leading)), || {
+            format!("a follower's cut on the new leader gave {cut:?}")
+        })?;
+        let restarted = partition.restart_at(Offset(100)).await;
+        ensure(matches!(restarted, Err(weir::partition::TruncateError::Leading)), || {
+            format!("a follower's restart on the new leader gave {restarted:?}")
+        })?;
+        ensure(partition.log.log_end_offset() == end && produced.base_offset == Offset(1), || {
+            format!(
+                "the acknowledged write at {} is gone: the log ends at {}",
+                produced.base_offset,
+                partition.log.log_end_offset()
+            )
+        })
+    })
+    .ok_or("the scenario did not finish")?
+}
+
+#[test]
+fn a_cut_decided_while_following_never_removes_what_the_new_leader_accepted() {
+    for_each_seed(
+        "a_cut_decided_while_following_never_removes_what_the_new_leader_accepted",
+        0..4,
+        stale_cut,
     );
 }

@@ -72,6 +72,10 @@ pub enum TruncateError {
     /// The producer snapshots of the emptied log could not be removed.
     #[error("removing producer snapshots: {0}")]
     Snapshots(#[from] std::io::Error),
+    /// This broker leads the partition now: a cut decided while it followed would remove what
+    /// it has accepted since.
+    #[error("the partition is led here now: a follower's cut no longer applies")]
+    Leading,
 }
 
 /// Why an appended batch could not be acknowledged.
@@ -320,11 +324,16 @@ impl Partition {
     }
 
     /// Cuts the log at `offset` (a follower's divergent tail) and rebuilds the producer state
-    /// from what remains.
+    /// from what remains. Refused once this broker leads the partition: the cut was decided
+    /// while it followed, and the producer-state lock, which every produce holds through its
+    /// leadership check and append, makes the refusal cover whatever it has accepted since.
     pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, TruncateError> {
         let mut saved = self.snapshotting.lock().await;
         *saved = None;
         let mut state = self.producers.lock().await;
+        if self.leads() {
+            return Err(TruncateError::Leading);
+        }
         let end = self.log.truncate_to(offset).await?;
         // The cut state first, so that a rebuild that fails (a read error) leaves no batch
         // past the log end behind; then Kafka's exact state, rebuilt from what remains.
@@ -338,11 +347,15 @@ impl Partition {
 
     /// Empties the log and starts it again at `start`, past its end: a follower whose leader
     /// has deleted everything it lacks (see [`crate::log::Log::restart_at`]). The producer
-    /// state starts over too; what it knew was about offsets no longer held.
+    /// state starts over too; what it knew was about offsets no longer held. Refused once this
+    /// broker leads the partition, as [`Partition::truncate_to`] is.
     pub async fn restart_at(&self, start: Offset) -> Result<(), TruncateError> {
         let mut saved = self.snapshotting.lock().await;
         *saved = None;
         let mut state = self.producers.lock().await;
+        if self.leads() {
+            return Err(TruncateError::Leading);
+        }
         self.log.restart_at(start).await?;
         producers::remove_all(&*self.env.disk, self.log.dir()).await?;
         *state = ProducerStateManager::new();

@@ -133,6 +133,19 @@ pub(super) fn final_writes_and_reads(
     violations
 }
 
+/// What the final read of one partition found.
+struct PartitionRead {
+    /// The records read, by offset.
+    records: BTreeMap<i64, Bytes>,
+    /// Offsets read past as damaged.
+    skipped: Vec<i64>,
+    /// Where the read ended (the high watermark then).
+    end: i64,
+    /// The highest log start the read moved up to, having found the log starting past where
+    /// it was (0 if it never did).
+    moved_to: i64,
+}
+
 /// How long the final read asks again for a batch answered CORRUPT_MESSAGE (its leader hands
 /// the partition over to an in-sync replica with an intact copy), before it reads past it.
 const DAMAGE_BOUND: Duration = Duration::from_secs(20);
@@ -148,14 +161,16 @@ const READ_FETCHES_MAX: usize = 2_000;
 /// answered CORRUPT_MESSAGE is asked for again for [`DAMAGE_BOUND`]; offsets still answered so
 /// are then read past, one at a time, as an application would, and returned apart. A corrupt
 /// batch served (caught by the client's CRC check) is an error: nothing damages disks now.
+/// Also returned: the highest log start the read found past where it was, and moved up to.
 async fn read_past_damage(
     env: &Env,
     addrs: &[std::net::SocketAddr],
     (topic, partition): (&str, i32),
     reach: i64,
-) -> Result<(BTreeMap<i64, Bytes>, Vec<i64>, i64), String> {
+) -> Result<PartitionRead, String> {
     let (mut out, mut skipped) = (BTreeMap::new(), Vec::new());
     let mut at = 0;
+    let mut moved_to = 0;
     // Since when the damage the read is at has been answered CORRUPT_MESSAGE.
     let mut corrupt_since: Option<weir::io::Instant> = None;
     let mut leader = None;
@@ -183,6 +198,7 @@ async fn read_past_damage(
         };
         if p.error_code == codes::OFFSET_OUT_OF_RANGE && at < p.log_start_offset {
             at = p.log_start_offset;
+            moved_to = at;
             continue;
         }
         if let Some(why) = p.corrupt {
@@ -210,7 +226,7 @@ async fn read_past_damage(
                 return Err(format!("nothing readable at {at} below {}", p.high_watermark));
             }
             if at >= reach {
-                return Ok((out, skipped, at));
+                return Ok(PartitionRead { records: out, skipped, end: at, moved_to });
             }
             // A new leader's high watermark may not cover the last acknowledged write yet.
             env.clock.sleep(READ_PAUSE).await;
@@ -237,7 +253,8 @@ async fn read_back(
     retained: bool,
     reach: i64,
 ) -> (Vec<String>, Vec<i64>, Vec<i64>) {
-    let (read, skipped, end) = match read_past_damage(env, addrs, (topic, partition), reach).await {
+    let found = read_past_damage(env, addrs, (topic, partition), reach).await;
+    let PartitionRead { records: read, skipped, end, moved_to } = match found {
         Ok(read) => read,
         Err(e) => {
             return (vec![format!("{topic}-{partition}: final read: {e}")], Vec::new(), Vec::new());
@@ -274,6 +291,11 @@ async fn read_back(
         if offset >= end && reach == 0 {
             // Past the high watermark of a partition that took no final write: judged apart.
             unseen.push(offset);
+            continue;
+        }
+        // Retention may delete the segments ahead of a read that waits on damage: what the
+        // read found deleted before it got there is gone as the topic's settings allow.
+        if retained && offset < moved_to && !read.contains_key(&offset) {
             continue;
         }
         if read.get(&offset) != Some(&value) && !skipped.contains(&offset) {
