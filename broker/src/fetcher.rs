@@ -260,7 +260,7 @@ async fn cut(partition: &Partition, offset: Offset, end: Offset) -> Result<(), S
     } else if offset == end {
         // No record diverges, but an epoch this replica began as leader and wrote nothing in
         // may: the leader never knew it.
-        partition.log.forget_epochs_at_end().await.map_err(TruncateError::from)?;
+        partition.forget_epochs_at_end().await?;
     }
     Ok(())
 }

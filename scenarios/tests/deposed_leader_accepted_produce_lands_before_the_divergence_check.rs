@@ -23,8 +23,9 @@
 //!
 //! `a_cut_decided_while_following_never_removes_what_the_new_leader_accepted`: the other way
 //! round. A fetcher decides a cut, then waits (for a checkpoint's snapshot, say) while its
-//! broker is elected leader and acknowledges a write; the cut must then be refused, and so must
-//! a restart of the log, or the acknowledged write would go.
+//! broker is elected leader and acknowledges a write; the cut must then be refused, or the
+//! acknowledged write would go, and so must a restart of the log and forgetting the epochs
+//! begun at its end (the new leader's).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -247,6 +248,13 @@ fn stale_cut(seed: u64) -> Result<(), String> {
         let took = assign(&partition, ME, 7, env.clock.now());
         ensure(took == Transition::BecameLeader(LeaderEpoch(7)), || format!("{took:?}"))?;
         partition.log.begin_epoch(LeaderEpoch(7)).await.map_err(|e| e.to_string())?;
+        // Epoch 7 begins at the log end, where nothing is written under it yet.
+        let forgot = partition.forget_epochs_at_end().await;
+        ensure(matches!(forgot, Err(weir::partition::TruncateError::Leading)), || {
+            format!("a follower's forgetting of epochs on the new leader gave {forgot:?}")
+        })?;
+        let latest = partition.log.epochs().latest().map(|(e, _)| e);
+        ensure(latest == Some(LeaderEpoch(7)), || format!("the log's newest epoch is {latest:?}"))?;
         let (produced, done) = partition
             .produce(batch(1, "accepted by the new leader", None), Acks::Leader)
             .await

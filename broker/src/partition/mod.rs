@@ -345,6 +345,17 @@ impl Partition {
         Ok(end)
     }
 
+    /// Forgets the epochs begun at the log end ([`crate::log::Log::forget_epochs_at_end`]): a
+    /// follower whose log matches its leader's up to its end. Refused once this broker leads
+    /// the partition, whose new epoch begins there.
+    pub async fn forget_epochs_at_end(&self) -> Result<(), TruncateError> {
+        let _state = self.producers.lock().await;
+        if self.leads() {
+            return Err(TruncateError::Leading);
+        }
+        Ok(self.log.forget_epochs_at_end().await?)
+    }
+
     /// Empties the log and starts it again at `start`, past its end: a follower whose leader
     /// has deleted everything it lacks (see [`crate::log::Log::restart_at`]). The producer
     /// state starts over too; what it knew was about offsets no longer held. Refused once this
