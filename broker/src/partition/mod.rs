@@ -323,6 +323,12 @@ impl Partition {
         drop(self.producers.lock().await);
     }
 
+    /// [`TruncateError::Leading`] if this broker leads the partition: what a follower decided
+    /// to cut, restart or forget no longer applies. The caller holds the producer-state lock.
+    fn refuse_if_leading(&self) -> Result<(), TruncateError> {
+        if self.leads() { Err(TruncateError::Leading) } else { Ok(()) }
+    }
+
     /// Cuts the log at `offset` (a follower's divergent tail) and rebuilds the producer state
     /// from what remains. Refused once this broker leads the partition: the cut was decided
     /// while it followed, and the producer-state lock, which every produce holds through its
@@ -331,9 +337,7 @@ impl Partition {
         let mut saved = self.snapshotting.lock().await;
         *saved = None;
         let mut state = self.producers.lock().await;
-        if self.leads() {
-            return Err(TruncateError::Leading);
-        }
+        self.refuse_if_leading()?;
         let end = self.log.truncate_to(offset).await?;
         // The cut state first, so that a rebuild that fails (a read error) leaves no batch
         // past the log end behind; then Kafka's exact state, rebuilt from what remains.
@@ -350,9 +354,7 @@ impl Partition {
     /// the partition, whose new epoch begins there.
     pub async fn forget_epochs_at_end(&self) -> Result<(), TruncateError> {
         let _state = self.producers.lock().await;
-        if self.leads() {
-            return Err(TruncateError::Leading);
-        }
+        self.refuse_if_leading()?;
         Ok(self.log.forget_epochs_at_end().await?)
     }
 
@@ -364,9 +366,7 @@ impl Partition {
         let mut saved = self.snapshotting.lock().await;
         *saved = None;
         let mut state = self.producers.lock().await;
-        if self.leads() {
-            return Err(TruncateError::Leading);
-        }
+        self.refuse_if_leading()?;
         self.log.restart_at(start).await?;
         producers::remove_all(&*self.env.disk, self.log.dir()).await?;
         *state = ProducerStateManager::new();

@@ -103,7 +103,7 @@ pub(super) async fn build_map(
 }
 
 /// Records damage at `at`, keeping the first offset met.
-fn note_damage(damaged_at: &mut Option<Offset>, at: Offset) {
+pub(super) fn note_damage(damaged_at: &mut Option<Offset>, at: Offset) {
     *damaged_at = Some(damaged_at.map_or(at, |d| d.min(at)));
 }
 

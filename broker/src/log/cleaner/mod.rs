@@ -211,7 +211,7 @@ impl Log {
                     let base = group.first().map_or(first_dirty, |s| s.base);
                     tracing::error!(log = %self.dir.display(), segment = %base, %error, "cleaner: leaving a damaged segment as it is");
                     stats.groups_left_damaged += 1;
-                    stats.damaged_at = Some(stats.damaged_at.map_or(base, |d| d.min(base)));
+                    clean::note_damage(&mut stats.damaged_at, base);
                 }
             }
         }
