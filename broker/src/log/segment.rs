@@ -51,6 +51,9 @@ pub(crate) struct ActiveIndex {
     pub(crate) times: Vec<TimeEntry>,
     /// Log bytes appended since the last offset entry.
     pub(crate) bytes_since_entry: u64,
+    /// Where the last batch recorded starts (none after bytes not walked): an entry for it is
+    /// added if the next batch leaves a gap (see [`Segment::record_batch`]).
+    pub(crate) last_batch: Option<OffsetEntry>,
 }
 
 /// The on-disk index of a sealed segment (files may be absent: lookups then scan from 0).
@@ -95,7 +98,15 @@ impl Segment {
         u32::try_from(offset.0.checked_sub(self.base.0)?).ok()
     }
 
-    /// Records a batch written at `position` (the segment's current end).
+    /// Records a batch written at `position` (the segment's current end). Where its base offset
+    /// does not continue the batch before it (a gap compaction left), both get an offset entry,
+    /// whatever the interval. A batch's base offset lies outside its CRC; in a run of batches
+    /// that continue each other's offsets, each vouches for the next, and a read that walks
+    /// past a damaged batch believes the batches after it only if they chain exactly to the
+    /// next entry (see [`super::walk::walk_past`]). A gap breaks the chain, so the entries on
+    /// either side of it anchor the runs instead: without them a damaged batch in a compacted
+    /// segment cost the reads of every intact batch after it to the segment's end. Entries
+    /// grow to at most two per gap.
     pub(crate) fn record_batch(
         &mut self,
         header: &BatchHeader,
@@ -105,6 +116,20 @@ impl Segment {
         let len = header.total_bytes() as u64;
         debug_assert_eq!(position, self.size, "batches are appended at the end");
         let relative = self.relative(Offset(header.base_offset()));
+        if let SegmentIndex::Active(active) = &mut self.index {
+            if position > 0 && header.base_offset() != self.next_offset.0 {
+                if let Some(before) = active.last_batch
+                    && active.offsets.last().is_none_or(|e| e.relative < before.relative)
+                {
+                    active.offsets.push(before);
+                }
+                active.bytes_since_entry = u64::MAX;
+            }
+            active.last_batch = match (relative, u32::try_from(position)) {
+                (Some(relative), Ok(position)) => Some(OffsetEntry { relative, position }),
+                _ => None,
+            };
+        }
         if header.max_timestamp() > self.max_timestamp {
             self.max_timestamp = header.max_timestamp();
             self.max_timestamp_batch = Offset(header.base_offset());
@@ -129,6 +154,7 @@ impl Segment {
         self.next_offset = offset;
         if let SegmentIndex::Active(active) = &mut self.index {
             active.bytes_since_entry = u64::MAX;
+            active.last_batch = None;
         }
     }
 
@@ -202,7 +228,7 @@ impl ActiveIndex {
         let max = times.last().copied();
         let offsets = self.offsets.get(..start_ix)?.to_vec();
         // The batch at `start` is walked again and gets its entry back (see `Segment::skip_to`).
-        let index = ActiveIndex { offsets, times, bytes_since_entry: 0 };
+        let index = ActiveIndex { offsets, times, bytes_since_entry: 0, last_batch: None };
         Some(KeptPrefix { index, start, max })
     }
 
@@ -217,7 +243,7 @@ impl ActiveIndex {
             .copied()
             .filter(|t| last_relative.is_some_and(|r| t.relative <= r))
             .collect();
-        ActiveIndex { offsets, times, bytes_since_entry: 0 }
+        ActiveIndex { offsets, times, bytes_since_entry: 0, last_batch: None }
     }
 }
 
@@ -254,7 +280,7 @@ pub(crate) async fn read_index_files(
     ) else {
         return Ok(None);
     };
-    Ok(Some(ActiveIndex { offsets, times, bytes_since_entry: 0 }))
+    Ok(Some(ActiveIndex { offsets, times, bytes_since_entry: 0, last_batch: None }))
 }
 
 /// The largest index entry at or before `relative` in an index file, found by binary search
@@ -431,6 +457,7 @@ mod tests {
                 .map(|&(timestamp, relative)| TimeEntry { timestamp, relative })
                 .collect(),
             bytes_since_entry: 0,
+            last_batch: None,
         }
     }
 
