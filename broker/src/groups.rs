@@ -49,11 +49,13 @@ pub struct Groups {
     /// The offsets-topic partitions whose groups are loaded, each with where its log ended when
     /// it was read.
     loaded: Mutex<BTreeMap<i32, (Arc<Partition>, Offset)>>,
+    /// Calls of [`Groups::lead_partitions`] so far: a load belongs to the latest only.
+    load_round: AtomicU64,
 }
 
 impl Groups {
     /// Starts the coordinator's timer and persistence tasks; group state arrives as this
-    /// broker's `__consumer_offsets` partitions open ([`Groups::load_partition`]).
+    /// broker's `__consumer_offsets` partitions open ([`Groups::lead_partitions`]).
     pub async fn start(env: Env, config: CoordinatorConfig) -> Arc<Groups> {
         let seed = env.entropy.next_u64();
         let (persist, queue) = mpsc::unbounded_channel();
@@ -66,6 +68,7 @@ impl Groups {
             changed: Notify::new(),
             offsets: Mutex::new(None),
             loaded: Mutex::new(BTreeMap::new()),
+            load_round: AtomicU64::new(0),
         });
         env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), queue));
         env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
@@ -73,37 +76,60 @@ impl Groups {
     }
 
     /// Takes over exactly the groups kept in `led`, the partitions of the offsets topic
-    /// `offsets` this broker now leads: gives up every group (parked and held requests are
-    /// answered NOT_COORDINATOR), then loads each led partition's offsets and groups from its
-    /// log. Called whenever leadership of an offsets partition moves to or from this broker.
-    pub async fn lead_partitions(&self, offsets: Arc<Topic>, led: &[Arc<Partition>]) {
+    /// `offsets` this broker now leads: gives up every group at once (parked and held requests
+    /// are answered NOT_COORDINATOR), then loads each led partition's offsets and groups from its
+    /// log in a task of its own, so that a long load (a large partition, or reads tried again
+    /// at damage) holds up neither the broker's other work nor the partitions loaded before it;
+    /// until a partition is loaded its groups are answered COORDINATOR_LOAD_IN_PROGRESS (see
+    /// [`Groups::is_loaded`]). Called whenever leadership of an offsets partition moves to or
+    /// from this broker; a load still under way for an earlier call stops at its next partition.
+    pub fn lead_partitions(self: &Arc<Self>, offsets: Arc<Topic>, led: Vec<Arc<Partition>>) {
         *self.offsets.lock().unwrap_or_else(|p| p.into_inner()) = Some(offsets);
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        let unloaded = self.lock().unload();
+        let (unloaded, round) = {
+            let mut state = self.lock();
+            let round = self.load_round.fetch_add(1, Ordering::AcqRel) + 1;
+            self.loaded.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            (state.unload(), round)
+        };
         self.dispatch(unloaded);
-        for partition in led {
-            let (records, end) = match load_records(&self.env, partition).await {
-                Ok(read) => read,
-                Err(e) => {
-                    // Serving a group from part of its records would hand out generations and
-                    // offsets its log contradicts: its requests are refused instead, until the
-                    // partition's leadership changes (a log that cannot be read goes offline
-                    // and moves).
-                    tracing::error!(
-                        partition = %partition.tp,
-                        "cannot load the groups of this offsets partition; not serving them: {e}"
-                    );
-                    continue;
-                }
-            };
-            let loaded = self.lock().load(records, self.now());
-            self.dispatch(loaded);
+        self.env.spawn("group-load", load_loop(Arc::downgrade(self), round, led));
+    }
+
+    /// Loads the groups of `partition`'s log if `round` is still the latest call of
+    /// [`Groups::lead_partitions`]; false once it is not.
+    async fn load_partition(&self, round: u64, partition: &Arc<Partition>) -> bool {
+        let current = || self.load_round.load(Ordering::Acquire) == round;
+        let (records, end) = match load_records(&self.env, partition, &current).await {
+            Ok(Some(read)) => read,
+            Ok(None) => return false,
+            Err(e) => {
+                // Serving a group from part of its records would hand out generations and
+                // offsets its log contradicts: its requests are refused instead, until the
+                // partition's leadership changes (a log that cannot be read goes offline and
+                // moves).
+                tracing::error!(
+                    partition = %partition.tp,
+                    "cannot load the groups of this offsets partition; not serving them: {e}"
+                );
+                return true;
+            }
+        };
+        let loaded = {
+            let mut state = self.lock();
+            // Checked under the state lock that `lead_partitions` unloads under.
+            if !current() {
+                return false;
+            }
+            let loaded = state.load(records, self.now());
             self.loaded
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(partition.tp.partition.0, (Arc::clone(partition), end));
-        }
+            loaded
+        };
+        self.dispatch(loaded);
         self.changed.notify_one();
+        true
     }
 
     /// Whether the groups kept in partition `index` of the offsets topic are loaded here and
@@ -210,6 +236,17 @@ async fn timer_loop(groups: Weak<Groups>) {
     }
 }
 
+/// Loads the groups of each partition of `led` in turn, for round `round` of
+/// [`Groups::lead_partitions`], until a later round begins.
+async fn load_loop(groups: Weak<Groups>, round: u64, led: Vec<Arc<Partition>>) {
+    for partition in &led {
+        let Some(strong) = groups.upgrade() else { return };
+        if !strong.load_partition(round, partition).await {
+            return;
+        }
+    }
+}
+
 /// Appends each batch of group records, in order, to the offsets topic and reports the outcome.
 async fn persist_loop(
     groups: Weak<Groups>,
@@ -289,14 +326,20 @@ async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), Pe
 /// in the log, where reads go on past it: failing would keep every group of the partition from
 /// being served, for good. Its records are lost: a group whose newest commit it held is served
 /// the one before (its consumers read some records again), never a later one.
+///
+/// `None` as soon as `current` says the load is no longer wanted (leadership moved again).
 async fn load_records(
     env: &Env,
     partition: &Partition,
-) -> Result<(Vec<Record>, Offset), ReadError> {
+    current: &(dyn Fn() -> bool + Sync),
+) -> Result<Option<(Vec<Record>, Offset)>, ReadError> {
     let mut out = Vec::new();
     let end = partition.log.log_end_offset();
     let mut from = partition.log.log_start_offset();
     while from < end {
+        if !current() {
+            return Ok(None);
+        }
         let mut attempt = 1;
         let result = loop {
             match partition.log.read(from, LOAD_CHUNK_BYTES, end).await {
@@ -320,6 +363,9 @@ async fn load_records(
                     tracing::warn!(partition = %partition.tp, attempt, "reading groups: {e}");
                     attempt += 1;
                     env.clock.sleep(LOAD_READ_BACKOFF).await;
+                    if !current() {
+                        return Ok(None);
+                    }
                 }
             }
         };
@@ -332,7 +378,7 @@ async fn load_records(
         }
         from = result.next_offset.max(Offset(from.0 + 1));
     }
-    Ok((out, end))
+    Ok(Some((out, end)))
 }
 
 fn decode_batch(batch: &Bytes, out: &mut Vec<Record>) {

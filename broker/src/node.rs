@@ -561,8 +561,8 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
     }
 }
 
-/// Follows the membership's image: opens and removes partitions, loads the group state of
-/// offsets partitions as they open, and records how far it got.
+/// Follows the membership's image: opens and removes partitions, starts loading the group state
+/// of offsets partitions as they open (see [`Groups::lead_partitions`]), and records how far it got.
 async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
     let mut strays_removed = false;
     // Whether some partition failed to open in the last pass.
@@ -592,7 +592,7 @@ async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                             .into_iter()
                             .filter(|p| matches!(p.role(), ReplicaRole::Leader { .. }))
                             .collect();
-                        b.groups.lead_partitions(topic, &led).await;
+                        b.groups.lead_partitions(topic, led);
                     }
                     b.reconciled.fetch_max(image.offset, Ordering::AcqRel);
                     b.reconciled_changed.notify_waiters();

@@ -1,0 +1,127 @@
+//! A broker serves produce while the group coordinator is still loading `__consumer_offsets`.
+//! The load used to run inside the broker's reconciliation with the metadata, so a broker did
+//! not become ready, and took no other metadata change (a leadership move, a new topic), until
+//! every offsets partition it leads was read to its end: a large one, or one whose reads are
+//! tried again at damage, held up every partition of the broker. Now each load runs in a task
+//! of its own, and a group is answered COORDINATOR_LOAD_IN_PROGRESS until its partition is
+//! loaded.
+//!
+//! A single node takes one offset commit per batch; once the offsets partition's checkpoint
+//! covers them, three of those batches (none of the last two) are damaged on the device, which
+//! the load reads ten times each before it passes over them, and the node restarts. Once it has
+//! settled, its groups must still be loading while an acks=all produce to another topic is
+//! acknowledged; then the load must finish, and the group's committed offset must be its last
+//! commit.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir::groups::partition_for;
+use weir::topics::OFFSETS_TOPIC;
+use weir_scenarios::group::find;
+use weir_scenarios::log::{durable_recovery_point, segment_batches};
+use weir_scenarios::{ensure, for_each_seed, retry};
+use weir_sim::client::Client;
+use weir_sim::client::produce::{Acks, PartitionBatch, ProduceOutcome};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
+
+/// Commits, one batch each: offsets 10, 20, … for `data`-0.
+const COMMITS: i64 = 8;
+/// Commit batches damaged.
+const DAMAGED: usize = 3;
+/// How long the node may take to checkpoint the offsets partition past the commits.
+const CHECKPOINT_BOUND: Duration = Duration::from_secs(180);
+/// How long the produce after the restart may take.
+const PRODUCE_BOUND: Duration = Duration::from_millis(500);
+/// How long the load may take.
+const LOAD_BOUND: Duration = Duration::from_secs(30);
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(1))?;
+    c.create_topic(0, "data", 1).map_err(|e| e.to_string())?;
+    let group = format!("group-{seed}");
+    let partition = partition_for(&group, OFFSETS_TOPIC_PARTITIONS);
+    let addr = c.addr(0);
+    // Asking for a coordinator creates the offsets topic.
+    let name = group.clone();
+    c.client_call(
+        Duration::from_secs(60),
+        move |env| async move { find(&env, &[addr], &name).await },
+    )
+    .ok_or("finding the coordinator did not finish")??;
+    let created =
+        c.run_until(Duration::from_secs(30), |c| c.log_end(0, OFFSETS_TOPIC, partition).is_some());
+    ensure(created, || "no offsets partition".to_owned())?;
+    let mut starts = Vec::new();
+    for n in 1..=COMMITS {
+        starts.push(c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?);
+        let name = group.clone();
+        let committed = c.client_call(Duration::from_secs(60), move |env| async move {
+            let mut client = Client::new(env.clone(), addr, "committer");
+            let wanted = BTreeMap::from([(("data".to_owned(), 0), n * 10)]);
+            retry!(env, client.offset_commit(&name, -1, "", &wanted))
+        });
+        let codes = committed.ok_or("the commit did not finish")??;
+        ensure(codes.values().all(|&code| code == 0), || format!("commit answered {codes:?}"))?;
+    }
+    let end = c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?;
+    let dir = format!("{OFFSETS_TOPIC}-{partition}");
+    let covered = c.run_until(CHECKPOINT_BOUND, |c| {
+        durable_recovery_point(&c.sim, c.nodes[0], &dir).is_some_and(|point| point >= end)
+    });
+    ensure(covered, || format!("{dir} not checkpointed past {end} in {CHECKPOINT_BOUND:?}"))?;
+    let segment = std::path::Path::new(&dir).join(format!("{:020}.log", 0));
+    let bytes = c.sim.durable_contents(c.nodes[0], &segment).map_err(|e| e.to_string())?;
+    let batches = segment_batches(&bytes);
+    // Three of the first six commits, by seed, each in its last byte (a record's).
+    let first = seed as usize % (starts.len() - 2 - DAMAGED + 1);
+    for start in &starts[first..first + DAMAGED] {
+        let (at, len, _, _) = batches
+            .iter()
+            .copied()
+            .find(|b| b.2 == *start)
+            .ok_or_else(|| format!("no batch at offset {start} in {dir}"))?;
+        c.sim
+            .corrupt_durable_file(c.nodes[0], &segment, (at + len - 1) as u64)
+            .map_err(|e| format!("damaging {dir}: {e}"))?;
+    }
+    c.sim.kill(c.nodes[0]);
+    c.sim.start(c.nodes[0]);
+    c.settle("the restart")?;
+    let loaded = |c: &Cluster| c.broker(0).is_some_and(|b| b.groups.is_loaded(partition));
+    ensure(!loaded(&c), || "the groups were loaded before the broker settled".to_owned())?;
+    let acked = c
+        .client_call(PRODUCE_BOUND, move |env| async move {
+            let mut client = Client::new(env, addr, "producer");
+            let batch = PartitionBatch {
+                partition: 0,
+                base_sequence: -1,
+                records: vec![(None, Bytes::from_static(b"while loading"))],
+            };
+            client.produce("data", Acks::All, None, &[batch]).await
+        })
+        .ok_or_else(|| format!("the produce was not answered within {PRODUCE_BOUND:?}"))?
+        .map_err(|e| format!("the produce failed: {e}"))?;
+    ensure(
+        matches!(&acked, ProduceOutcome::Answered(acks) if acks.iter().all(|a| a.error_code == 0)),
+        || format!("the produce was answered {acked:?}"),
+    )?;
+    ensure(!loaded(&c), || "the groups finished loading before the produce was acked".to_owned())?;
+    ensure(c.run_until(LOAD_BOUND, loaded), || format!("not loaded within {LOAD_BOUND:?}"))?;
+    let name = group.clone();
+    let fetched = c
+        .client_call(Duration::from_secs(60), move |env| async move {
+            let mut client = Client::new(env.clone(), addr, "reader");
+            retry!(env, client.offset_fetch(&name, &[("data".to_owned(), 0)]))
+        })
+        .ok_or("the offset fetch did not finish")??;
+    let got = fetched.get(&("data".to_owned(), 0)).copied();
+    ensure(got == Some(COMMITS * 10), || format!("committed {got:?}, not {}", COMMITS * 10))?;
+    c.watch_verdict()
+}
+
+#[test]
+fn broker_serves_while_its_groups_load() {
+    for_each_seed("broker_serves_while_its_groups_load", 0..6, scenario);
+}
