@@ -2,7 +2,9 @@
 //! rule each, with and without the violation (testing the tester).
 
 use bytes::Bytes;
-use weir_sim::checker::history::{Assignment, Fetch, Flush, OffsetRead, Outcome, Tp};
+use weir_sim::checker::history::{
+    Assignment, DamagedGroupRecord, Fetch, Flush, GroupRecordLost, OffsetRead, Outcome, Tp,
+};
 use weir_sim::checker::{History, check, values};
 use weir_sim::client::codes;
 
@@ -197,22 +199,112 @@ fn a_commit_refused_after_its_append_may_take_effect_later_but_not_one_refused_b
     assert!(breaks(&h, "Commits"));
 }
 
+/// The workload damages a batch of `__consumer_offsets` holding `lost` now.
+fn damage_group_record(h: &mut History, lost: GroupRecordLost) {
+    let at = h.tick();
+    h.damaged_group_records.push(DamagedGroupRecord { at, lost });
+}
+
+fn lost_commit(group: &str) -> GroupRecordLost {
+    GroupRecordLost::Offset { group: group.to_owned(), tp: tp(0) }
+}
+
+#[test]
+fn a_damaged_commit_record_may_take_the_group_back_to_what_was_committed_before_it() {
+    // The record of 9 is damaged: a coordinator that loads the groups again serves 5, or
+    // nothing if compaction had removed 5 in favour of 9.
+    for served in [5, -1] {
+        let mut h = history(Flush::Ack);
+        commit(&mut h, 5, true);
+        commit(&mut h, 9, true);
+        read_committed(&mut h, 9);
+        damage_group_record(&mut h, lost_commit("g"));
+        read_committed(&mut h, served);
+        assert!(lines(&h).is_empty(), "{served}: {:?}", lines(&h));
+    }
+
+    // Not before the damage.
+    let mut h = history(Flush::Ack);
+    commit(&mut h, 5, true);
+    commit(&mut h, 9, true);
+    read_committed(&mut h, 5);
+    damage_group_record(&mut h, lost_commit("g"));
+    assert!(breaks(&h, "Commits"));
+
+    // Not to a value first committed after the damage and since overwritten.
+    let mut h = history(Flush::Ack);
+    commit(&mut h, 9, true);
+    damage_group_record(&mut h, lost_commit("g"));
+    commit(&mut h, 7, true);
+    commit(&mut h, 12, true);
+    read_committed(&mut h, 7);
+    assert!(breaks(&h, "Commits"));
+
+    // Not for another group's damaged record.
+    let mut h = history(Flush::Ack);
+    commit(&mut h, 5, true);
+    commit(&mut h, 9, true);
+    damage_group_record(&mut h, lost_commit("other"));
+    read_committed(&mut h, 5);
+    assert!(breaks(&h, "Commits"));
+}
+
+fn assign(h: &mut History, generation: i32, member: &str, partition: i32) {
+    let sent = h.tick();
+    let at = h.tick();
+    h.assignments.push(Assignment {
+        group: "g".to_owned(),
+        generation,
+        member: member.to_owned(),
+        partitions: vec![tp(partition)],
+        sent,
+        at,
+    });
+}
+
 #[test]
 fn two_owners_of_a_partition_in_one_generation_are_caught() {
-    let assign = |h: &mut History, generation: i32, member: &str| {
-        let at = h.tick();
-        h.assignments.push(Assignment {
-            group: "g".to_owned(),
-            generation,
-            member: member.to_owned(),
-            partitions: vec![tp(0)],
-            at,
-        });
-    };
     let mut h = history(Flush::Ack);
-    assign(&mut h, 1, "a");
-    assign(&mut h, 2, "b");
+    assign(&mut h, 1, "a", 0);
+    assign(&mut h, 2, "b", 0);
     assert!(lines(&h).is_empty(), "{:?}", lines(&h));
-    assign(&mut h, 2, "c");
+    assign(&mut h, 2, "c", 0);
+    assert!(breaks(&h, "Ownership"));
+
+    let mut h = history(Flush::Ack);
+    assign(&mut h, 2, "a", 0);
+    assign(&mut h, 2, "a", 1);
+    assert!(breaks(&h, "Ownership"));
+}
+
+#[test]
+fn a_damaged_group_record_lets_its_generation_be_numbered_again_and_no_other() {
+    let lost = |generation| GroupRecordLost::Metadata { group: "g".to_owned(), generation };
+    // Generation 3's record is lost: the group may be back at 2 and deal 3 again.
+    let mut h = history(Flush::Ack);
+    assign(&mut h, 3, "a", 0);
+    assign(&mut h, 3, "b", 1);
+    damage_group_record(&mut h, lost(3));
+    assign(&mut h, 3, "b", 0);
+    assign(&mut h, 3, "a", 1);
+    assert!(lines(&h).is_empty(), "{:?}", lines(&h));
+    // An earlier generation may be dealt again too.
+    assign(&mut h, 2, "a", 0);
+    damage_group_record(&mut h, lost(3));
+    assign(&mut h, 2, "b", 0);
+    assert!(lines(&h).is_empty(), "{:?}", lines(&h));
+
+    // Not a generation past the lost record's.
+    let mut h = history(Flush::Ack);
+    assign(&mut h, 4, "a", 0);
+    damage_group_record(&mut h, lost(3));
+    assign(&mut h, 4, "b", 0);
+    assert!(breaks(&h, "Ownership"));
+
+    // Not two answers both asked for before the damage.
+    let mut h = history(Flush::Ack);
+    assign(&mut h, 3, "a", 0);
+    assign(&mut h, 3, "b", 0);
+    damage_group_record(&mut h, lost(3));
     assert!(breaks(&h, "Ownership"));
 }

@@ -16,10 +16,17 @@
 //! i.e. could have taken effect after what `o1` saw. So a committed offset may move backwards
 //! only when a client itself committed the lower offset concurrently or later, an acknowledged
 //! commit is never lost, and no value appears that nobody committed.
+//!
+//! One exception, for a commit whose record the workload damaged on the broker's disk (a latent
+//! sector error in a batch of `__consumer_offsets`): the next coordinator to load the groups
+//! (after a restart, or on taking the partition's leadership again; the history cannot tell
+//! when) passes over the damaged batch, so the group is served what it had before that record,
+//! which compaction may have removed as well. An observation `o2` that ended after the damage
+//! may therefore show any value a commit sent before the damage could have written, or none.
 
 use std::collections::BTreeMap;
 
-use super::history::{History, Outcome, Tick, Tp};
+use super::history::{GroupRecordLost, History, Outcome, Tick, Tp};
 use super::{Findings, Rule};
 use crate::client::codes;
 
@@ -40,6 +47,22 @@ struct Span {
 struct Register {
     observations: Vec<Span>,
     writers: BTreeMap<i64, Vec<Span>>,
+    /// When commit records of this register were damaged.
+    lost: Vec<Tick>,
+}
+
+impl Register {
+    /// Whether `o2`'s value may be what the groups were loaded with after a commit record of
+    /// this register was lost.
+    fn reverted(&self, o2: &Span) -> bool {
+        self.lost.iter().any(|&damaged| {
+            damaged < o2.end
+                && self
+                    .writers
+                    .get(&o2.value)
+                    .is_some_and(|ws| ws.iter().any(|w| w.start < damaged))
+        })
+    }
 }
 
 /// Checks rule (e).
@@ -65,6 +88,10 @@ pub fn check(history: &History, findings: &mut Findings) {
         let r = registers.entry((read.group.as_str(), &read.tp)).or_default();
         r.observations.push(Span { value: read.offset, start: read.sent, end: read.received });
     }
+    for d in &history.damaged_group_records {
+        let GroupRecordLost::Offset { group, tp } = &d.lost else { continue };
+        registers.entry((group.as_str(), tp)).or_default().lost.push(d.at);
+    }
     for ((group, tp), mut r) in registers {
         r.observations.push(initial);
         r.writers.entry(-1).or_default().push(initial);
@@ -80,7 +107,7 @@ fn check_register(group: &str, tp: &Tp, r: &Register, findings: &mut Findings) {
                 .writers
                 .get(&o2.value)
                 .is_some_and(|ws| ws.iter().any(|w| w.start < o2.end && w.end > o1.start));
-            if !explained {
+            if !explained && !r.reverted(o2) {
                 let how = if o2.value < o1.value { "went back" } else { "changed" };
                 findings.push(
                     Rule::Commits,

@@ -138,8 +138,39 @@ pub struct Assignment {
     pub member: String,
     /// Its partitions.
     pub partitions: Vec<Tp>,
+    /// When its SyncGroup was sent.
+    pub sent: Tick,
     /// When it arrived.
     pub at: Tick,
+}
+
+/// What a group record the workload damaged on the broker's disk (in a batch of
+/// `__consumer_offsets`) held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupRecordLost {
+    /// A group's committed offset for a partition, or its deletion.
+    Offset {
+        /// The group.
+        group: String,
+        /// The partition.
+        tp: Tp,
+    },
+    /// A group's metadata of one generation ([`i32::MAX`] for the group's deletion: any).
+    Metadata {
+        /// The group.
+        group: String,
+        /// The generation it recorded.
+        generation: i32,
+    },
+}
+
+/// A group record in a batch the workload damaged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedGroupRecord {
+    /// When the batch was damaged.
+    pub at: Tick,
+    /// What the record held.
+    pub lost: GroupRecordLost,
 }
 
 /// Everything the checkers look at.
@@ -174,6 +205,11 @@ pub struct History {
     /// partition: first offset to last. Their records may be gone for good; nothing else may
     /// suffer.
     pub damaged: BTreeMap<Tp, BTreeMap<i64, i64>>,
+    /// Group records in batches of `__consumer_offsets` the workload damaged on the broker's
+    /// disk. Once a coordinator loads the groups again (after a restart, or on taking the
+    /// partition's leadership again), each is as if never written: the group is served what it
+    /// had before the record.
+    pub damaged_group_records: Vec<DamagedGroupRecord>,
 }
 
 impl History {

@@ -131,6 +131,7 @@ impl Member {
         };
         self.member_id = joined.member_id.clone();
         let assignments = if joined.is_leader() { self.assign(&joined) } else { Vec::new() };
+        let sent = self.shared.with_history(|h| h.tick());
         let bytes = match self.client.sync_group(&self.config, &joined, assignments).await {
             Ok(bytes) => bytes,
             Err(e) => return self.membership_error(&e),
@@ -149,6 +150,7 @@ impl Member {
                 generation: joined.generation,
                 member: joined.member_id.clone(),
                 partitions: partitions.clone(),
+                sent,
                 at,
             });
         });

@@ -206,9 +206,10 @@ pub(crate) fn counts(h: &History) -> String {
     format!(
         "{acked} produces acked, {unknown} indeterminate, {records} records in the final log, \
          {fetched} records fetched, {commits} commits acked, {} generations, {} power failures, \
-         {} corrupt batches caught, {damaged} batches damaged",
+         {} corrupt batches caught, {damaged} batches damaged, {} group records damaged",
         generations.len(),
         h.power_failures.len(),
-        h.corruption_caught
+        h.corruption_caught,
+        h.damaged_group_records.len()
     )
 }

@@ -3,7 +3,9 @@
 //! simulated Kafka client in [`crate::client`]. The nemesis crashes, power-fails, pauses and
 //! skews the broker and cuts, clogs and resets its links to the clients; with disk faults it also
 //! fails and corrupts the broker's disk operations and damages up to three stored batches in
-//! place (latent sector errors, see [`damage`]). Then everything heals,
+//! place (latent sector errors, see [`damage`]), of the workload's topics or of the group's
+//! partition of `__consumer_offsets` (whose loss the group's checkers excuse as far as it
+//! goes). Then everything heals,
 //! clients drain, the broker crashes once more and restarts, a fresh client proves it takes
 //! writes again and reads every partition from the start, and the checkers in
 //! [`crate::checker`] judge the recorded history.
@@ -23,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weir::io::TaskHandle;
+use weir::topics::OFFSETS_TOPIC;
 
 use crate::checker::{self, History};
 use crate::nemesis::{FaultMix, Nemesis};
@@ -198,10 +201,28 @@ fn fault_phase_run(
             && damage.count() < damage::DAMAGED_BATCHES_MAX
         {
             let pick = crate::trace::mix(rng);
-            if let Some(d) = damage.damage_one(sim, broker, &shared.partitions(), pick) {
-                shared.with_history(|h| h.damaged.entry(d.tp).or_default().insert(d.base, d.last));
+            let mut targets = shared.partitions();
+            targets.push(offsets_partition());
+            if let Some(d) = damage.damage_one(sim, broker, &targets, pick) {
+                shared.with_history(|h| note_damage(h, d));
             }
         }
+    }
+}
+
+/// The partition of `__consumer_offsets` that holds [`GROUP`]'s records.
+fn offsets_partition() -> (String, i32) {
+    let partitions = setup::OFFSETS_TOPIC_PARTITIONS;
+    (OFFSETS_TOPIC.to_owned(), weir::groups::partition_for(GROUP, partitions))
+}
+
+/// Records a damaged batch: in a topic of the workload, its offsets; in `__consumer_offsets`,
+/// the group records it held.
+fn note_damage(history: &mut History, d: damage::Damaged) {
+    if d.tp.0 == OFFSETS_TOPIC {
+        damage::note_group_records(history, &d.batch);
+    } else {
+        history.damaged.entry(d.tp).or_default().insert(d.base, d.last);
     }
 }
 

@@ -197,6 +197,7 @@ impl Member {
         self.subscribed = topics;
         self.member_id = joined.member_id.clone();
         let assignments = if joined.is_leader() { self.assign(&joined) } else { Vec::new() };
+        let sent = self.with_history(|h| h.tick());
         let Some(c) = self.coordinator().await else { return false };
         let bytes = match c.sync_group(&config, &joined, assignments).await {
             Ok(bytes) => bytes,
@@ -213,6 +214,7 @@ impl Member {
                 generation: joined.generation,
                 member: joined.member_id.clone(),
                 partitions: partitions.clone(),
+                sent,
                 at,
             });
         });

@@ -63,7 +63,9 @@
 //! follower can copy past the damage to join the ISR again) and leave acknowledged records past
 //! its high watermark unseen (below `min.insync.replicas` the high watermark a restarted leader
 //! recovered cannot move). Convergence compares replicas apart from the batches damaged on
-//! either.
+//! either. The batch may also be one of the group's partition of `__consumer_offsets`: the
+//! group's checkers then excuse what losing its records allows (see
+//! [`crate::checker::commits`] and [`crate::checker::ownership`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -299,7 +301,7 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
                 && rng.is_multiple_of(damage::DAMAGE_ONE_STEP_IN)
                 && damage.count() < damage::DAMAGED_BATCHES_MAX
             {
-                damage_one(&cluster, &shared, &mut damage, mix(rng));
+                damage_one(&cluster, (&shared, &group_ledger), &mut damage, mix(rng));
             }
         }
     }
@@ -374,15 +376,28 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     }
 }
 
-/// Damages a stored batch of a live topic's partition on a node, by `pick`, and notes it.
-fn damage_one(cluster: &Cluster, shared: &Shared, damage: &mut Damage, pick: u64) {
-    let partitions: Vec<(String, i32)> = lock(shared)
+/// Damages a stored batch of a live topic's partition, or of the group's partition of
+/// `__consumer_offsets`, on a node, by `pick`, and notes it.
+fn damage_one(
+    cluster: &Cluster,
+    (shared, group): (&Shared, &SharedGroup),
+    damage: &mut Damage,
+    pick: u64,
+) {
+    let mut partitions: Vec<(String, i32)> = lock(shared)
         .live_topics()
         .into_iter()
         .flat_map(|t| (0..t.partitions).map(move |p| (t.name.clone(), p)))
         .collect();
+    let offsets = weir::groups::partition_for(group::GROUP, super::OFFSETS_TOPIC_PARTITIONS);
+    partitions.push((OFFSETS_TOPIC.to_owned(), offsets));
     let ix = (mix(pick) % cluster.nodes.len() as u64) as usize;
-    if let Some(d) = damage.damage_one(&cluster.sim, cluster.nodes[ix], &partitions, pick) {
+    let Some(d) = damage.damage_one(&cluster.sim, cluster.nodes[ix], &partitions, pick) else {
+        return;
+    };
+    if d.tp.0 == OFFSETS_TOPIC {
+        damage::note_group_records(&mut lock(group).history, &d.batch);
+    } else {
         lock(shared).damaged.entry(d.tp).or_default().push((ix, d.base, d.last));
     }
 }
