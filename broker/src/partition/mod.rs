@@ -203,11 +203,17 @@ impl Partition {
     }
 
     /// The last offset of the damaged batch the producer state's rebuild passed over, if any,
-    /// while a retry of it may still come: within [`PRODUCER_RETRY_WINDOW`] of the open.
+    /// while a retry of it may still come: within [`PRODUCER_RETRY_WINDOW`] of the open. Never
+    /// for `__consumer_offsets`: only the group coordinator writes it, without producer ids, so
+    /// no retry can come, and handing its lead over for one would only move its groups (to a
+    /// replica that, with damage of its own, handed them back, again and again, so that they
+    /// were never served).
     pub fn producer_damage(&self) -> Option<Offset> {
         // The load first: every idempotent produce asks, and almost none has damage to find.
         let at = self.producer_damage.load(std::sync::atomic::Ordering::Acquire);
-        (at >= 0 && self.env.clock.now() < self.opened_at + PRODUCER_RETRY_WINDOW)
+        (at >= 0
+            && self.env.clock.now() < self.opened_at + PRODUCER_RETRY_WINDOW
+            && self.tp.topic != crate::topics::OFFSETS_TOPIC)
             .then_some(Offset(at))
     }
 
