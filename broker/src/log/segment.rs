@@ -116,12 +116,22 @@ impl Segment {
         let len = header.total_bytes() as u64;
         debug_assert_eq!(position, self.size, "batches are appended at the end");
         let relative = self.relative(Offset(header.base_offset()));
+        // The largest timestamp up to the batch before this one.
+        let max_before = self
+            .relative(self.max_timestamp_batch)
+            .map(|relative| TimeEntry { timestamp: self.max_timestamp, relative });
         if let SegmentIndex::Active(active) = &mut self.index {
             if position > 0 && header.base_offset() != self.next_offset.0 {
                 if let Some(before) = active.last_batch
                     && active.offsets.last().is_none_or(|e| e.relative < before.relative)
                 {
+                    // With a time entry if the largest timestamp grew, as every offset entry
+                    // has (see `ActiveIndex::add`): a cut or a recovery that resumes at an
+                    // entry takes the largest timestamp below it from the time entries.
                     active.offsets.push(before);
+                    if let Some(max) = max_before {
+                        active.push_time(max);
+                    }
                 }
                 active.bytes_since_entry = u64::MAX;
             }
