@@ -51,6 +51,8 @@ pub struct Groups {
     loaded: Mutex<BTreeMap<i32, (Arc<Partition>, Offset)>>,
     /// Calls of [`Groups::lead_partitions`] so far: a load belongs to the latest only.
     load_round: AtomicU64,
+    /// The offsets-topic partitions this broker leads, as the latest call gave them.
+    led: Mutex<Vec<i32>>,
 }
 
 impl Groups {
@@ -69,6 +71,7 @@ impl Groups {
             offsets: Mutex::new(None),
             loaded: Mutex::new(BTreeMap::new()),
             load_round: AtomicU64::new(0),
+            led: Mutex::new(Vec::new()),
         });
         env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), queue));
         env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
@@ -85,6 +88,8 @@ impl Groups {
     /// from this broker; a load still under way for an earlier call stops at its next partition.
     pub fn lead_partitions(self: &Arc<Self>, offsets: Arc<Topic>, led: Vec<Arc<Partition>>) {
         *self.offsets.lock().unwrap_or_else(|p| p.into_inner()) = Some(offsets);
+        *self.led.lock().unwrap_or_else(|p| p.into_inner()) =
+            led.iter().map(|p| p.tp.partition.0).collect();
         let (unloaded, round) = {
             let mut state = self.lock();
             let round = self.load_round.fetch_add(1, Ordering::AcqRel) + 1;
@@ -102,6 +107,7 @@ impl Groups {
         let (records, end) = match load_records(&self.env, partition, &current).await {
             Ok(Some(read)) => read,
             Ok(None) => return false,
+            Err(_) if !current() => return false,
             Err(e) => {
                 // Serving a group from part of its records would hand out generations and
                 // offsets its log contradicts: its requests are refused instead, until the
@@ -145,6 +151,13 @@ impl Groups {
                 partition.log.offline().is_none() && partition.high_watermark() >= *end
             },
         )
+    }
+
+    /// Whether some offsets-topic partition this broker leads is not loaded yet (or cannot
+    /// be): a list of its groups would leave out that partition's.
+    pub fn loading(&self) -> bool {
+        let led = self.led.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        led.into_iter().any(|index| !self.is_loaded(index))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {

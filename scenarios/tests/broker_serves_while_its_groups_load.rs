@@ -10,8 +10,9 @@
 //! covers them, three of those batches (none of the last two) are damaged on the device, which
 //! the load reads ten times each before it passes over them, and the node restarts. Once it has
 //! settled, its groups must still be loading while an acks=all produce to another topic is
-//! acknowledged; then the load must finish, and the group's committed offset must be its last
-//! commit.
+//! acknowledged, and ListGroups must say so (COORDINATOR_LOAD_IN_PROGRESS); then the load must
+//! finish, ListGroups must list the group without error, and the group's committed offset must
+//! be its last commit.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,8 +23,8 @@ use weir::topics::OFFSETS_TOPIC;
 use weir_scenarios::group::find;
 use weir_scenarios::log::{durable_recovery_point, segment_batches};
 use weir_scenarios::{ensure, for_each_seed, retry};
-use weir_sim::client::Client;
 use weir_sim::client::produce::{Acks, PartitionBatch, ProduceOutcome};
+use weir_sim::client::{Client, codes};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
 
 /// Commits, one batch each: offsets 10, 20, … for `data`-0.
@@ -108,7 +109,22 @@ fn scenario(seed: u64) -> Result<(), String> {
         || format!("the produce was answered {acked:?}"),
     )?;
     ensure(!loaded(&c), || "the groups finished loading before the produce was acked".to_owned())?;
+    let list = move |c: &mut Cluster| {
+        c.client_call(Duration::from_secs(5), move |env| async move {
+            Client::new(env, addr, "lister").list_groups().await
+        })
+        .ok_or("ListGroups was not answered")?
+        .map_err(|e| format!("ListGroups: {e}"))
+    };
+    let (code, _) = list(&mut c)?;
+    ensure(code == codes::COORDINATOR_LOAD_IN_PROGRESS, || {
+        format!("ListGroups answered {code} while the groups loaded")
+    })?;
     ensure(c.run_until(LOAD_BOUND, loaded), || format!("not loaded within {LOAD_BOUND:?}"))?;
+    let (code, groups) = list(&mut c)?;
+    ensure(code == 0 && groups.contains(&group), || {
+        format!("ListGroups answered {code} and {groups:?} once loaded")
+    })?;
     let name = group.clone();
     let fetched = c
         .client_call(Duration::from_secs(60), move |env| async move {

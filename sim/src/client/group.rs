@@ -1,5 +1,5 @@
 //! The classic consumer-group membership calls: JoinGroup (with KIP-394's MEMBER_ID_REQUIRED
-//! round trip), SyncGroup, Heartbeat and LeaveGroup.
+//! round trip), SyncGroup, Heartbeat and LeaveGroup; and ListGroups.
 
 use std::time::Duration;
 
@@ -8,7 +8,8 @@ use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
+    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -66,6 +67,15 @@ fn kafka(code: i16) -> Result<(), ClientError> {
 }
 
 impl Client {
+    /// The groups the broker coordinates, with the answer's error code
+    /// (COORDINATOR_LOAD_IN_PROGRESS comes with the groups known so far).
+    pub async fn list_groups(&mut self) -> Result<(i16, Vec<String>), ClientError> {
+        let request = ListGroupsRequest::default();
+        let response = self.call(&request, versions::LIST_GROUPS, REQUEST_TIMEOUT).await?;
+        let groups = response.groups.iter().map(|g| g.group_id.0.to_string()).collect();
+        Ok((response.error_code, groups))
+    }
+
     /// Joins `config.group` as `member_id` (empty for a new member) with `metadata` as the
     /// subscription. A MEMBER_ID_REQUIRED answer is followed by a second join with the id it
     /// gives, as every client does. The call waits up to the rebalance timeout plus slack.

@@ -36,6 +36,8 @@ pub const LEAVE_GROUP: i16 = 3;
 pub const OFFSET_COMMIT: i16 = 8;
 /// OffsetFetch (9), as librdkafka 2.0 (the last single-group form).
 pub const OFFSET_FETCH: i16 = 7;
+/// ListGroups (16), with the states filter of v4.
+pub const LIST_GROUPS: i16 = 4;
 /// ConsumerProtocolSubscription version written in JoinGroup metadata.
 pub const SUBSCRIPTION: i16 = 1;
 /// ConsumerProtocolAssignment version written in SyncGroup assignments.

@@ -1,4 +1,5 @@
-//! ListGroups: every group, optionally filtered by state (v4+).
+//! ListGroups: every group, optionally filtered by state (v4+); while some offsets partition
+//! this broker leads is still loading, those known so far with COORDINATOR_LOAD_IN_PROGRESS.
 
 use std::sync::Arc;
 
@@ -36,6 +37,10 @@ pub fn handle(
     };
     let listed = broker.groups.read(|c| c.list_groups(&filter));
     let mut out = ListGroupsResponse::default();
+    // As Kafka answers while its groups load: the groups known so far, and the error.
+    if broker.groups.loading() {
+        out.error_code = super::code(kafka_protocol::ResponseError::CoordinatorLoadInProgress);
+    }
     let wants_classic = request.types_filter.is_empty()
         || request.types_filter.iter().any(|t| t.as_str().eq_ignore_ascii_case("classic"));
     if version >= 5 && !wants_classic {
