@@ -22,7 +22,9 @@
 //! (after a restart, or on taking the partition's leadership again; the history cannot tell
 //! when) passes over the damaged batch, so the group is served what it had before that record,
 //! which compaction may have removed as well. An observation `o2` that ended after the damage
-//! may therefore show any value a commit sent before the damage could have written, or none.
+//! may therefore show any value a commit sent before the damage could have written, or none —
+//! unless a commit of another value, sent after the lost one was answered, was acknowledged
+//! before `o2` started: its record lies after the lost one, and the load serves it (or later).
 
 use std::collections::BTreeMap;
 
@@ -47,20 +49,44 @@ struct Span {
 struct Register {
     observations: Vec<Span>,
     writers: BTreeMap<i64, Vec<Span>>,
-    /// When commit records of this register were damaged.
-    lost: Vec<Tick>,
+    /// Acknowledged commits.
+    acked: Vec<Span>,
+    /// Commit records of this register that were damaged: when, and the offset each held
+    /// (`None`: a deletion).
+    lost: Vec<(Tick, Option<i64>)>,
 }
 
 impl Register {
     /// Whether `o2`'s value may be what the groups were loaded with after a commit record of
     /// this register was lost.
     fn reverted(&self, o2: &Span) -> bool {
-        self.lost.iter().any(|&damaged| {
+        self.lost.iter().any(|&(damaged, value)| {
             damaged < o2.end
                 && self
                     .writers
                     .get(&o2.value)
                     .is_some_and(|ws| ws.iter().any(|w| w.start < damaged))
+                && !self.superseded(damaged, value, o2)
+        })
+    }
+
+    /// Whether a commit whose record must lie after the lost one (of `value`, damaged at
+    /// `damaged`) was acknowledged before `o2` started: sent after every commit that could
+    /// have written the lost record was answered, of a value no lost record held.
+    fn superseded(&self, damaged: Tick, value: Option<i64>, o2: &Span) -> bool {
+        let Some(value) = value else { return false };
+        let answered = self
+            .writers
+            .get(&value)
+            .into_iter()
+            .flatten()
+            .filter(|w| w.start < damaged)
+            .map(|w| w.end)
+            .max()
+            .unwrap_or(Tick::MAX);
+        let lost_value = |v: i64| self.lost.iter().any(|&(_, l)| l == Some(v));
+        self.acked.iter().any(|a| {
+            a.start > answered && a.end < o2.start && a.value != o2.value && !lost_value(a.value)
         })
     }
 }
@@ -82,6 +108,7 @@ pub fn check(history: &History, findings: &mut Findings) {
         r.writers.entry(c.offset).or_default().push(Span { value: c.offset, start: c.sent, end });
         if let Outcome::Ok(at, _) = c.outcome {
             r.observations.push(Span { value: c.offset, start: c.sent, end: at });
+            r.acked.push(Span { value: c.offset, start: c.sent, end: at });
         }
     }
     for read in &history.offset_reads {
@@ -89,8 +116,8 @@ pub fn check(history: &History, findings: &mut Findings) {
         r.observations.push(Span { value: read.offset, start: read.sent, end: read.received });
     }
     for d in &history.damaged_group_records {
-        let GroupRecordLost::Offset { group, tp } = &d.lost else { continue };
-        registers.entry((group.as_str(), tp)).or_default().lost.push(d.at);
+        let GroupRecordLost::Offset { group, tp, offset } = &d.lost else { continue };
+        registers.entry((group.as_str(), tp)).or_default().lost.push((d.at, *offset));
     }
     for ((group, tp), mut r) in registers {
         r.observations.push(initial);

@@ -154,6 +154,8 @@ pub enum GroupRecordLost {
         group: String,
         /// The partition.
         tp: Tp,
+        /// The offset committed (`None`: the deletion).
+        offset: Option<i64>,
     },
     /// A group's metadata of one generation ([`i32::MAX`] for the group's deletion: any).
     Metadata {

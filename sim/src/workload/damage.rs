@@ -183,9 +183,10 @@ fn group_records(batch: &Bytes) -> Vec<GroupRecordLost> {
         iter.flatten().filter_map(|r| Record::decode(r.key.as_deref()?, r.value.as_deref()).ok());
     decoded
         .map(|record| match record {
-            Record::Offset { group, partition, .. } => GroupRecordLost::Offset {
+            Record::Offset { group, partition, value } => GroupRecordLost::Offset {
                 group: group.0,
                 tp: (partition.topic, partition.partition.0),
+                offset: value.map(|v| v.offset.0),
             },
             Record::Group { group, value } => GroupRecordLost::Metadata {
                 group: group.0,
