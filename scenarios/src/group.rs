@@ -1,6 +1,6 @@
 //! Helpers for scenarios that drive a consumer group through a coordinator move: which errors
-//! mean "ask again shortly", retrying a call on them, finding the coordinator, and a group's
-//! first join and commit.
+//! mean "ask again shortly", retrying a call on them, finding the coordinator, a group's first
+//! join and commit, and a simple group's commit and committed offset of one partition.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -10,6 +10,7 @@ use bytes::Bytes;
 use weir_sim::client::group::{Joined, MemberConfig};
 use weir_sim::client::offsets::Tp;
 use weir_sim::client::{Client, ClientError, codes};
+use weir_sim::workload::cluster::Cluster;
 
 /// Retries of a group call that the coordinator answers "not yet".
 pub const RETRIES: usize = 100;
@@ -108,4 +109,45 @@ pub async fn join_and_commit(
         return Err(format!("commit: {answered:?}"));
     }
     Ok((coordinator, joined))
+}
+
+/// How long a simple group's commit or offset fetch may take, retries included.
+pub const SIMPLE_CALL_LIMIT: Duration = Duration::from_secs(60);
+
+/// Commits `offset` for `tp` in the simple group `group` (no member, no generation) through
+/// `addr`, asking again while the coordinator is not ready.
+pub fn commit_simple(
+    c: &mut Cluster,
+    addr: SocketAddr,
+    group: &str,
+    tp: &Tp,
+    offset: i64,
+) -> Result<(), String> {
+    let (name, tp) = (group.to_owned(), tp.clone());
+    let codes = c
+        .client_call(SIMPLE_CALL_LIMIT, move |env| async move {
+            let mut client = Client::new(env.clone(), addr, "committer");
+            let wanted = BTreeMap::from([(tp, offset)]);
+            crate::retry!(env, client.offset_commit(&name, -1, "", &wanted))
+        })
+        .ok_or("the commit did not finish")??;
+    crate::ensure(codes.values().all(|&code| code == 0), || format!("commit answered {codes:?}"))
+}
+
+/// `group`'s committed offset for `tp` (-1: none), asked of `addr` again while the coordinator
+/// is not ready.
+pub fn committed_simple(
+    c: &mut Cluster,
+    addr: SocketAddr,
+    group: &str,
+    tp: &Tp,
+) -> Result<i64, String> {
+    let (name, wanted) = (group.to_owned(), tp.clone());
+    let fetched = c
+        .client_call(SIMPLE_CALL_LIMIT, move |env| async move {
+            let mut client = Client::new(env.clone(), addr, "reader");
+            crate::retry!(env, client.offset_fetch(&name, std::slice::from_ref(&wanted)))
+        })
+        .ok_or("the offset fetch did not finish")??;
+    fetched.get(tp).copied().ok_or_else(|| format!("no committed offset of {tp:?} answered"))
 }

@@ -14,15 +14,14 @@
 //! finish, ListGroups must list the group without error, and the group's committed offset must
 //! be its last commit.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use weir::groups::partition_for;
 use weir::topics::OFFSETS_TOPIC;
-use weir_scenarios::group::find;
+use weir_scenarios::group::{commit_simple, committed_simple, find};
 use weir_scenarios::log::{durable_recovery_point, segment_batches};
-use weir_scenarios::{ensure, for_each_seed, retry};
+use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::produce::{Acks, PartitionBatch, ProduceOutcome};
 use weir_sim::client::{Client, codes};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
@@ -57,14 +56,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let mut starts = Vec::new();
     for n in 1..=COMMITS {
         starts.push(c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?);
-        let name = group.clone();
-        let committed = c.client_call(Duration::from_secs(60), move |env| async move {
-            let mut client = Client::new(env.clone(), addr, "committer");
-            let wanted = BTreeMap::from([(("data".to_owned(), 0), n * 10)]);
-            retry!(env, client.offset_commit(&name, -1, "", &wanted))
-        });
-        let codes = committed.ok_or("the commit did not finish")??;
-        ensure(codes.values().all(|&code| code == 0), || format!("commit answered {codes:?}"))?;
+        commit_simple(&mut c, addr, &group, &("data".to_owned(), 0), n * 10)?;
     }
     let end = c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?;
     let dir = format!("{OFFSETS_TOPIC}-{partition}");
@@ -125,15 +117,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(code == 0 && groups.contains(&group), || {
         format!("ListGroups answered {code} and {groups:?} once loaded")
     })?;
-    let name = group.clone();
-    let fetched = c
-        .client_call(Duration::from_secs(60), move |env| async move {
-            let mut client = Client::new(env.clone(), addr, "reader");
-            retry!(env, client.offset_fetch(&name, &[("data".to_owned(), 0)]))
-        })
-        .ok_or("the offset fetch did not finish")??;
-    let got = fetched.get(&("data".to_owned(), 0)).copied();
-    ensure(got == Some(COMMITS * 10), || format!("committed {got:?}, not {}", COMMITS * 10))?;
+    let got = committed_simple(&mut c, addr, &group, &("data".to_owned(), 0))?;
+    ensure(got == COMMITS * 10, || format!("committed {got}, not {}", COMMITS * 10))?;
     c.watch_verdict()
 }
 

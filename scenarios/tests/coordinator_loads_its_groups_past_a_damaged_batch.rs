@@ -7,15 +7,13 @@
 //! where it had no other). Before, the load failed on the damage for good and every group of
 //! that partition was answered COORDINATOR_LOAD_IN_PROGRESS forever.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir::groups::partition_for;
 use weir::topics::OFFSETS_TOPIC;
-use weir_scenarios::group::find;
+use weir_scenarios::group::{commit_simple, committed_simple, find};
 use weir_scenarios::log::{durable_recovery_point, segment_batches};
-use weir_scenarios::{ensure, for_each_seed, retry};
-use weir_sim::client::Client;
+use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
 
 /// The commits, in order: the group (0 or 1) and the offset committed for `data`-0.
@@ -55,14 +53,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let mut starts = Vec::new();
     for &(group, offset) in &COMMITS {
         starts.push(c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?);
-        let name = names[group].clone();
-        let committed = c.client_call(Duration::from_secs(60), move |env| async move {
-            let mut client = Client::new(env.clone(), addr, "committer");
-            let wanted = BTreeMap::from([(("data".to_owned(), 0), offset)]);
-            retry!(env, client.offset_commit(&name, -1, "", &wanted))
-        });
-        let codes = committed.ok_or("the commit did not finish")??;
-        ensure(codes.values().all(|&code| code == 0), || format!("commit answered {codes:?}"))?;
+        commit_simple(&mut c, addr, &names[group], &("data".to_owned(), 0), offset)?;
     }
     let end = c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?;
     let dir = format!("{OFFSETS_TOPIC}-{partition}");
@@ -92,17 +83,10 @@ fn scenario(seed: u64) -> Result<(), String> {
             .map(|(_, &(_, offset))| offset)
             .next_back()
             .unwrap_or(-1);
-        let name = name.clone();
-        let fetched = c.client_call(Duration::from_secs(60), move |env| async move {
-            let mut client = Client::new(env.clone(), addr, "reader");
-            retry!(env, client.offset_fetch(&name, &[("data".to_owned(), 0)]))
-        });
-        let fetched = fetched
-            .ok_or("the offset fetch did not finish")?
-            .map_err(|e| format!("{} (commit {damaged} damaged): {e}", names[group]))?;
-        let got = fetched.get(&("data".to_owned(), 0)).copied();
-        ensure(got == Some(want), || {
-            format!("{} committed {got:?}, not {want} (commit {damaged} damaged)", names[group])
+        let got = committed_simple(&mut c, addr, name, &("data".to_owned(), 0))
+            .map_err(|e| format!("{name} (commit {damaged} damaged): {e}"))?;
+        ensure(got == want, || {
+            format!("{name} committed {got}, not {want} (commit {damaged} damaged)")
         })?;
     }
     c.sim.run_for(CHECKPOINT_POLL);

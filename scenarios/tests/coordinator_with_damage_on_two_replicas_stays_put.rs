@@ -14,15 +14,13 @@
 //! partition's leadership must stay put for 20 seconds, and the group must be served its last
 //! commit (neither damaged batch holds it).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir::groups::partition_for;
 use weir::topics::OFFSETS_TOPIC;
-use weir_scenarios::group::find;
+use weir_scenarios::group::{commit_simple, committed_simple, find};
 use weir_scenarios::log::{durable_recovery_point, segment_batches};
-use weir_scenarios::{ensure, for_each_seed, retry};
-use weir_sim::client::Client;
+use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
 
 /// Commits, one batch each: offsets 10, 20, … for `data`-0.
@@ -53,14 +51,8 @@ fn scenario(seed: u64) -> Result<(), String> {
         let leader = c.committed_partition(OFFSETS_TOPIC, partition).ok_or("no partition")?;
         let ix = c.ix_of(leader.leader).ok_or("no leader")?;
         starts.push(c.log_end(ix, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?);
-        let (name, addr) = (group.clone(), c.addr(ix));
-        let committed = c.client_call(Duration::from_secs(60), move |env| async move {
-            let mut client = Client::new(env.clone(), addr, "committer");
-            let wanted = BTreeMap::from([(("data".to_owned(), 0), n * 10)]);
-            retry!(env, client.offset_commit(&name, -1, "", &wanted))
-        });
-        let codes = committed.ok_or("the commit did not finish")??;
-        ensure(codes.values().all(|&code| code == 0), || format!("commit answered {codes:?}"))?;
+        let addr = c.addr(ix);
+        commit_simple(&mut c, addr, &group, &("data".to_owned(), 0), n * 10)?;
     }
     let before = c.committed_partition(OFFSETS_TOPIC, partition).ok_or("no partition")?;
     let leader = c.ix_of(before.leader).ok_or("no leader")?;
@@ -117,16 +109,15 @@ fn scenario(seed: u64) -> Result<(), String> {
         )
     })?;
     let (name, at) = (group.clone(), addrs.clone());
-    let fetched = c
-        .client_call(Duration::from_secs(60), move |env| async move {
-            let coordinator = find(&env, &at, &name).await?;
-            let addr = at[usize::try_from(coordinator - 1).map_err(|e| e.to_string())?];
-            let mut client = Client::new(env.clone(), addr, "reader");
-            retry!(env, client.offset_fetch(&name, &[("data".to_owned(), 0)]))
-        })
-        .ok_or("the offset fetch did not finish")??;
-    let got = fetched.get(&("data".to_owned(), 0)).copied();
-    ensure(got == Some(COMMITS * 10), || format!("committed {got:?}, not {}", COMMITS * 10))?;
+    let coordinator = c
+        .client_call(
+            Duration::from_secs(60),
+            move |env| async move { find(&env, &at, &name).await },
+        )
+        .ok_or("finding the coordinator did not finish")??;
+    let addr = addrs[usize::try_from(coordinator - 1).map_err(|e| e.to_string())?];
+    let got = committed_simple(&mut c, addr, &group, &("data".to_owned(), 0))?;
+    ensure(got == COMMITS * 10, || format!("committed {got}, not {}", COMMITS * 10))?;
     c.watch_verdict()
 }
 
