@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
+use weir::topics::OFFSETS_TOPIC;
 use weir_sim::client::group::{Joined, MemberConfig};
 use weir_sim::client::offsets::Tp;
 use weir_sim::client::{Client, ClientError, codes};
@@ -150,4 +151,21 @@ pub fn committed_simple(
         })
         .ok_or("the offset fetch did not finish")??;
     fetched.get(tp).copied().ok_or_else(|| format!("no committed offset of {tp:?} answered"))
+}
+
+/// Asks the brokers at `addrs` for `group`'s coordinator, which creates the offsets topic, and
+/// waits until the group's partition `partition` of it is open on every node of `c`.
+pub fn create_offsets_partition(
+    c: &mut Cluster,
+    addrs: &[SocketAddr],
+    group: &str,
+    partition: i32,
+) -> Result<(), String> {
+    let (name, at) = (group.to_owned(), addrs.to_vec());
+    c.client_call(SIMPLE_CALL_LIMIT, move |env| async move { find(&env, &at, &name).await })
+        .ok_or("finding the coordinator did not finish")??;
+    let created = c.run_until(Duration::from_secs(30), |c| {
+        (0..c.nodes.len()).all(|ix| c.log_end(ix, OFFSETS_TOPIC, partition).is_some())
+    });
+    crate::ensure(created, || format!("{OFFSETS_TOPIC}-{partition} is not on every node"))
 }

@@ -249,3 +249,16 @@ pub fn segment_batches(segment: &[u8]) -> Vec<(usize, usize, i64, i64)> {
     }
     out
 }
+
+/// Flips a bit in the last byte (a record's, inside the CRC) of the batch that starts at offset
+/// `base` in the first segment file of partition folder `dir` on `host`, in place and for good.
+pub fn damage_batch_at(sim: &Sim, host: Host, dir: &str, base: i64) -> Result<(), String> {
+    let segment = std::path::Path::new(dir).join(format!("{:020}.log", 0));
+    let bytes = sim.durable_contents(host, &segment).map_err(|e| e.to_string())?;
+    let (at, len, _, _) = segment_batches(&bytes)
+        .into_iter()
+        .find(|b| b.2 == base)
+        .ok_or_else(|| format!("no batch at offset {base} in {dir}"))?;
+    sim.corrupt_durable_file(host, &segment, (at + len - 1) as u64)
+        .map_err(|e| format!("damaging the batch at {base} in {dir}: {e}"))
+}

@@ -19,8 +19,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir::groups::partition_for;
 use weir::topics::OFFSETS_TOPIC;
-use weir_scenarios::group::{commit_simple, committed_simple, find};
-use weir_scenarios::log::{durable_recovery_point, segment_batches};
+use weir_scenarios::group::{commit_simple, committed_simple, create_offsets_partition};
+use weir_scenarios::log::{damage_batch_at, durable_recovery_point};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::produce::{Acks, PartitionBatch, ProduceOutcome};
 use weir_sim::client::{Client, codes};
@@ -43,16 +43,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let group = format!("group-{seed}");
     let partition = partition_for(&group, OFFSETS_TOPIC_PARTITIONS);
     let addr = c.addr(0);
-    // Asking for a coordinator creates the offsets topic.
-    let name = group.clone();
-    c.client_call(
-        Duration::from_secs(60),
-        move |env| async move { find(&env, &[addr], &name).await },
-    )
-    .ok_or("finding the coordinator did not finish")??;
-    let created =
-        c.run_until(Duration::from_secs(30), |c| c.log_end(0, OFFSETS_TOPIC, partition).is_some());
-    ensure(created, || "no offsets partition".to_owned())?;
+    create_offsets_partition(&mut c, &[addr], &group, partition)?;
     let mut starts = Vec::new();
     for n in 1..=COMMITS {
         starts.push(c.log_end(0, OFFSETS_TOPIC, partition).ok_or("no offsets partition")?);
@@ -64,20 +55,10 @@ fn scenario(seed: u64) -> Result<(), String> {
         durable_recovery_point(&c.sim, c.nodes[0], &dir).is_some_and(|point| point >= end)
     });
     ensure(covered, || format!("{dir} not checkpointed past {end} in {CHECKPOINT_BOUND:?}"))?;
-    let segment = std::path::Path::new(&dir).join(format!("{:020}.log", 0));
-    let bytes = c.sim.durable_contents(c.nodes[0], &segment).map_err(|e| e.to_string())?;
-    let batches = segment_batches(&bytes);
-    // Three of the first six commits, by seed, each in its last byte (a record's).
+    // Three of the first six commits, by seed.
     let first = seed as usize % (starts.len() - 2 - DAMAGED + 1);
-    for start in &starts[first..first + DAMAGED] {
-        let (at, len, _, _) = batches
-            .iter()
-            .copied()
-            .find(|b| b.2 == *start)
-            .ok_or_else(|| format!("no batch at offset {start} in {dir}"))?;
-        c.sim
-            .corrupt_durable_file(c.nodes[0], &segment, (at + len - 1) as u64)
-            .map_err(|e| format!("damaging {dir}: {e}"))?;
+    for &start in &starts[first..first + DAMAGED] {
+        damage_batch_at(&c.sim, c.nodes[0], &dir, start)?;
     }
     c.sim.kill(c.nodes[0]);
     c.sim.start(c.nodes[0]);

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use weir::groups::partition_for;
 use weir::topics::OFFSETS_TOPIC;
-use weir_scenarios::group::{commit_simple, committed_simple, find};
-use weir_scenarios::log::{durable_recovery_point, segment_batches};
+use weir_scenarios::group::{commit_simple, committed_simple, create_offsets_partition};
+use weir_scenarios::log::{damage_batch_at, durable_recovery_point};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
 
@@ -39,16 +39,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.create_topic(0, "data", 1).map_err(|e| e.to_string())?;
     let (names, partition) = groups(seed);
     let addr = c.addr(0);
-    // Asking for a coordinator creates the offsets topic.
-    let name = names[0].clone();
-    c.client_call(
-        Duration::from_secs(60),
-        move |env| async move { find(&env, &[addr], &name).await },
-    )
-    .ok_or("finding the coordinator did not finish")??;
-    let created =
-        c.run_until(Duration::from_secs(30), |c| c.log_end(0, OFFSETS_TOPIC, partition).is_some());
-    ensure(created, || "no offsets partition".to_owned())?;
+    create_offsets_partition(&mut c, &[addr], &names[0], partition)?;
     // Each commit's first offset in the offsets partition.
     let mut starts = Vec::new();
     for &(group, offset) in &COMMITS {
@@ -62,16 +53,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     });
     ensure(covered, || format!("{dir} not checkpointed past {end} in {CHECKPOINT_BOUND:?}"))?;
     let damaged = (seed % COMMITS.len() as u64) as usize;
-    let segment = std::path::Path::new(&dir).join(format!("{:020}.log", 0));
-    let bytes = c.sim.durable_contents(c.nodes[0], &segment).map_err(|e| e.to_string())?;
-    let (at, len, _, _) = segment_batches(&bytes)
-        .into_iter()
-        .find(|b| b.2 == starts[damaged])
-        .ok_or_else(|| format!("no batch at offset {} in {dir}", starts[damaged]))?;
-    // The batch's last byte: a record's, inside the CRC.
-    c.sim
-        .corrupt_durable_file(c.nodes[0], &segment, (at + len - 1) as u64)
-        .map_err(|e| format!("damaging {dir}: {e}"))?;
+    damage_batch_at(&c.sim, c.nodes[0], &dir, starts[damaged])?;
     c.sim.kill(c.nodes[0]);
     c.sim.start(c.nodes[0]);
     c.settle("the restart")?;

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use weir::groups::partition_for;
 use weir::topics::OFFSETS_TOPIC;
-use weir_scenarios::group::{commit_simple, committed_simple, find};
-use weir_scenarios::log::{durable_recovery_point, segment_batches};
+use weir_scenarios::group::{commit_simple, committed_simple, create_offsets_partition, find};
+use weir_scenarios::log::{damage_batch_at, durable_recovery_point};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
 
@@ -38,14 +38,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let group = format!("group-{seed}");
     let partition = partition_for(&group, OFFSETS_TOPIC_PARTITIONS);
     let addrs: Vec<_> = (0..3).map(|ix| c.addr(ix)).collect();
-    // Asking for a coordinator creates the offsets topic.
-    let (name, at) = (group.clone(), addrs.clone());
-    c.client_call(Duration::from_secs(60), move |env| async move { find(&env, &at, &name).await })
-        .ok_or("finding the coordinator did not finish")??;
-    let created = c.run_until(Duration::from_secs(30), |c| {
-        (0..3).all(|ix| c.log_end(ix, OFFSETS_TOPIC, partition).is_some())
-    });
-    ensure(created, || "the offsets partition is not on every node".to_owned())?;
+    create_offsets_partition(&mut c, &addrs, &group, partition)?;
     let mut starts = Vec::new();
     for n in 1..=COMMITS {
         let leader = c.committed_partition(OFFSETS_TOPIC, partition).ok_or("no partition")?;
@@ -66,15 +59,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     // Two different commits of the first four, by seed, each in its last byte (a record's).
     let first = seed as usize % 2;
     for (ix, start) in [(leader, starts[first]), (follower, starts[first + 2])] {
-        let segment = std::path::Path::new(&dir).join(format!("{:020}.log", 0));
-        let bytes = c.sim.durable_contents(c.nodes[ix], &segment).map_err(|e| e.to_string())?;
-        let (at, len, _, _) = segment_batches(&bytes)
-            .into_iter()
-            .find(|b| b.2 == start)
-            .ok_or_else(|| format!("no batch at offset {start} on node{}", ix + 1))?;
-        c.sim
-            .corrupt_durable_file(c.nodes[ix], &segment, (at + len - 1) as u64)
-            .map_err(|e| format!("damaging {dir} on node{}: {e}", ix + 1))?;
+        damage_batch_at(&c.sim, c.nodes[ix], &dir, start)?;
         // Its producer-state snapshots too, so that the rebuild on restart reads the log from
         // its start, past the damaged batch.
         let names = c.sim.durable_names(c.nodes[ix], &dir).map_err(|e| e.to_string())?;
