@@ -116,12 +116,11 @@ impl Segment {
         let len = header.total_bytes() as u64;
         debug_assert_eq!(position, self.size, "batches are appended at the end");
         let relative = self.relative(Offset(header.base_offset()));
-        // The largest timestamp up to the batch before this one.
-        let max_before = self
-            .relative(self.max_timestamp_batch)
-            .map(|relative| TimeEntry { timestamp: self.max_timestamp, relative });
+        let gap = position > 0 && header.base_offset() != self.next_offset.0;
+        // The largest timestamp up to the batch before this one, for the entry before a gap.
+        let max_before = if gap { self.max_time_entry() } else { None };
         if let SegmentIndex::Active(active) = &mut self.index {
-            if position > 0 && header.base_offset() != self.next_offset.0 {
+            if gap {
                 if let Some(before) = active.last_batch
                     && active.offsets.last().is_none_or(|e| e.relative < before.relative)
                 {
@@ -144,9 +143,7 @@ impl Segment {
             self.max_timestamp = header.max_timestamp();
             self.max_timestamp_batch = Offset(header.base_offset());
         }
-        let max = self
-            .relative(self.max_timestamp_batch)
-            .map(|relative| TimeEntry { timestamp: self.max_timestamp, relative });
+        let max = self.max_time_entry();
         if let (SegmentIndex::Active(active), Some(relative), Ok(position)) =
             (&mut self.index, relative, u32::try_from(position))
         {
@@ -154,6 +151,12 @@ impl Segment {
         }
         self.size = position + len;
         self.next_offset = Offset(header.last_offset() + 1);
+    }
+
+    /// The segment's largest timestamp so far, as a time entry for the batch that holds it.
+    fn max_time_entry(&self) -> Option<TimeEntry> {
+        let relative = self.relative(self.max_timestamp_batch)?;
+        Some(TimeEntry { timestamp: self.max_timestamp, relative })
     }
 
     /// Goes on at byte `position`, where a batch at `offset` starts, past bytes not walked (a
@@ -174,8 +177,8 @@ impl Segment {
     pub(crate) fn index_to_seal(&self) -> Option<ActiveIndex> {
         let SegmentIndex::Active(active) = &self.index else { return None };
         let mut index = active.clone();
-        if let Some(relative) = self.relative(self.max_timestamp_batch) {
-            index.push_time(TimeEntry { timestamp: self.max_timestamp, relative });
+        if let Some(max) = self.max_time_entry() {
+            index.push_time(max);
         }
         Some(index)
     }
