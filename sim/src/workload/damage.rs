@@ -37,6 +37,8 @@ struct Candidate {
     len: u64,
     base: i64,
     last: i64,
+    /// Its bytes as the device holds them.
+    bytes: Bytes,
 }
 
 /// The batches damaged so far, where they lie: (host, segment file, byte position) to the
@@ -87,11 +89,7 @@ impl Damage {
             // excuse.
             within += BASE_OFFSET_BYTES;
         }
-        let batch = sim
-            .durable_contents(host, &chosen.path)
-            .ok()?
-            .get(chosen.position as usize..(chosen.position + chosen.len) as usize)
-            .map(Bytes::copy_from_slice)?;
+        let batch = chosen.bytes.clone();
         sim.corrupt_durable_file(host, &chosen.path, chosen.position + within).ok()?;
         self.done.insert((host, chosen.path.clone(), chosen.position), chosen.len);
         let what = format!(
@@ -126,6 +124,7 @@ impl Damage {
         for name in names.iter().filter(|n| n.len() == 24 && n.ends_with(".log")) {
             let path = dir.join(name);
             let Ok(bytes) = sim.durable_contents(host, &path) else { continue };
+            let bytes = Bytes::from(bytes);
             self.walk((host, tp), &path, &bytes, recovery, &mut out);
         }
         out
@@ -137,7 +136,7 @@ impl Damage {
         &self,
         (host, tp): (Host, &(String, i32)),
         path: &Path,
-        bytes: &[u8],
+        bytes: &Bytes,
         recovery: i64,
         out: &mut Vec<Candidate>,
     ) {
@@ -159,6 +158,7 @@ impl Damage {
                 len: len as u64,
                 base: header.base_offset(),
                 last: header.last_offset(),
+                bytes: bytes.slice(at..at + len),
             });
             at += len;
         }
