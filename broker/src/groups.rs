@@ -3,7 +3,7 @@
 //! `__consumer_offsets` partitions, appended in order and reported back once durable), and runs
 //! its timers. All group logic is in [`crate::coordinator`]; nothing here decides anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -18,7 +18,8 @@ use crate::coordinator::{
 use crate::io::Env;
 use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use crate::log::{ReadError, records, split};
-use crate::model::Offset;
+use crate::model::{LeaderEpoch, Offset};
+use crate::partition::replica::Role;
 use crate::partition::{Acks, CompletionError, Partition, ProduceError};
 
 /// Bytes read at a time when loading `__consumer_offsets`.
@@ -35,20 +36,40 @@ pub struct Unavailable;
 
 type Pending = Mutex<BTreeMap<RequestId, oneshot::Sender<Response>>>;
 
+/// Work for the task that appends group records, taken in order.
+enum PersistJob {
+    /// Append a batch of the coordinator's records and report its fate.
+    Write(PersistId, Vec<Record>),
+    /// Answer once every batch queued before it has been appended or has failed.
+    Barrier(oneshot::Sender<()>),
+}
+
+/// An offsets-topic partition whose groups are loaded here.
+struct Loaded {
+    /// The partition, as it was open when loaded.
+    partition: Arc<Partition>,
+    /// The leader epoch it was led in.
+    epoch: LeaderEpoch,
+    /// Where its log ended when it was read.
+    end: Offset,
+}
+
+/// An offsets-topic partition to load: the partition and the epoch this broker leads it in.
+type ToLoad = (Arc<Partition>, LeaderEpoch);
+
 /// The group coordinator of this broker, ready for handlers.
 pub struct Groups {
     env: Env,
     state: Mutex<GroupCoordinator>,
     pending: Pending,
     next_request: AtomicU64,
-    persist: mpsc::UnboundedSender<(PersistId, Vec<Record>)>,
+    persist: mpsc::UnboundedSender<PersistJob>,
     /// Woken when a deadline may have moved.
     changed: Notify,
     /// The offsets topic, once a partition of it is hosted here.
     offsets: Mutex<Option<Arc<Topic>>>,
-    /// The offsets-topic partitions whose groups are loaded, each with where its log ended when
-    /// it was read.
-    loaded: Mutex<BTreeMap<i32, (Arc<Partition>, Offset)>>,
+    /// The offsets-topic partitions whose groups are loaded, by index.
+    loaded: Mutex<BTreeMap<i32, Loaded>>,
     /// Calls of [`Groups::lead_partitions`] so far: a load belongs to the latest only.
     load_round: AtomicU64,
     /// The offsets-topic partitions this broker leads, as the latest call gave them.
@@ -79,30 +100,49 @@ impl Groups {
     }
 
     /// Takes over exactly the groups kept in `led`, the partitions of the offsets topic
-    /// `offsets` this broker now leads: gives up every group at once (parked and held requests
-    /// are answered NOT_COORDINATOR), then loads each led partition's offsets and groups from its
-    /// log in a task of its own, so that a long load (a large partition, or reads tried again
-    /// at damage) holds up neither the broker's other work nor the partitions loaded before it;
-    /// until a partition is loaded its groups are answered COORDINATOR_LOAD_IN_PROGRESS (see
-    /// [`Groups::is_loaded`]). Called whenever leadership of an offsets partition moves to or
-    /// from this broker; a load still under way for an earlier call stops at its next partition.
+    /// `offsets` this broker now leads. A partition whose groups are loaded, and which this
+    /// broker still leads in the same epoch, keeps them as they are, in the middle of a
+    /// rebalance or not. The groups of every other partition are given up at once (their
+    /// parked requests are answered NOT_COORDINATOR), and each led partition not kept is
+    /// loaded from its log in a task of its own, so that a long load (a large partition, or
+    /// reads tried again at damage) holds up neither the broker's other work nor the groups
+    /// already served; until a partition is loaded its groups are answered
+    /// COORDINATOR_LOAD_IN_PROGRESS (see [`Groups::is_loaded`]). A partition led in a new epoch
+    /// is loaded again: another leader may have taken its groups' requests in between. Called
+    /// whenever leadership of an offsets partition moves to or from this broker; a load still
+    /// under way for an earlier call stops at its next read.
     pub fn lead_partitions(self: &Arc<Self>, offsets: Arc<Topic>, led: Vec<Arc<Partition>>) {
+        let count = offsets.partition_count();
         *self.offsets.lock().unwrap_or_else(|p| p.into_inner()) = Some(offsets);
         *self.led.lock().unwrap_or_else(|p| p.into_inner()) =
             led.iter().map(|p| p.tp.partition.0).collect();
-        let (unloaded, round) = {
+        let led: Vec<ToLoad> =
+            led.into_iter().filter_map(|p| leader_epoch(&p).map(|epoch| (p, epoch))).collect();
+        let (unloaded, round, to_load) = {
             let mut state = self.lock();
             let round = self.load_round.fetch_add(1, Ordering::AcqRel) + 1;
-            self.loaded.lock().unwrap_or_else(|p| p.into_inner()).clear();
-            (state.unload(), round)
+            let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            loaded.retain(|&index, l| {
+                led.iter().any(|(p, epoch)| {
+                    p.tp.partition.0 == index && Arc::ptr_eq(p, &l.partition) && *epoch == l.epoch
+                })
+            });
+            let kept: BTreeSet<i32> = loaded.keys().copied().collect();
+            let to_load: Vec<ToLoad> =
+                led.into_iter().filter(|(p, _)| !kept.contains(&p.tp.partition.0)).collect();
+            let unloaded =
+                state.unload_groups(|g| !kept.contains(&partition_for(g.as_str(), count)));
+            (unloaded, round, to_load)
         };
         self.dispatch(unloaded);
-        self.env.spawn("group-load", load_loop(Arc::downgrade(self), round, led));
+        if !to_load.is_empty() {
+            self.env.spawn("group-load", load_loop(Arc::downgrade(self), round, to_load));
+        }
     }
 
     /// Loads the groups of `partition`'s log if `round` is still the latest call of
     /// [`Groups::lead_partitions`]; false once it is not.
-    async fn load_partition(&self, round: u64, partition: &Arc<Partition>) -> bool {
+    async fn load_partition(&self, round: u64, (partition, epoch): &ToLoad) -> bool {
         let current = || self.load_round.load(Ordering::Acquire) == round;
         let (records, end) = match load_records(&self.env, partition, &current).await {
             Ok(Some(read)) => read,
@@ -127,10 +167,10 @@ impl Groups {
                 return false;
             }
             let loaded = state.load(records, self.now());
-            self.loaded
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(partition.tp.partition.0, (Arc::clone(partition), end));
+            self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                partition.tp.partition.0,
+                Loaded { partition: Arc::clone(partition), epoch: *epoch, end },
+            );
             loaded
         };
         self.dispatch(loaded);
@@ -146,11 +186,9 @@ impl Groups {
     /// leadership is moving away, and the next leader may take commits this broker never sees
     /// before this broker learns of the move.
     pub fn is_loaded(&self, index: i32) -> bool {
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&index).is_some_and(
-            |(partition, end)| {
-                partition.log.offline().is_none() && partition.high_watermark() >= *end
-            },
-        )
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&index).is_some_and(|l| {
+            l.partition.log.offline().is_none() && l.partition.high_watermark() >= l.end
+        })
     }
 
     /// Whether some offsets-topic partition this broker leads is not loaded yet (or cannot
@@ -215,7 +253,7 @@ impl Groups {
                         records = records.len(),
                         "persisting group records"
                     );
-                    if self.persist.send((id, records)).is_err() {
+                    if self.persist.send(PersistJob::Write(id, records)).is_err() {
                         tracing::error!("group records cannot be persisted: the writer stopped");
                     }
                 }
@@ -250,8 +288,21 @@ async fn timer_loop(groups: Weak<Groups>) {
 }
 
 /// Loads the groups of each partition of `led` in turn, for round `round` of
-/// [`Groups::lead_partitions`], until a later round begins.
-async fn load_loop(groups: Weak<Groups>, round: u64, led: Vec<Arc<Partition>>) {
+/// [`Groups::lead_partitions`], until a later round begins. First it waits until every batch of
+/// group records queued before it has been appended or has failed: one appended to a partition
+/// after the load read its log would be missing from the groups loaded, and its records are
+/// no longer replayed into memory (see [`GroupCoordinator::unload_groups`]).
+async fn load_loop(groups: Weak<Groups>, round: u64, led: Vec<ToLoad>) {
+    let (done, settled) = oneshot::channel();
+    {
+        let Some(strong) = groups.upgrade() else { return };
+        if strong.persist.send(PersistJob::Barrier(done)).is_err() {
+            return;
+        }
+    }
+    if settled.await.is_err() {
+        return;
+    }
     for partition in &led {
         let Some(strong) = groups.upgrade() else { return };
         if !strong.load_partition(round, partition).await {
@@ -260,12 +311,25 @@ async fn load_loop(groups: Weak<Groups>, round: u64, led: Vec<Arc<Partition>>) {
     }
 }
 
+/// The epoch `partition` is led in here, if it is.
+fn leader_epoch(partition: &Partition) -> Option<LeaderEpoch> {
+    match partition.role() {
+        Role::Leader { epoch, .. } => Some(epoch),
+        _ => None,
+    }
+}
+
 /// Appends each batch of group records, in order, to the offsets topic and reports the outcome.
-async fn persist_loop(
-    groups: Weak<Groups>,
-    mut queue: mpsc::UnboundedReceiver<(PersistId, Vec<Record>)>,
-) {
-    while let Some((id, records)) = queue.recv().await {
+async fn persist_loop(groups: Weak<Groups>, mut queue: mpsc::UnboundedReceiver<PersistJob>) {
+    while let Some(job) = queue.recv().await {
+        let (id, records) = match job {
+            PersistJob::Write(id, records) => (id, records),
+            PersistJob::Barrier(done) => {
+                // The load that waits may have been given up meanwhile.
+                let _ = done.send(());
+                continue;
+            }
+        };
         let Some(strong) = groups.upgrade() else { return };
         let offsets = strong.offsets.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let result = match offsets {

@@ -1,6 +1,6 @@
 //! [`GroupCoordinator`]: every group and committed offset of one coordinator, and the plumbing
 //! every call shares — turning a call's effects into outputs, settling persisted batches in log
-//! order, firing timers, and unloading on loss of leadership.
+//! order, firing timers, and unloading a partition's groups on loss of its leadership.
 
 use std::collections::BTreeMap;
 
@@ -17,8 +17,8 @@ use super::timers::{TimerKey, Timers};
 use super::types::{GroupId, GroupState, MemberId, Now, PersistId};
 use crate::io::Instant;
 
-/// The classic group coordinator for the groups of one `__consumer_offsets` partition, as a
-/// sans-IO state machine.
+/// The classic group coordinator for the groups of the `__consumer_offsets` partitions a broker
+/// leads, as a sans-IO state machine.
 ///
 /// The caller's contract:
 /// - every mutating call takes the time and a caller-chosen, unique [`super::RequestId`], and
@@ -29,8 +29,8 @@ use crate::io::Instant;
 ///   order; batches settle in issue order, so an unreported batch holds back later ones);
 /// - the caller arms a timer for [`GroupCoordinator::next_deadline`] (re-read after every
 ///   call) and calls [`GroupCoordinator::tick`] when it passes;
-/// - on taking over the partition it calls [`GroupCoordinator::load`] with the partition's
-///   records, and on losing it [`GroupCoordinator::unload`].
+/// - on taking over a partition it calls [`GroupCoordinator::load`] with the partition's
+///   records, and on losing it [`GroupCoordinator::unload_groups`] for its groups.
 ///
 /// Reads (`describe_groups`, `list_groups`, `fetch_offsets`) answer at once.
 #[derive(Debug)]
@@ -123,19 +123,21 @@ impl GroupCoordinator {
         self.finish(fx)
     }
 
-    /// Gives up every group (the coordinator lost its `__consumer_offsets` partition): every
-    /// parked or held request is answered NOT_COORDINATOR and all state is forgotten.
-    pub fn unload(&mut self) -> Vec<Output> {
+    /// Gives up the groups `gone` picks (the coordinator lost, or must load again, the
+    /// `__consumer_offsets` partitions that keep them): their parked JoinGroup and SyncGroup
+    /// requests are answered NOT_COORDINATOR and their state, offsets and timers are forgotten;
+    /// every other group carries on untouched. Their records in batches still waiting to
+    /// become durable are no longer replayed into memory once those settle (a load of their
+    /// partition, taken after the batches settled, reads what was written); the replies
+    /// waiting for those batches are answered as the batches settle, as the outcome of the
+    /// write they waited for.
+    pub fn unload_groups(&mut self, gone: impl Fn(&GroupId) -> bool) -> Vec<Output> {
         let mut out = Vec::new();
         let not_coordinator = GroupError::NotCoordinator;
-        for write in self.pending.drain() {
-            for completion in write.completions {
-                if let Completion::Reply(request, response) = completion {
-                    out.push(Output::Reply(request, response.failed(not_coordinator)));
-                }
-            }
-        }
-        for group in self.groups.values() {
+        self.pending.forget_records(&gone);
+        let ids: Vec<GroupId> = self.groups.keys().filter(|id| gone(id)).cloned().collect();
+        for id in ids {
+            let Some(group) = self.groups.remove(&id) else { continue };
             for m in group.members.values() {
                 if let Some(parked) = m.awaiting_join {
                     let response = JoinResponse::error(m.id.clone(), not_coordinator);
@@ -146,10 +148,9 @@ impl GroupCoordinator {
                     out.push(Output::Reply(request, Response::Sync(response)));
                 }
             }
+            self.rb.timers.cancel_group(&id);
         }
-        self.groups.clear();
-        self.offsets = OffsetStore::default();
-        self.rb.timers.clear();
+        self.offsets.remove_groups(&gone);
         out
     }
 

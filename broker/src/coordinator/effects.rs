@@ -170,9 +170,13 @@ impl PendingWrites {
             .collect()
     }
 
-    /// Takes every unsettled batch (on unload).
-    pub fn drain(&mut self) -> Vec<PendingWrite> {
-        self.queue.drain(..).collect()
+    /// Drops the records of the groups `gone` picks from every unsettled batch: they are
+    /// not replayed into memory when it settles (the batches themselves, and the work waiting
+    /// for them, stay).
+    pub fn forget_records(&mut self, gone: impl Fn(&GroupId) -> bool) {
+        for write in &mut self.queue {
+            write.records.retain(|r| !gone(r.group()));
+        }
     }
 }
 
@@ -193,6 +197,6 @@ mod tests {
         let (first, result) = p.pop_settled().unwrap();
         assert_eq!((first.id, result), (a, Err(PersistError::TimedOut)));
         assert_eq!(p.pop_settled().unwrap().0.id, b);
-        assert!(p.pop_settled().is_none() && p.drain().is_empty());
+        assert!(p.pop_settled().is_none());
     }
 }

@@ -7,6 +7,8 @@
 //! the new coordinator without a rebalance — each gets a fresh session timeout from the load,
 //! and those that have gone away are expired as usual.
 
+use std::collections::BTreeSet;
+
 use super::coordinator::GroupCoordinator;
 use super::effects::Effects;
 use super::group::Group;
@@ -16,15 +18,18 @@ use super::responses::Output;
 use super::types::{GroupId, GroupState, MemberId, Now, Protocol};
 
 impl GroupCoordinator {
-    /// Replays `records` (in log order) into this coordinator, then restarts every restored
-    /// member's session timer. Meant for a freshly created coordinator.
+    /// Replays `records` (in log order: one `__consumer_offsets` partition's) into this
+    /// coordinator, then restarts the session timer of every member of the groups they
+    /// restore. Meant for groups this coordinator does not hold: a fresh coordinator's, or
+    /// those [`GroupCoordinator::unload_groups`] gave up. Other groups are left as they are.
     pub fn load(&mut self, records: impl IntoIterator<Item = Record>, now: Now) -> Vec<Output> {
         let mut fx = Effects::new(now);
+        let mut loaded = BTreeSet::new();
         for record in records {
+            loaded.insert(record.group().clone());
             self.replay_loaded(record, now);
         }
-        let ids: Vec<GroupId> = self.groups.keys().cloned().collect();
-        for id in ids {
+        for id in loaded {
             let Some(g) = self.groups.get_mut(&id) else { continue };
             let members: Vec<MemberId> = g.members.keys().cloned().collect();
             for m in &members {

@@ -93,3 +93,91 @@ fn deleted_groups_stay_deleted() {
     assert!(r.c.list_groups(&[]).is_empty());
     assert!(r.c.fetch_offsets(&GroupId::from("gone"), None).is_empty());
 }
+
+/// The records of `h`'s durable log that belong to `group`, as a load of its partition reads.
+fn records_of(h: &Harness, group: &str) -> Vec<Record> {
+    h.log.iter().filter(|r| r.group().as_str() == group).cloned().collect()
+}
+
+/// The committed offset of `group` for `tp`, if any.
+fn committed(h: &Harness, group: &str, tp: &TopicPartition) -> Option<i64> {
+    let fetched = h.c.fetch_offsets(&GroupId::from(group), Some(std::slice::from_ref(tp)));
+    fetched[0].1.as_ref().map(|o| o.offset.0)
+}
+
+#[test]
+fn unloading_some_groups_leaves_the_others_mid_rebalance() {
+    let mut h = Harness::new();
+    let tp = TopicPartition::new("t", 0);
+    let (a, gen_a) = h.stable_single("a");
+    let (b, gen_b) = h.stable_single("b");
+    for (group, member, generation, offset) in [("a", &a, gen_a, 5), ("b", &b, gen_b, 9)] {
+        let c = h.commit(group, member, generation, tp.clone(), offset);
+        assert_eq!(h.commit_error(c), None);
+    }
+    // A second member joins each group: both rebalance, the new members' joins parked.
+    let (_, parked_a) = h.join_new("a");
+    let (_, parked_b) = h.join_new("b");
+    assert_eq!(h.state("b"), GroupState::PreparingRebalance);
+    let out = h.c.unload_groups(|g| g.as_str() == "a");
+    h.absorb(out);
+    assert_eq!(h.join_reply(parked_a).error, Some(GroupError::NotCoordinator));
+    assert!(h.take(parked_b).is_none(), "b's parked join was answered by a's unload");
+    assert_eq!(h.state("a"), GroupState::Dead);
+    assert_eq!(committed(&h, "a", &tp), None);
+    assert_eq!(committed(&h, "b", &tp), Some(9));
+    // b's rebalance carries on: its first member rejoins and both get the next generation.
+    let rejoin = h.join("b", &b);
+    let next = Generation(gen_b.0 + 1);
+    assert_eq!(h.join_reply(rejoin).generation, next);
+    assert_eq!(h.join_reply(parked_b).generation, next);
+    // a comes back from its records as it was persisted, b untouched by the load.
+    let out = h.c.load(records_of(&h, "a"), h.now());
+    h.absorb(out);
+    assert_eq!((h.state("a"), h.generation("a")), (GroupState::Stable, gen_a));
+    assert_eq!(committed(&h, "a", &tp), Some(5));
+    assert_eq!((h.state("b"), h.generation("b")), (GroupState::CompletingRebalance, next));
+}
+
+#[test]
+fn a_batch_waiting_at_unload_answers_its_request_but_is_not_replayed() {
+    let mut h = Harness::new();
+    let tp = TopicPartition::new("t", 0);
+    let (a, gen_a) = h.stable_single("a");
+    let (b, gen_b) = h.stable_single("b");
+    h.auto_persist = false;
+    let commit_a = h.commit("a", &a, gen_a, tp.clone(), 5);
+    let commit_b = h.commit("b", &b, gen_b, tp.clone(), 9);
+    let out = h.c.unload_groups(|g| g.as_str() == "a");
+    h.absorb(out);
+    assert!(h.take(commit_a).is_none(), "answered before its batch settled");
+    h.settle(Ok(()));
+    h.settle(Ok(()));
+    // The commit was written: its request is told so, but the unloaded group is not
+    // brought back to memory by it, only by a load of its partition.
+    assert_eq!(h.commit_error(commit_a), None);
+    assert_eq!(h.commit_error(commit_b), None);
+    assert_eq!(h.state("a"), GroupState::Dead);
+    assert_eq!(committed(&h, "a", &tp), None);
+    assert_eq!(committed(&h, "b", &tp), Some(9));
+    let out = h.c.load(records_of(&h, "a"), h.now());
+    h.absorb(out);
+    assert_eq!(committed(&h, "a", &tp), Some(5));
+}
+
+#[test]
+fn loading_one_partition_leaves_other_groups_sessions_alone() {
+    let mut h = Harness::new();
+    let (_, gen_a) = h.stable_single("a");
+    let (_, gen_b) = h.stable_single("b");
+    let out = h.c.unload_groups(|g| g.as_str() == "a");
+    h.absorb(out);
+    // Most of b's session passes before a's partition is loaded; the load restarts the
+    // sessions of a's members only, so b's silent member still expires on time.
+    h.advance(SESSION_MS as u64 - 100);
+    let out = h.c.load(records_of(&h, "a"), h.now());
+    h.absorb(out);
+    h.advance(200);
+    assert_eq!((h.state("b"), h.generation("b")), (GroupState::Empty, Generation(gen_b.0 + 1)));
+    assert_eq!((h.state("a"), h.generation("a")), (GroupState::Stable, gen_a));
+}

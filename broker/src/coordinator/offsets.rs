@@ -47,6 +47,11 @@ impl OffsetStore {
         }
     }
 
+    /// Forgets every offset of the groups `gone` picks.
+    pub fn remove_groups(&mut self, gone: impl Fn(&GroupId) -> bool) {
+        self.by_group.retain(|group, _| !gone(group));
+    }
+
     /// A group's offsets, if it has any.
     pub fn group(&self, group: &GroupId) -> Option<&BTreeMap<TopicPartition, CommittedOffset>> {
         self.by_group.get(group)

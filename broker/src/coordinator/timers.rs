@@ -88,12 +88,6 @@ impl Timers {
         self.by_key.remove(&key);
         Some(key)
     }
-
-    /// Disarms everything.
-    pub fn clear(&mut self) {
-        self.by_deadline.clear();
-        self.by_key.clear();
-    }
 }
 
 #[cfg(test)]
