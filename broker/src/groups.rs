@@ -12,8 +12,8 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::catalog::Topic;
 use crate::coordinator::{
-    CoordinatorConfig, GroupCoordinator, Now, Output, PersistError, PersistId, Record, RequestId,
-    Response,
+    CoordinatorConfig, GroupCoordinator, GroupId, Now, Output, PersistError, PersistId, Record,
+    RequestId, Response,
 };
 use crate::io::Env;
 use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
@@ -206,20 +206,39 @@ impl Groups {
         Now::new(self.env.clock.now(), self.env.clock.wall_ms())
     }
 
-    /// Runs one request through the coordinator and waits for its reply (which may come after a
-    /// rebalance or a durable write).
+    /// Runs one request for `groups` through the coordinator and waits for its reply (which
+    /// may come after a rebalance or a durable write). `Unavailable` at once if some group of
+    /// `groups` is not served here (see [`Groups::is_loaded`]): checked under the lock that
+    /// [`Groups::lead_partitions`] gives groups up under, so that a request which found its
+    /// group served before it was given up cannot bring it back into memory, where a load
+    /// would replay its partition's records over it or no load would ever come.
     pub async fn call(
         &self,
+        groups: &[GroupId],
         run: impl FnOnce(&mut GroupCoordinator, RequestId, Now) -> Vec<Output>,
     ) -> Result<Response, Unavailable> {
         let id = RequestId(self.next_request.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
-        let outputs = run(&mut self.lock(), id, self.now());
+        let outputs = {
+            let mut state = self.lock();
+            if !groups.iter().all(|g| self.serves(g)) {
+                return Err(Unavailable);
+            }
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+            run(&mut state, id, self.now())
+        };
         self.dispatch(outputs);
         // The request may have set or moved a deadline.
         self.changed.notify_one();
         rx.await.map_err(|_| Unavailable)
+    }
+
+    /// Whether `group`'s partition of the offsets topic is loaded here.
+    fn serves(&self, group: &GroupId) -> bool {
+        let offsets = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
+        let count = offsets.as_ref().map(|t| t.partition_count());
+        drop(offsets);
+        count.is_some_and(|n| self.is_loaded(partition_for(group.as_str(), n)))
     }
 
     /// Reads from the coordinator without a request (describe, list, fetch offsets).

@@ -10,12 +10,15 @@
 //! leads the offsets partition whose leadership passes to the group's coordinator when it dies
 //! is killed. Once the coordinator leads that partition and has loaded it, the parked join must
 //! still be waiting, and the first member's rejoin must complete the rebalance: both joins
-//! answered with the next generation.
+//! answered with the next generation. Last, a request for a group of the third offsets
+//! partition, which another node leads, run at the coordinator past the handlers' check (as a
+//! request that passed it just before its group was given up would), must be refused.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use weir::coordinator::{Generation, GroupId, HeartbeatRequest, MemberId};
 use weir::groups::partition_for;
 use weir::topics::OFFSETS_TOPIC;
 use weir_scenarios::group::{create_offsets_partition, join_and_commit};
@@ -121,7 +124,48 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(second.generation == next, || {
         format!("the parked join got generation {}, not {next}", second.generation)
     })?;
+    refuses_groups_it_does_not_serve(&mut c, coordinator_ix, home, moved)?;
     c.watch_verdict()
+}
+
+/// A request for a group of the offsets partition that node `ix` neither led nor took over
+/// (neither `home` nor `moved`), run straight at its coordinator, past the handlers' check
+/// (which a request passes just before its group is given up): refused, not run.
+fn refuses_groups_it_does_not_serve(
+    c: &mut Cluster,
+    ix: usize,
+    home: i32,
+    moved: i32,
+) -> Result<(), String> {
+    let other = (0..).map(|i| format!("other-{i}")).find(|g| {
+        let p = partition_for(g, OFFSETS_TOPIC_PARTITIONS);
+        p != home && p != moved
+    });
+    let group = GroupId::from(other.ok_or("no such group")?.as_str());
+    let broker = c.broker(ix).ok_or("the coordinator is not running")?;
+    let answer: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let slot = Arc::clone(&answer);
+    let _call = c.sim.spawn(c.nodes[ix], "direct-call", move |_env| async move {
+        let request = HeartbeatRequest {
+            group_id: group.clone(),
+            generation: Generation(1),
+            member_id: MemberId::from("m"),
+            instance_id: None,
+        };
+        let called = broker.groups.call(&[group], |c, id, now| c.heartbeat(id, request, now)).await;
+        let outcome = match called {
+            Ok(response) => format!("answered {response:?}"),
+            Err(e) => format!("refused: {e}"),
+        };
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+    });
+    let finished =
+        c.run_until(Duration::from_secs(5), |_| answer.lock().is_ok_and(|a| a.is_some()));
+    ensure(finished, || "the direct call did not finish".to_owned())?;
+    let outcome = answer.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default();
+    ensure(outcome.starts_with("refused"), || {
+        format!("a heartbeat for a group node {} does not serve was {outcome}", ix + 1)
+    })
 }
 
 #[test]

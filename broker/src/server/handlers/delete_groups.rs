@@ -24,7 +24,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DeleteGroupsRequest) -> Delet
     let mut out = DeleteGroupsResponse::default();
     if !ids.is_empty() {
         let asked = ids.clone();
-        match broker.groups.call(|c, id, now| c.delete_groups(id, ids, now)).await {
+        match broker.groups.call(&asked, |c, id, now| c.delete_groups(id, ids, now)).await {
             Ok(Response::DeleteGroups(deleted)) => results
                 .extend(deleted.groups.into_iter().map(|(g, e)| (g, coordinator::error_code(e)))),
             _ => results.extend(asked.into_iter().map(|g| (g, unavailable()))),

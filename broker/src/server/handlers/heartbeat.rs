@@ -22,7 +22,9 @@ pub async fn handle(broker: &Arc<Broker>, request: WireHeartbeat) -> HeartbeatRe
         out.error_code = error.code();
         return out;
     }
-    out.error_code = match broker.groups.call(|c, id, now| c.heartbeat(id, req, now)).await {
+    let group = [req.group_id.clone()];
+    out.error_code = match broker.groups.call(&group, |c, id, now| c.heartbeat(id, req, now)).await
+    {
         Ok(Response::Heartbeat(beat)) => coordinator::error_code(beat.error),
         _ => unavailable(),
     };

@@ -47,7 +47,8 @@ pub async fn handle(
         out.error_code = error.code();
         return out;
     }
-    match broker.groups.call(|c, id, now| c.join(id, req, now)).await {
+    let group = [req.group_id.clone()];
+    match broker.groups.call(&group, |c, id, now| c.join(id, req, now)).await {
         Ok(Response::Join(joined)) => {
             out.error_code = coordinator::error_code(joined.error);
             out.generation_id = joined.generation.0;

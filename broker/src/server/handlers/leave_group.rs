@@ -40,7 +40,8 @@ pub async fn handle(
         out.error_code = error.code();
         return out;
     }
-    match broker.groups.call(|c, id, now| c.leave(id, req, now)).await {
+    let group = [req.group_id.clone()];
+    match broker.groups.call(&group, |c, id, now| c.leave(id, req, now)).await {
         Ok(Response::Leave(left)) => {
             let first_member_error = left.members.first().and_then(|m| m.error);
             // Before v3 the one member's outcome is the response's error.

@@ -59,7 +59,8 @@ pub async fn handle(
             instance_id: from_opt(&request.group_instance_id).map(InstanceId),
             offsets,
         };
-        match broker.groups.call(|c, id, now| c.commit(id, req, now)).await {
+        let group = [req.group_id.clone()];
+        match broker.groups.call(&group, |c, id, now| c.commit(id, req, now)).await {
             Ok(Response::Commit(committed)) => {
                 for result in committed.partitions {
                     errors.insert(result.partition, coordinator::error_code(result.error));

@@ -31,7 +31,8 @@ pub async fn handle(broker: &Arc<Broker>, request: OffsetDeleteRequest) -> Offse
         out.error_code = error.code();
         return out;
     }
-    match broker.groups.call(|c, id, now| c.delete_offsets(id, req, now)).await {
+    let group = [req.group_id.clone()];
+    match broker.groups.call(&group, |c, id, now| c.delete_offsets(id, req, now)).await {
         Ok(Response::DeleteOffsets(deleted)) => {
             out.error_code = coordinator::error_code(deleted.error);
             let mut current: Option<OffsetDeleteResponseTopic> = None;

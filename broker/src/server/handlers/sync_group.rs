@@ -34,7 +34,8 @@ pub async fn handle(
         out.error_code = error.code();
         return out;
     }
-    match broker.groups.call(|c, id, now| c.sync(id, req, now)).await {
+    let group = [req.group_id.clone()];
+    match broker.groups.call(&group, |c, id, now| c.sync(id, req, now)).await {
         Ok(Response::Sync(synced)) => {
             out.error_code = coordinator::error_code(synced.error);
             if version >= 5 {
