@@ -20,7 +20,7 @@ use super::partition_log::{Log, State};
 use super::records;
 use super::segment::{self, SegmentIndex};
 use super::split;
-use super::walk::{Epochs, WalkStop, Walker, walk_past};
+use super::walk::{Epochs, WalkStop, Walker, batch_starts_at, walk_past};
 use crate::io::File;
 use crate::model::Offset;
 
@@ -186,7 +186,16 @@ impl Log {
             Some(file) => segment::sealed_entry_after(&*file, damaged).await?.filter(within),
             None => None,
         };
-        Ok(entry.map_or((plan.end, plan.end_offset), at))
+        // Read from a file, the entry may have been misread (a bit flipped in transit): a walk
+        // that took a wrong offset from it for where the damage ends would go on there,
+        // passing over intact batches or beyond the log's end. It is believed only where an
+        // intact batch with its offset starts at its position; else the segment's end, kept
+        // in memory, will do.
+        let entry = match entry.map(at) {
+            Some(end) if batch_starts_at(&*plan.log, end, plan.end).await? => Some(end),
+            _ => None,
+        };
+        Ok(entry.unwrap_or((plan.end, plan.end_offset)))
     }
 
     fn plan(&self, offset: Offset) -> Option<Plan> {

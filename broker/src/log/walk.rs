@@ -329,6 +329,21 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// Whether a batch that passes its frame checks (CRC included), with base offset `offset`,
+/// starts at byte `at` of `log` and ends by byte `end`.
+pub(crate) async fn batch_starts_at(
+    log: &dyn File,
+    (at, offset): (u64, Offset),
+    end: u64,
+) -> std::io::Result<bool> {
+    let head = log.read_at(at, BATCH_LOG_OVERHEAD_BYTES).await?;
+    let Some(len) = frame_len(&head).filter(|&len| at.saturating_add(len as u64) <= end) else {
+        return Ok(false);
+    };
+    let frame = log.read_at(at, len).await?;
+    Ok(batch::check_frame(&frame, usize::MAX).is_ok_and(|h| h.base_offset() == offset.0))
+}
+
 /// Bytes past a damaged batch's start searched for the batch after it, when the damaged batch's
 /// length field does not lead to one (the largest batch a topic accepts by default).
 pub const RESYNC_SCAN_BYTES_MAX: usize = 1 << 20;
