@@ -87,9 +87,6 @@ pub struct Reconciled {
     pub opened: Vec<Arc<Partition>>,
     /// Partitions this broker now follows in a new leader epoch: each needs a fetcher.
     pub to_follow: Vec<(Arc<Partition>, i32, LeaderEpoch)>,
-    /// Whether this broker's part in any `__consumer_offsets` partition changed (opened,
-    /// removed, or its role moved), so the group coordinator must take over anew.
-    pub offsets_changed: bool,
     /// Whether some partition assigned here failed to open (see [`Catalog::unopened`]). The
     /// others were reconciled all the same; those are to be tried again.
     pub open_failed: bool,
@@ -198,7 +195,6 @@ impl Catalog {
             for partition in topic.local_partitions() {
                 let index = partition.tp.partition.0;
                 if !mine.contains(&index) {
-                    done.offsets_changed |= topic.internal;
                     topic.partitions.write().unwrap_or_else(|p| p.into_inner()).remove(&index);
                     self.remove_partition(&partition).await?;
                 } else if config_changed {
@@ -241,7 +237,6 @@ impl Catalog {
                 };
                 let min_isr = usize::try_from(config.min_insync_replicas()).unwrap_or(1);
                 let transition = partition.apply_committed(node, committed, min_isr, lag, now);
-                done.offsets_changed |= topic.internal && transition != Transition::Unchanged;
                 if transition != Transition::Unchanged {
                     tracing::info!(
                         node,

@@ -3,8 +3,8 @@
 //! `__consumer_offsets` partitions, appended in order and reported back once durable), and runs
 //! its timers. All group logic is in [`crate::coordinator`]; nothing here decides anything.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
@@ -20,7 +20,7 @@ use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use crate::log::{ReadError, records, split};
 use crate::model::{LeaderEpoch, Offset};
 use crate::partition::replica::Role;
-use crate::partition::{Acks, CompletionError, Partition, ProduceError};
+use crate::partition::{Acks, Completion, CompletionError, Partition, ProduceError};
 
 /// Bytes read at a time when loading `__consumer_offsets`.
 pub const LOAD_CHUNK_BYTES: usize = 1 << 20;
@@ -44,18 +44,32 @@ enum PersistJob {
     Barrier(oneshot::Sender<()>),
 }
 
-/// An offsets-topic partition whose groups are loaded here.
-struct Loaded {
-    /// The partition, as it was open when loaded.
+/// An offsets-topic partition this broker took over: its groups loaded, or being loaded.
+struct Takeover {
+    /// The partition, as it was open when taken over.
     partition: Arc<Partition>,
     /// The leader epoch it was led in.
     epoch: LeaderEpoch,
-    /// Where its log ended when it was read.
-    end: Offset,
+    /// Tells its load from a later load of the same partition.
+    token: u64,
+    /// Where its log ended when its groups were loaded; `None` until then (or for good if
+    /// the load failed).
+    end: Option<Offset>,
 }
 
-/// An offsets-topic partition to load: the partition and the epoch this broker leads it in.
-type ToLoad = (Arc<Partition>, LeaderEpoch);
+impl Takeover {
+    /// Whether its groups may be served (see [`Groups::is_loaded`]).
+    fn serves(&self) -> bool {
+        self.end.is_some_and(|end| {
+            self.partition.log.offline().is_none()
+                && self.partition.high_watermark() >= end
+                && leader_epoch(&self.partition) == Some(self.epoch)
+        })
+    }
+}
+
+/// An offsets-topic partition to load, with its takeover's token.
+type ToLoad = (Arc<Partition>, u64);
 
 /// The group coordinator of this broker, ready for handlers.
 pub struct Groups {
@@ -68,12 +82,13 @@ pub struct Groups {
     changed: Notify,
     /// The offsets topic, once a partition of it is hosted here.
     offsets: Mutex<Option<Arc<Topic>>>,
-    /// The offsets-topic partitions whose groups are loaded, by index.
-    loaded: Mutex<BTreeMap<i32, Loaded>>,
-    /// Calls of [`Groups::lead_partitions`] so far: a load belongs to the latest only.
-    load_round: AtomicU64,
-    /// The offsets-topic partitions this broker leads, as the latest call gave them.
-    led: Mutex<Vec<i32>>,
+    /// The offsets-topic partitions this broker leads, as the latest call of
+    /// [`Groups::lead_partitions`] gave them, by index.
+    taken: Mutex<BTreeMap<i32, Takeover>>,
+    /// The next takeover's token.
+    next_token: AtomicU64,
+    /// The offsets topic's partition count at the latest call (0 before the first).
+    partition_count: AtomicI32,
 }
 
 impl Groups {
@@ -90,9 +105,9 @@ impl Groups {
             persist,
             changed: Notify::new(),
             offsets: Mutex::new(None),
-            loaded: Mutex::new(BTreeMap::new()),
-            load_round: AtomicU64::new(0),
-            led: Mutex::new(Vec::new()),
+            taken: Mutex::new(BTreeMap::new()),
+            next_token: AtomicU64::new(1),
+            partition_count: AtomicI32::new(0),
         });
         env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), queue));
         env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
@@ -100,54 +115,74 @@ impl Groups {
     }
 
     /// Takes over exactly the groups kept in `led`, the partitions of the offsets topic
-    /// `offsets` this broker now leads. A partition whose groups are loaded, and which this
-    /// broker still leads in the same epoch, keeps them as they are, in the middle of a
-    /// rebalance or not. The groups of every other partition are given up at once (their
-    /// parked requests are answered NOT_COORDINATOR), and each led partition not kept is
-    /// loaded from its log in a task of its own, so that a long load (a large partition, or
-    /// reads tried again at damage) holds up neither the broker's other work nor the groups
-    /// already served; until a partition is loaded its groups are answered
-    /// COORDINATOR_LOAD_IN_PROGRESS (see [`Groups::is_loaded`]). A partition led in a new epoch
-    /// is loaded again: another leader may have taken its groups' requests in between. Called
-    /// whenever leadership of an offsets partition moves to or from this broker; a load still
-    /// under way for an earlier call stops at its next read.
+    /// `offsets` this broker now leads. A partition taken over before, and still led in the
+    /// same epoch, keeps its groups as they are (in the middle of a rebalance or not), or its
+    /// load under way. The groups of every other partition are given up at once (their parked
+    /// requests are answered NOT_COORDINATOR), and each newly led partition is loaded from its
+    /// log in a task of its own, so that a long load (a large partition, or reads tried again
+    /// at damage) holds up neither the broker's other work nor the groups already served;
+    /// until a partition is loaded its groups are answered COORDINATOR_LOAD_IN_PROGRESS (see
+    /// [`Groups::is_loaded`]). A partition led in a new epoch is loaded again: another leader
+    /// may have taken its groups' requests in between. So is every partition when the topic's
+    /// partition count changed, which moves groups between partitions. Meant to be called
+    /// after every change of the metadata; a call that changes nothing does nothing.
     pub fn lead_partitions(self: &Arc<Self>, offsets: Arc<Topic>, led: Vec<Arc<Partition>>) {
         let count = offsets.partition_count();
         *self.offsets.lock().unwrap_or_else(|p| p.into_inner()) = Some(offsets);
-        *self.led.lock().unwrap_or_else(|p| p.into_inner()) =
-            led.iter().map(|p| p.tp.partition.0).collect();
-        let led: Vec<ToLoad> =
+        let led: Vec<(Arc<Partition>, LeaderEpoch)> =
             led.into_iter().filter_map(|p| leader_epoch(&p).map(|epoch| (p, epoch))).collect();
-        let (unloaded, round, to_load) = {
+        let (unloaded, to_load) = {
             let mut state = self.lock();
-            let round = self.load_round.fetch_add(1, Ordering::AcqRel) + 1;
-            let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-            loaded.retain(|&index, l| {
-                led.iter().any(|(p, epoch)| {
-                    p.tp.partition.0 == index && Arc::ptr_eq(p, &l.partition) && *epoch == l.epoch
-                })
+            let mut taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+            let recounted = self.partition_count.swap(count, Ordering::AcqRel) != count;
+            let before = taken.len();
+            taken.retain(|&index, t| {
+                !recounted
+                    && led.iter().any(|(p, epoch)| {
+                        p.tp.partition.0 == index
+                            && Arc::ptr_eq(p, &t.partition)
+                            && *epoch == t.epoch
+                    })
             });
-            let kept: BTreeSet<i32> = loaded.keys().copied().collect();
-            let to_load: Vec<ToLoad> =
-                led.into_iter().filter(|(p, _)| !kept.contains(&p.tp.partition.0)).collect();
-            let unloaded =
-                state.unload_groups(|g| !kept.contains(&partition_for(g.as_str(), count)));
-            (unloaded, round, to_load)
+            let dropped = taken.len() != before;
+            let mut to_load = Vec::new();
+            for (partition, epoch) in led {
+                let index = partition.tp.partition.0;
+                if taken.contains_key(&index) {
+                    continue;
+                }
+                let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+                let takeover =
+                    Takeover { partition: Arc::clone(&partition), epoch, token, end: None };
+                taken.insert(index, takeover);
+                to_load.push((partition, token));
+            }
+            if !dropped && to_load.is_empty() {
+                return;
+            }
+            let kept = |g: &GroupId| {
+                taken.get(&partition_for(g.as_str(), count)).is_some_and(|t| t.end.is_some())
+            };
+            let unloaded = state.unload_groups(|g| !kept(g));
+            (self.queue_persists(unloaded), to_load)
         };
         self.dispatch(unloaded);
         if !to_load.is_empty() {
-            self.env.spawn("group-load", load_loop(Arc::downgrade(self), round, to_load));
+            self.env.spawn("group-load", load_loop(Arc::downgrade(self), to_load));
         }
     }
 
-    /// Loads the groups of `partition`'s log if `round` is still the latest call of
-    /// [`Groups::lead_partitions`]; false once it is not.
-    async fn load_partition(&self, round: u64, (partition, epoch): &ToLoad) -> bool {
-        let current = || self.load_round.load(Ordering::Acquire) == round;
+    /// Loads the groups of `partition`'s log if its takeover `token` is still current.
+    async fn load_partition(&self, (partition, token): &ToLoad) {
+        let index = partition.tp.partition.0;
+        let current = || {
+            let taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+            taken.get(&index).is_some_and(|t| t.token == *token)
+        };
         let (records, end) = match load_records(&self.env, partition, &current).await {
             Ok(Some(read)) => read,
-            Ok(None) => return false,
-            Err(_) if !current() => return false,
+            Ok(None) => return,
+            Err(_) if !current() => return,
             Err(e) => {
                 // Serving a group from part of its records would hand out generations and
                 // offsets its log contradicts: its requests are refused instead, until the
@@ -157,45 +192,43 @@ impl Groups {
                     partition = %partition.tp,
                     "cannot load the groups of this offsets partition; not serving them: {e}"
                 );
-                return true;
+                return;
             }
         };
         let loaded = {
             let mut state = self.lock();
             // Checked under the state lock that `lead_partitions` unloads under.
-            if !current() {
-                return false;
-            }
+            let mut taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(takeover) = taken.get_mut(&index).filter(|t| t.token == *token) else {
+                return;
+            };
+            takeover.end = Some(end);
+            drop(taken);
             let loaded = state.load(records, self.now());
-            self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(
-                partition.tp.partition.0,
-                Loaded { partition: Arc::clone(partition), epoch: *epoch, end },
-            );
-            loaded
+            self.queue_persists(loaded)
         };
         self.dispatch(loaded);
         self.changed.notify_one();
-        true
     }
 
     /// Whether the groups kept in partition `index` of the offsets topic are loaded here and
     /// may be served: read to the log end, and that end committed. A new leader's log may end
     /// in records no quorum holds yet; served before they commit, a group could hand out a
     /// generation's assignment that a later leader, without those records, gives out again
-    /// differently. Nor are they served once the partition's log has gone offline: its
+    /// differently. Nor are they served once the partition's log has gone offline (its
     /// leadership is moving away, and the next leader may take commits this broker never sees
-    /// before this broker learns of the move.
+    /// before this broker learns of the move), or once the partition is led in another epoch
+    /// than the one its groups were taken over in (until they are loaded again).
     pub fn is_loaded(&self, index: i32) -> bool {
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(&index).is_some_and(|l| {
-            l.partition.log.offline().is_none() && l.partition.high_watermark() >= l.end
-        })
+        let taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        taken.get(&index).is_some_and(Takeover::serves)
     }
 
     /// Whether some offsets-topic partition this broker leads is not loaded yet (or cannot
     /// be): a list of its groups would leave out that partition's.
     pub fn loading(&self) -> bool {
-        let led = self.led.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        led.into_iter().any(|index| !self.is_loaded(index))
+        let taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        taken.values().any(|t| !t.serves())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupCoordinator> {
@@ -225,7 +258,8 @@ impl Groups {
                 return Err(Unavailable);
             }
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
-            run(&mut state, id, self.now())
+            let outputs = run(&mut state, id, self.now());
+            self.queue_persists(outputs)
         };
         self.dispatch(outputs);
         // The request may have set or moved a deadline.
@@ -241,11 +275,47 @@ impl Groups {
         count.is_some_and(|n| self.is_loaded(partition_for(group.as_str(), n)))
     }
 
-    /// Reads from the coordinator without a request (describe, list, fetch offsets).
+    /// Reads from the coordinator without a request (list).
     pub fn read<T>(&self, read: impl FnOnce(&GroupCoordinator) -> T) -> T {
         read(&self.lock())
     }
 
+    /// Reads `group` from the coordinator without a request (describe, fetch offsets), if it
+    /// is served here: checked under the state lock, as [`Groups::call`] checks.
+    pub fn read_group<T>(
+        &self,
+        group: &GroupId,
+        read: impl FnOnce(&GroupCoordinator) -> T,
+    ) -> Option<T> {
+        let state = self.lock();
+        self.serves(group).then(|| read(&state))
+    }
+
+    /// Sends the batches to persist among `outputs` to the writer, and returns the rest (the
+    /// replies). Called under the state lock, so that batches reach the writer in the order
+    /// the coordinator issued them, and before any load that starts after they were issued
+    /// waits for the writer (see [`load_loop`]).
+    fn queue_persists(&self, outputs: Vec<Output>) -> Vec<Output> {
+        let mut replies = Vec::with_capacity(outputs.len());
+        for output in outputs {
+            match output {
+                Output::Persist { id, records } => {
+                    tracing::trace!(
+                        persist = id.0,
+                        records = records.len(),
+                        "persisting group records"
+                    );
+                    if self.persist.send(PersistJob::Write(id, records)).is_err() {
+                        tracing::error!("group records cannot be persisted: the writer stopped");
+                    }
+                }
+                reply => replies.push(reply),
+            }
+        }
+        replies
+    }
+
+    /// Delivers the replies among `outputs` to their waiting handlers.
     fn dispatch(&self, outputs: Vec<Output>) {
         tracing::trace!(outputs = outputs.len(), "group coordinator outputs");
         for output in outputs {
@@ -266,15 +336,9 @@ impl Groups {
                         }
                     }
                 }
-                Output::Persist { id, records } => {
-                    tracing::trace!(
-                        persist = id.0,
-                        records = records.len(),
-                        "persisting group records"
-                    );
-                    if self.persist.send(PersistJob::Write(id, records)).is_err() {
-                        tracing::error!("group records cannot be persisted: the writer stopped");
-                    }
+                // Sent under the state lock where it was issued; this is a fallback.
+                persist @ Output::Persist { .. } => {
+                    self.queue_persists(vec![persist]);
                 }
             }
         }
@@ -301,17 +365,23 @@ async fn timer_loop(groups: Weak<Groups>) {
             }
             None => notified.await,
         }
-        let outputs = strong.lock().tick(strong.now());
+        let outputs = {
+            let mut state = strong.lock();
+            let outputs = state.tick(strong.now());
+            strong.queue_persists(outputs)
+        };
         strong.dispatch(outputs);
     }
 }
 
-/// Loads the groups of each partition of `led` in turn, for round `round` of
-/// [`Groups::lead_partitions`], until a later round begins. First it waits until every batch of
-/// group records queued before it has been appended or has failed: one appended to a partition
-/// after the load read its log would be missing from the groups loaded, and its records are
-/// no longer replayed into memory (see [`GroupCoordinator::unload_groups`]).
-async fn load_loop(groups: Weak<Groups>, round: u64, led: Vec<ToLoad>) {
+/// Loads the groups of each partition of `led` in turn, each while its takeover is current.
+/// First it waits until every batch of group records issued before it has been appended (or
+/// failed to be): one appended to a partition after the load read its log would be missing
+/// from the groups loaded, and its records are no longer replayed into memory (see
+/// [`GroupCoordinator::unload_groups`]). Batches are sent to the writer under the state lock
+/// where they are issued (see [`Groups::queue_persists`]), so every batch issued before the
+/// call that spawned this load is ahead of its barrier.
+async fn load_loop(groups: Weak<Groups>, led: Vec<ToLoad>) {
     let (done, settled) = oneshot::channel();
     {
         let Some(strong) = groups.upgrade() else { return };
@@ -324,9 +394,7 @@ async fn load_loop(groups: Weak<Groups>, round: u64, led: Vec<ToLoad>) {
     }
     for partition in &led {
         let Some(strong) = groups.upgrade() else { return };
-        if !strong.load_partition(round, partition).await {
-            return;
-        }
+        strong.load_partition(partition).await;
     }
 }
 
@@ -338,7 +406,11 @@ fn leader_epoch(partition: &Partition) -> Option<LeaderEpoch> {
     }
 }
 
-/// Appends each batch of group records, in order, to the offsets topic and reports the outcome.
+/// Appends each batch of group records, in order, to the offsets topic, and reports each
+/// one's outcome once its replicas hold it; a barrier is answered once the batches before it are
+/// appended. Batches are appended one after another but replicated side by side: a batch
+/// waiting for its replicas (a follower that died, until the ISR shrinks) holds up neither the
+/// appends after it nor a load waiting for them.
 async fn persist_loop(groups: Weak<Groups>, mut queue: mpsc::UnboundedReceiver<PersistJob>) {
     while let Some(job) = queue.recv().await {
         let (id, records) = match job {
@@ -351,13 +423,47 @@ async fn persist_loop(groups: Weak<Groups>, mut queue: mpsc::UnboundedReceiver<P
         };
         let Some(strong) = groups.upgrade() else { return };
         let offsets = strong.offsets.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let result = match offsets {
+        let appended = match offsets {
             Some(offsets) => append(&strong.env, &offsets, &records).await,
             None => Err(PersistError::NotLeader),
         };
-        let outputs = strong.lock().persisted(id, result, strong.now());
-        strong.dispatch(outputs);
-        strong.changed.notify_one();
+        match appended {
+            Err(e) => report(&strong, id, Err(e)),
+            Ok(completions) => {
+                let weak = Arc::downgrade(&strong);
+                strong.env.spawn("group-persist-ack", async move {
+                    let mut result = Ok(());
+                    for completion in completions {
+                        if let Err(e) = completion.await {
+                            result = Err(persist_error(e));
+                            break;
+                        }
+                    }
+                    if let Some(strong) = weak.upgrade() {
+                        report(&strong, id, result);
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Reports batch `id`'s outcome to the coordinator and delivers what follows from it.
+fn report(groups: &Groups, id: PersistId, result: Result<(), PersistError>) {
+    let outputs = {
+        let mut state = groups.lock();
+        let outputs = state.persisted(id, result, groups.now());
+        groups.queue_persists(outputs)
+    };
+    groups.dispatch(outputs);
+    groups.changed.notify_one();
+}
+
+fn persist_error(e: CompletionError) -> PersistError {
+    match e {
+        CompletionError::NotLeader => PersistError::NotLeader,
+        CompletionError::NotEnoughReplicasAfterAppend => PersistError::NotEnoughReplicas,
+        CompletionError::Offline(_) => PersistError::Storage,
     }
 }
 
@@ -371,7 +477,13 @@ pub fn partition_for(group: &str, partitions: i32) -> i32 {
     positive % partitions.max(1)
 }
 
-async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), PersistError> {
+/// Appends `records` to their partitions of the offsets topic, one batch per partition;
+/// what then tells when each batch's replicas hold it.
+async fn append(
+    env: &Env,
+    offsets: &Topic,
+    records: &[Record],
+) -> Result<Vec<Completion>, PersistError> {
     let mut by_partition: BTreeMap<i32, Vec<RecordSpec>> = BTreeMap::new();
     let now = env.clock.wall_ms();
     for record in records {
@@ -389,6 +501,7 @@ async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), Pe
             headers: Vec::new(),
         });
     }
+    let mut completions = Vec::with_capacity(by_partition.len());
     for (index, specs) in by_partition {
         let partition = offsets.partition(index).ok_or(PersistError::NotLeader)?;
         let batch =
@@ -401,13 +514,9 @@ async fn append(env: &Env, offsets: &Topic, records: &[Record]) -> Result<(), Pe
                 PersistError::Storage
             }
         })?;
-        completion.await.map_err(|e| match e {
-            CompletionError::NotLeader => PersistError::NotLeader,
-            CompletionError::NotEnoughReplicasAfterAppend => PersistError::NotEnoughReplicas,
-            CompletionError::Offline(_) => PersistError::Storage,
-        })?;
+        completions.push(completion);
     }
-    Ok(())
+    Ok(completions)
 }
 
 /// Every record in one partition of the offsets topic, oldest first, to the log end, and that

@@ -584,9 +584,10 @@ async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                             fetcher::follow(Weak::clone(&broker), partition, leader, epoch);
                         b.env.spawn("replica-fetcher", fetcher);
                     }
-                    if done.offsets_changed
-                        && let Some(topic) = b.catalog.get(OFFSETS_TOPIC)
-                    {
+                    // After every pass, not only those that changed a role here: a pass that
+                    // failed midway may have changed one (see `Groups::lead_partitions`, which
+                    // does nothing where nothing changed).
+                    if let Some(topic) = b.catalog.get(OFFSETS_TOPIC) {
                         let led: Vec<Arc<Partition>> = topic
                             .local_partitions()
                             .into_iter()

@@ -5,15 +5,17 @@
 //! coordinator loading its groups past a damaged batch read an entry whose offset had a bit
 //! flipped in transit (offset 16385 in a log ending at 105), resumed there, and lost every
 //! group record after the damage (cluster sweep seed 0x2ee: generations dealt again). An entry
-//! read from a file is now believed only where an intact batch with its offset starts at its
-//! position; else the walk chains to the segment's end, which the log keeps in memory.
+//! read from a file is now believed only where the batch at its position states its offset
+//! (two reads of different files agree); else the walk chains to the segment's end, which the
+//! log keeps in memory.
 //!
 //! A sealed segment of 20 batches; the batch just before one of its index entries (by seed) is
 //! damaged in place, and one byte of that entry in the index file (its offset's or its
-//! position's, by seed) is flipped for good, as a misread would give it. Then, from every
-//! offset: a read of the damaged batch's offsets must fail as corrupt, and any other read must
-//! return exactly the stored batches from the one holding it on, stopping before the damaged
-//! one.
+//! position's, by seed) is flipped for good, as a misread would give it. In some seeds the
+//! entry is left intact and the batch it points at is damaged too, in its records: the entry
+//! still marks where the first damage ends. Then, from every offset: a read of a damaged
+//! batch's offsets must fail as corrupt, and any other read must return exactly the stored
+//! batches from the one holding it on, stopping before a damaged one.
 
 use std::time::Duration;
 
@@ -55,31 +57,38 @@ fn scenario(seed: u64) -> Result<(), String> {
         })
         .ok_or("the entry points at no batch's start")?;
     let within = 61 + seed as usize % 40;
-    damage_batch(&sim, host, &stored, damaged, within)?;
-    // A byte of the entry's offset (the high ones turn it into one far past the segment, the
-    // low one into a near one) or the low byte of its position.
-    let byte = [1, 2, 3, 7][(seed / 3 % 4) as usize];
-    sim.corrupt_file(host, &index, (entry * ENTRY_BYTES + byte) as u64)
-        .map_err(|e| format!("flipping the index entry: {e}"))?;
-    let damaged = damaged as u8;
+    let mut damaged = vec![damaged];
+    if seed % 5 == 4 && damaged[0] + 1 < stored.len() {
+        damaged.push(damaged[0] + 1);
+    } else {
+        // A byte of the entry's offset (the high ones turn it into one far past the segment,
+        // the low one into a near one) or the low byte of its position.
+        let byte = [1, 2, 3, 7][(seed / 3 % 4) as usize];
+        sim.corrupt_file(host, &index, (entry * ENTRY_BYTES + byte) as u64)
+            .map_err(|e| format!("flipping the index entry: {e}"))?;
+    }
+    for &n in &damaged {
+        damage_batch(&sim, host, &stored, n, within)?;
+    }
+    let damaged: Vec<u8> = damaged.into_iter().map(|n| n as u8).collect();
     sim.block_on(host, Duration::from_secs(60), move |_env| async move {
         let upper = Offset(i64::from(BATCHES) * BATCH_RECORDS);
         for from in 0..upper.0 {
             let holder = (from / BATCH_RECORDS) as u8;
             let read = log.read(Offset(from), 1 << 20, upper).await;
-            if holder == damaged {
+            if damaged.contains(&holder) {
                 ensure(matches!(read, Err(ReadError::Corrupt { .. })), || {
                     format!("reading {from} in damaged batch {holder} gave {read:?}")
                 })?;
                 continue;
             }
             let read = read.map_err(|e| {
-                format!("reading {from} (batch {holder}; batch {damaged} is damaged): {e}")
+                format!("reading {from} (batch {holder}; batches {damaged:?} are damaged): {e}")
             })?;
             let got: Vec<Bytes> = split_batches(&read.records)
                 .collect::<Result<_, _>>()
                 .map_err(|e| format!("reading {from}: {e}"))?;
-            let last = if holder < damaged { damaged } else { BATCHES };
+            let last = damaged.iter().copied().find(|&n| n > holder).unwrap_or(BATCHES);
             let want = &stored[usize::from(holder)..usize::from(last)];
             ensure(got[..] == want[..], || {
                 format!(

@@ -20,7 +20,7 @@ use super::partition_log::{Log, State};
 use super::records;
 use super::segment::{self, SegmentIndex};
 use super::split;
-use super::walk::{Epochs, WalkStop, Walker, batch_starts_at, walk_past};
+use super::walk::{Epochs, WalkStop, Walker, states_base_at, walk_past};
 use crate::io::File;
 use crate::model::Offset;
 
@@ -188,11 +188,11 @@ impl Log {
         };
         // Read from a file, the entry may have been misread (a bit flipped in transit): a walk
         // that took a wrong offset from it for where the damage ends would go on there,
-        // passing over intact batches or beyond the log's end. It is believed only where an
-        // intact batch with its offset starts at its position; else the segment's end, kept
-        // in memory, will do.
+        // passing over intact batches or beyond the log's end. It is believed only where the
+        // batch at its position states its offset; else the segment's end, kept in memory,
+        // will do.
         let entry = match entry.map(at) {
-            Some(end) if batch_starts_at(&*plan.log, end, plan.end).await? => Some(end),
+            Some(end) if states_base_at(&*plan.log, end).await? => Some(end),
             _ => None,
         };
         Ok(entry.unwrap_or((plan.end, plan.end_offset)))

@@ -329,19 +329,18 @@ impl<'a> Walker<'a> {
     }
 }
 
-/// Whether a batch that passes its frame checks (CRC included), with base offset `offset`,
-/// starts at byte `at` of `log` and ends by byte `end`.
-pub(crate) async fn batch_starts_at(
+/// Whether the batch at byte `at` of `log` states `offset` as its base offset: how an index
+/// entry read from its file, which a misread may have changed, is checked against the log
+/// before a walk past damage relies on it. Two reads of different files agree only where
+/// neither was changed (the batch there may itself be damaged elsewhere: it still marks where
+/// the damage before it ends).
+pub(crate) async fn states_base_at(
     log: &dyn File,
     (at, offset): (u64, Offset),
-    end: u64,
 ) -> std::io::Result<bool> {
-    let head = log.read_at(at, BATCH_LOG_OVERHEAD_BYTES).await?;
-    let Some(len) = frame_len(&head).filter(|&len| at.saturating_add(len as u64) <= end) else {
-        return Ok(false);
-    };
-    let frame = log.read_at(at, len).await?;
-    Ok(batch::check_frame(&frame, usize::MAX).is_ok_and(|h| h.base_offset() == offset.0))
+    let head = log.read_at(at, BASE_OFFSET_BYTES).await?;
+    let stated = head.get(..BASE_OFFSET_BYTES).and_then(|b| b.try_into().ok());
+    Ok(stated.map(i64::from_be_bytes) == Some(offset.0))
 }
 
 /// Bytes past a damaged batch's start searched for the batch after it, when the damaged batch's

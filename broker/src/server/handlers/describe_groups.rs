@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -27,10 +28,17 @@ pub fn handle(
             out.groups.push(g);
             continue;
         }
-        let Some(group) = broker.groups.read(|c| c.describe_groups(&[id])).into_iter().next()
-        else {
+        let described =
+            broker.groups.read_group(&id, |c| c.describe_groups(std::slice::from_ref(&id)));
+        let Some(group) = described.map(|d| d.into_iter().next()) else {
+            // Given up since the check above.
+            let mut g = DescribedGroup::default();
+            g.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(id.0));
+            g.error_code = ResponseError::NotCoordinator.code();
+            out.groups.push(g);
             continue;
         };
+        let Some(group) = group else { continue };
         let mut g = DescribedGroup::default();
         g.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group.group_id.0));
         g.group_state = StrBytes::from_static_str(group.state.as_str());

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::*;
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -16,8 +17,20 @@ use crate::node::Broker;
 /// One partition's committed offset, or none.
 type Fetched = (TopicPartition, Option<CommittedOffset>);
 
-fn fetch(broker: &Broker, group: &GroupId, wanted: Option<Vec<TopicPartition>>) -> Vec<Fetched> {
-    broker.groups.read(|c| c.fetch_offsets(group, wanted.as_deref()))
+/// The group's committed offsets, or why this broker cannot answer for it (see
+/// [`coordinator_error`]; checked again as the offsets are read).
+fn fetch(
+    broker: &Broker,
+    group: &GroupId,
+    wanted: Option<Vec<TopicPartition>>,
+) -> Result<Vec<Fetched>, ResponseError> {
+    if let Some(error) = coordinator_error(broker, &group.0) {
+        return Err(error);
+    }
+    broker
+        .groups
+        .read_group(group, |c| c.fetch_offsets(group, wanted.as_deref()))
+        .ok_or(ResponseError::NotCoordinator)
 }
 
 fn wanted<'a>(topics: impl Iterator<Item = (&'a TopicName, &'a Vec<i32>)>) -> Vec<TopicPartition> {
@@ -51,28 +64,31 @@ pub async fn handle(
 ) -> OffsetFetchResponse {
     let mut out = OffsetFetchResponse::default();
     if version < 8 {
-        if let Some(error) = coordinator_error(broker, request.group_id.0.as_str()) {
-            // Before v2 the error travels per partition: on each partition asked for.
-            out.error_code = error.code();
-            for t in request.topics.iter().flatten() {
-                let mut topic = OffsetFetchResponseTopic::default();
-                topic.name = t.name.clone();
-                for &index in &t.partition_indexes {
-                    let mut p = OffsetFetchResponsePartition::default();
-                    p.partition_index = index;
-                    p.committed_offset = -1;
-                    p.error_code = error.code();
-                    topic.partitions.push(p);
-                }
-                out.topics.push(topic);
-            }
-            return out;
-        }
         let asked = request
             .topics
             .as_ref()
             .map(|ts| wanted(ts.iter().map(|t| (&t.name, &t.partition_indexes))));
-        for (name, parts) in by_topic(fetch(broker, &group_id(&request.group_id), asked)) {
+        let fetched = match fetch(broker, &group_id(&request.group_id), asked) {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                // Before v2 the error travels per partition: on each partition asked for.
+                out.error_code = error.code();
+                for t in request.topics.iter().flatten() {
+                    let mut topic = OffsetFetchResponseTopic::default();
+                    topic.name = t.name.clone();
+                    for &index in &t.partition_indexes {
+                        let mut p = OffsetFetchResponsePartition::default();
+                        p.partition_index = index;
+                        p.committed_offset = -1;
+                        p.error_code = error.code();
+                        topic.partitions.push(p);
+                    }
+                    out.topics.push(topic);
+                }
+                return out;
+            }
+        };
+        for (name, parts) in by_topic(fetched) {
             let mut topic = OffsetFetchResponseTopic::default();
             topic.name = TopicName(StrBytes::from_string(name));
             for (index, committed) in parts {
@@ -97,12 +113,15 @@ pub async fn handle(
             .map(|ts| wanted(ts.iter().map(|t| (&t.name, &t.partition_indexes))));
         let mut result = OffsetFetchResponseGroup::default();
         result.group_id = group.group_id.clone();
-        if let Some(error) = coordinator_error(broker, group.group_id.0.as_str()) {
-            result.error_code = error.code();
-            out.groups.push(result);
-            continue;
-        }
-        for (name, parts) in by_topic(fetch(broker, &group_id(&group.group_id), asked)) {
+        let fetched = match fetch(broker, &group_id(&group.group_id), asked) {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                result.error_code = error.code();
+                out.groups.push(result);
+                continue;
+            }
+        };
+        for (name, parts) in by_topic(fetched) {
             let mut topic = OffsetFetchResponseTopics::default();
             topic.name = TopicName(StrBytes::from_string(name));
             for (index, committed) in parts {
