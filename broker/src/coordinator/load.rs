@@ -26,7 +26,9 @@ impl GroupCoordinator {
         let mut fx = Effects::new(now);
         let mut loaded = BTreeSet::new();
         for record in records {
-            loaded.insert(record.group().clone());
+            if !loaded.contains(record.group()) {
+                loaded.insert(record.group().clone());
+            }
             self.replay_loaded(record, now);
         }
         for id in loaded {
