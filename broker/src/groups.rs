@@ -29,6 +29,9 @@ const LOAD_READ_ATTEMPTS: u32 = 10;
 /// The pause between those tries.
 const LOAD_READ_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// The pause before a failed load of an offsets partition is tried again.
+const LOAD_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Why a group request got no answer from the coordinator.
 #[derive(Debug, thiserror::Error)]
 #[error("the group coordinator is not available")]
@@ -179,20 +182,26 @@ impl Groups {
             let taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
             taken.get(&index).is_some_and(|t| t.token == *token)
         };
-        let (records, end) = match load_records(&self.env, partition, &current).await {
-            Ok(Some(read)) => read,
-            Ok(None) => return,
-            Err(_) if !current() => return,
-            Err(e) => {
-                // Serving a group from part of its records would hand out generations and
-                // offsets its log contradicts: its requests are refused instead, until the
-                // partition's leadership changes (a log that cannot be read goes offline and
-                // moves).
-                tracing::error!(
-                    partition = %partition.tp,
-                    "cannot load the groups of this offsets partition; not serving them: {e}"
-                );
-                return;
+        let (records, end) = loop {
+            match load_records(&self.env, partition, &current).await {
+                Ok(Some(read)) => break read,
+                Ok(None) => return,
+                Err(_) if !current() => return,
+                Err(e) => {
+                    // Serving a group from part of its records would hand out generations and
+                    // offsets its log contradicts: its requests are refused instead, and the
+                    // load is tried again, until the partition's leadership changes (a log
+                    // that cannot be read goes offline and moves).
+                    tracing::error!(
+                        partition = %partition.tp,
+                        "cannot load the groups of this offsets partition; not serving them \
+                         until a later try succeeds: {e}"
+                    );
+                    self.env.clock.sleep(LOAD_RETRY_PAUSE).await;
+                    if !current() {
+                        return;
+                    }
+                }
             }
         };
         let loaded = {
