@@ -29,8 +29,11 @@ const LOAD_READ_ATTEMPTS: u32 = 10;
 /// The pause between those tries.
 const LOAD_READ_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The pause before a failed load of an offsets partition is tried again.
+/// The pause before a failed load of an offsets partition is tried again; it doubles with
+/// every failure, up to [`LOAD_RETRY_PAUSE_MAX`].
 const LOAD_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest pause between tries of a failing load.
+const LOAD_RETRY_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Why a group request got no answer from the coordinator.
 #[derive(Debug, thiserror::Error)]
@@ -170,8 +173,9 @@ impl Groups {
             (self.queue_persists(unloaded), to_load)
         };
         self.dispatch(unloaded);
-        if !to_load.is_empty() {
-            self.env.spawn("group-load", load_loop(Arc::downgrade(self), to_load));
+        // One task each: a partition whose load keeps failing holds up no other.
+        for partition in to_load {
+            self.env.spawn("group-load", load_loop(Arc::downgrade(self), partition));
         }
     }
 
@@ -182,6 +186,7 @@ impl Groups {
             let taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
             taken.get(&index).is_some_and(|t| t.token == *token)
         };
+        let mut pause = LOAD_RETRY_PAUSE;
         let (records, end) = loop {
             match load_records(&self.env, partition, &current).await {
                 Ok(Some(read)) => break read,
@@ -197,7 +202,8 @@ impl Groups {
                         "cannot load the groups of this offsets partition; not serving them \
                          until a later try succeeds: {e}"
                     );
-                    self.env.clock.sleep(LOAD_RETRY_PAUSE).await;
+                    self.env.clock.sleep(pause).await;
+                    pause = (pause * 2).min(LOAD_RETRY_PAUSE_MAX);
                     if !current() {
                         return;
                     }
@@ -345,8 +351,11 @@ impl Groups {
                         }
                     }
                 }
-                // Sent under the state lock where it was issued; this is a fallback.
+                // Sent under the state lock where it was issued (see `queue_persists`): one sent
+                // here could reach the writer after a later load's barrier.
                 persist @ Output::Persist { .. } => {
+                    debug_assert!(false, "a batch to persist was not queued under the lock");
+                    tracing::error!("a batch of group records was not queued under the lock");
                     self.queue_persists(vec![persist]);
                 }
             }
@@ -383,14 +392,13 @@ async fn timer_loop(groups: Weak<Groups>) {
     }
 }
 
-/// Loads the groups of each partition of `led` in turn, each while its takeover is current.
-/// First it waits until every batch of group records issued before it has been appended (or
+/// Loads the groups of `partition` while its takeover is current. First it waits until every batch of group records issued before it has been appended (or
 /// failed to be): one appended to a partition after the load read its log would be missing
 /// from the groups loaded, and its records are no longer replayed into memory (see
 /// [`GroupCoordinator::unload_groups`]). Batches are sent to the writer under the state lock
 /// where they are issued (see [`Groups::queue_persists`]), so every batch issued before the
 /// call that spawned this load is ahead of its barrier.
-async fn load_loop(groups: Weak<Groups>, led: Vec<ToLoad>) {
+async fn load_loop(groups: Weak<Groups>, partition: ToLoad) {
     let (done, settled) = oneshot::channel();
     {
         let Some(strong) = groups.upgrade() else { return };
@@ -401,10 +409,8 @@ async fn load_loop(groups: Weak<Groups>, led: Vec<ToLoad>) {
     if settled.await.is_err() {
         return;
     }
-    for partition in &led {
-        let Some(strong) = groups.upgrade() else { return };
-        strong.load_partition(partition).await;
-    }
+    let Some(strong) = groups.upgrade() else { return };
+    strong.load_partition(&partition).await;
 }
 
 /// The epoch `partition` is led in here, if it is.

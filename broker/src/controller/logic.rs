@@ -51,7 +51,7 @@ pub enum ControllerError {
     /// INVALID_CONFIG.
     #[error("{0}")]
     BadConfig(String),
-    /// Internal topics cannot be deleted by clients.
+    /// Internal topics cannot be deleted or grown by clients.
     #[error("topic {0:?} is internal")]
     Internal(String),
     /// The broker's registration is not current: it must register again.
@@ -409,6 +409,11 @@ impl ControllerLogic {
         validate_only: bool,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
         let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
+        if name.starts_with("__") {
+            // `__consumer_offsets` maps each group to a partition by the partition count:
+            // another count would move groups away from the records that hold them.
+            return Err(ControllerError::Internal(name.into()));
+        }
         let current = topic.partitions.len() as i32;
         if count <= current || count > TOPIC_PARTITIONS_MAX {
             return Err(ControllerError::BadPartitions(count));

@@ -131,6 +131,10 @@ fn validate_only_and_refusals_produce_no_records() {
         logic.delete_topic(&image, "__consumer_offsets"),
         Err(ControllerError::Internal(_))
     ));
+    assert!(matches!(
+        logic.create_partitions(&image, "__consumer_offsets", 2, false),
+        Err(ControllerError::Internal(_))
+    ));
 }
 
 #[test]
