@@ -12,7 +12,7 @@ use bytes::Bytes;
 use weir::io::Env;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::split::split_batches;
-use weir::log::{Log, LogConfig};
+use weir::log::{Log, LogConfig, ReadError};
 use weir::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 use weir::partition::Partition;
 use weir_sim::{DiskFaults, Host, Sim};
@@ -261,4 +261,43 @@ pub fn damage_batch_at(sim: &Sim, host: Host, dir: &str, base: i64) -> Result<()
         .ok_or_else(|| format!("no batch at offset {base} in {dir}"))?;
     sim.corrupt_durable_file(host, &segment, (at + len - 1) as u64)
         .map_err(|e| format!("damaging the batch at {base} in {dir}: {e}"))
+}
+
+/// Reads every offset of `log`'s first `stored.len()` batches of [`BATCH_RECORDS`] records, of
+/// which batches `damaged` are damaged: a read of a damaged batch's offsets must fail as
+/// corrupt, and any other read must return exactly the stored batches from the one holding the
+/// offset on, stopping before the next damaged one.
+pub async fn check_reads_around_damage(
+    log: &Log,
+    stored: &[Bytes],
+    damaged: &[u8],
+) -> Result<(), String> {
+    let batches = stored.len();
+    let upper = Offset(batches as i64 * BATCH_RECORDS);
+    for from in 0..upper.0 {
+        let holder = (from / BATCH_RECORDS) as u8;
+        let read = log.read(Offset(from), 1 << 20, upper).await;
+        if damaged.contains(&holder) {
+            ensure(matches!(read, Err(ReadError::Corrupt { .. })), || {
+                format!("reading {from} in damaged batch {holder} gave {read:?}")
+            })?;
+            continue;
+        }
+        let read = read.map_err(|e| {
+            format!("reading {from} (batch {holder}; batches {damaged:?} are damaged): {e}")
+        })?;
+        let got: Vec<Bytes> = split_batches(&read.records)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("reading {from}: {e}"))?;
+        let last = damaged.iter().map(|&n| usize::from(n)).find(|&n| n > usize::from(holder));
+        let last = last.unwrap_or(batches);
+        let want = &stored[usize::from(holder)..last];
+        ensure(got[..] == want[..], || {
+            format!(
+                "reading {from} returned {} batches, not batches {holder}..{last} as stored",
+                got.len()
+            )
+        })?;
+    }
+    Ok(())
 }

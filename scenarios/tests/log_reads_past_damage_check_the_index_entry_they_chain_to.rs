@@ -19,12 +19,8 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use weir::log::ReadError;
-use weir::log::split::split_batches;
-use weir::model::Offset;
-use weir_scenarios::log::{BATCH_RECORDS, damage_batch, dir, log_of_batches};
-use weir_scenarios::{ensure, for_each_seed};
+use weir_scenarios::for_each_seed;
+use weir_scenarios::log::{check_reads_around_damage, damage_batch, dir, log_of_batches};
 use weir_sim::Sim;
 
 /// Batches in the sealed segment.
@@ -72,32 +68,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     }
     let damaged: Vec<u8> = damaged.into_iter().map(|n| n as u8).collect();
     sim.block_on(host, Duration::from_secs(60), move |_env| async move {
-        let upper = Offset(i64::from(BATCHES) * BATCH_RECORDS);
-        for from in 0..upper.0 {
-            let holder = (from / BATCH_RECORDS) as u8;
-            let read = log.read(Offset(from), 1 << 20, upper).await;
-            if damaged.contains(&holder) {
-                ensure(matches!(read, Err(ReadError::Corrupt { .. })), || {
-                    format!("reading {from} in damaged batch {holder} gave {read:?}")
-                })?;
-                continue;
-            }
-            let read = read.map_err(|e| {
-                format!("reading {from} (batch {holder}; batches {damaged:?} are damaged): {e}")
-            })?;
-            let got: Vec<Bytes> = split_batches(&read.records)
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("reading {from}: {e}"))?;
-            let last = damaged.iter().copied().find(|&n| n > holder).unwrap_or(BATCHES);
-            let want = &stored[usize::from(holder)..usize::from(last)];
-            ensure(got[..] == want[..], || {
-                format!(
-                    "reading {from} returned {} batches, not batches {holder}..{last} as stored",
-                    got.len()
-                )
-            })?;
-        }
-        Ok(())
+        check_reads_around_damage(&log, &stored, &damaged).await
     })
     .ok_or("the reads did not finish")?
 }

@@ -11,20 +11,12 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use weir::log::ReadError;
-use weir::log::split::split_batches;
-use weir::model::Offset;
-use weir_scenarios::log::{BATCH_RECORDS, damage_batch, log_of_batches};
-use weir_scenarios::{ensure, for_each_seed};
+use weir_scenarios::for_each_seed;
+use weir_scenarios::log::{check_reads_around_damage, damage_batch, log_of_batches};
 use weir_sim::Sim;
 
 /// Batches in the segment read.
 const BATCHES: u8 = 20;
-
-fn offset_of(n: u8) -> Offset {
-    Offset(i64::from(n) * BATCH_RECORDS)
-}
 
 fn scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
@@ -45,33 +37,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         damage_batch(&sim, host, &stored, usize::from(n), within)?;
     }
     sim.block_on(host, Duration::from_secs(60), move |_env| async move {
-        let upper = offset_of(BATCHES);
-        for from in 0..upper.0 {
-            let from = Offset(from);
-            let holder = (from.0 / BATCH_RECORDS) as u8;
-            let read = log.read(from, 1 << 20, upper).await;
-            if damaged.contains(&holder) {
-                ensure(matches!(read, Err(ReadError::Corrupt { .. })), || {
-                    format!("reading {from} in damaged batch {holder} gave {read:?}")
-                })?;
-                continue;
-            }
-            let read = read.map_err(|e| {
-                format!("reading {from} (batch {holder}; batches {damaged:?} are damaged): {e}")
-            })?;
-            let got: Vec<Bytes> = split_batches(&read.records)
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("reading {from}: {e}"))?;
-            let last = damaged.iter().copied().find(|&n| n > holder).unwrap_or(BATCHES);
-            let want = &stored[usize::from(holder)..usize::from(last)];
-            ensure(got[..] == want[..], || {
-                format!(
-                    "reading {from} returned {} batches, not batches {holder}..{last} as stored",
-                    got.len()
-                )
-            })?;
-        }
-        Ok(())
+        check_reads_around_damage(&log, &stored, &damaged).await
     })
     .ok_or("the reads did not finish")?
 }
