@@ -9,7 +9,9 @@
 //!   once it has copied the log, and the next leader is killed: every acknowledged record is
 //!   still read back, in order.
 //!
-//! The tests share the example ports, so they take turns.
+//! Each cluster listens on free ports picked when it starts (the example configurations' ports,
+//! rewritten), so the tests run beside any other server on the machine; they take turns, as
+//! six processes on two cores are enough at a time.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,9 +29,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 const WAIT: Duration = Duration::from_secs(60);
-/// One cluster at a time: both tests use the example configurations' ports.
+/// One cluster at a time.
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-const BOOTSTRAP: &str = "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094";
 const PARTITIONS: i32 = 6;
 const RECORDS: usize = 120;
 
@@ -37,6 +38,8 @@ const RECORDS: usize = 120;
 struct Cluster {
     children: Vec<Child>,
     dir: PathBuf,
+    /// The three client listeners, as `bootstrap.servers`.
+    bootstrap: String,
 }
 
 impl Drop for Cluster {
@@ -59,13 +62,38 @@ fn start(name: &str) -> Cluster {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster");
     let dir = std::env::temp_dir().join(format!("weir-cluster-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // Client listeners 1909i and controller listeners 1919i in the examples, i = 2, 3, 4.
+    let ports = free_ports(6);
+    let rewrite = |text: String| {
+        (0..3).fold(text, |text, k| {
+            text.replace(&format!("127.0.0.1:{}", 19092 + k), &format!("127.0.0.1:{}", ports[k]))
+                .replace(
+                    &format!("127.0.0.1:{}", 19192 + k),
+                    &format!("127.0.0.1:{}", ports[3 + k]),
+                )
+        })
+    };
     let mut children = Vec::new();
     for i in 1..=3 {
         let config = format!("node{i}.toml");
-        std::fs::copy(examples.join(&config), dir.join(&config)).unwrap();
+        let example = std::fs::read_to_string(examples.join(&config)).unwrap();
+        let text = rewrite(example.clone());
+        assert!(text.contains(&format!("listener = \"127.0.0.1:{}\"", ports[i - 1])), "{text}");
+        assert!(!text.contains("127.0.0.1:19"), "a port of {config} was not rewritten: {text}");
+        std::fs::write(dir.join(&config), text).unwrap();
         children.push(spawn(&dir, i));
     }
-    Cluster { children, dir }
+    let bootstrap =
+        ports[..3].iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    Cluster { children, dir, bootstrap }
+}
+
+/// `n` distinct loopback ports free at the time of the call (each bound to port 0 by the
+/// kernel, all held until every one is chosen, then released for the brokers to take).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> =
+        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
 /// Starts node `i` from its configuration in `dir`, its log appended to `node{i}.log`.
@@ -96,10 +124,11 @@ fn directory_id(dir: &Path, i: usize) -> String {
 async fn three_processes_spread_a_topic_and_serve_it() {
     let _turn = TURN.lock().await;
     let cluster = start("spread");
-    let probe = joined().await;
+    let bootstrap = cluster.bootstrap.as_str();
+    let probe = joined(bootstrap).await;
 
     let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
     let topic = NewTopic::new("spread", PARTITIONS, TopicReplication::Fixed(1));
     for result in admin.create_topics(&[topic], &AdminOptions::new()).await.unwrap() {
         result.unwrap();
@@ -118,7 +147,7 @@ async fn three_processes_spread_a_topic_and_serve_it() {
     assert_eq!(leaders, BTreeSet::from([1, 2, 3]), "partitions are led by every broker");
 
     let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", BOOTSTRAP)
+        .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
         .set("message.timeout.ms", "60000")
         .create()
@@ -135,7 +164,7 @@ async fn three_processes_spread_a_topic_and_serve_it() {
     }
 
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", BOOTSTRAP)
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", "cluster-reader")
         .set("enable.auto.commit", "false")
         .create()
@@ -187,7 +216,7 @@ async fn three_processes_spread_a_topic_and_serve_it() {
     // A member that joins the group through the group protocol resumes at those offsets: it
     // reads exactly the records written after the commit, one per partition.
     let member: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", BOOTSTRAP)
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", "cluster-reader")
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
@@ -219,9 +248,9 @@ async fn three_processes_spread_a_topic_and_serve_it() {
 }
 
 /// A metadata client, once every broker has joined and shows up in Metadata.
-async fn joined() -> BaseConsumer {
+async fn joined(bootstrap: &str) -> BaseConsumer {
     let probe: BaseConsumer =
-        ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
         if let Ok(md) = probe.fetch_metadata(None, Duration::from_secs(2))
@@ -258,9 +287,11 @@ const TOTAL: usize = 300;
 async fn kill_9_of_the_leader_loses_no_acknowledged_record() {
     let _turn = TURN.lock().await;
     let mut cluster = start("failover");
-    let probe = joined().await;
+    let bootstrap = cluster.bootstrap.clone();
+    let bootstrap = bootstrap.as_str();
+    let probe = joined(bootstrap).await;
     let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", BOOTSTRAP).create().unwrap();
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
     let topic =
         NewTopic::new("durable", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
     for result in admin.create_topics(&[topic], &AdminOptions::new()).await.unwrap() {
@@ -268,7 +299,7 @@ async fn kill_9_of_the_leader_loses_no_acknowledged_record() {
     }
     let leader = leader_with_full_isr(&probe, "durable").await;
     let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", BOOTSTRAP)
+        .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .set("message.timeout.ms", "60000")
@@ -298,7 +329,7 @@ async fn kill_9_of_the_leader_loses_no_acknowledged_record() {
     let new_leader = after.topics()[0].partitions()[0].leader();
     assert!(new_leader > 0 && new_leader != leader, "leader {leader} → {new_leader}");
 
-    read_back_exactly(&acked);
+    read_back_exactly(bootstrap, &acked);
 
     // The killed broker comes back on a new, empty disk (its data folder removed): a new
     // directory id, out of every ISR (and, as a controller voter, voting for no one) until it
@@ -321,7 +352,7 @@ async fn kill_9_of_the_leader_loses_no_acknowledged_record() {
             .unwrap_or_else(|(e, _)| panic!("record {i} was not acknowledged: {e}"));
         acked.push((delivery.offset, value));
     }
-    read_back_exactly(&acked);
+    read_back_exactly(bootstrap, &acked);
     drop(cluster);
 }
 
@@ -330,9 +361,9 @@ const AFTER_REPLACEMENT: usize = 20;
 
 /// Reads partition 0 of `durable` from the start up to the last acknowledged offset, with a
 /// fresh consumer, and checks it holds exactly the acknowledged records, in order.
-fn read_back_exactly(acked: &[(i64, String)]) {
+fn read_back_exactly(bootstrap: &str, acked: &[(i64, String)]) {
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", BOOTSTRAP)
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", "failover-reader")
         .set("enable.auto.commit", "false")
         .create()
