@@ -36,9 +36,27 @@ const LOAD_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 const LOAD_RETRY_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Why a group request got no answer from the coordinator.
-#[derive(Debug, thiserror::Error)]
-#[error("the group coordinator is not available")]
-pub struct Unavailable;
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// Some group of the request is not served here (its offsets partition is not led, or
+    /// not loaded, here): the client should look for its coordinator again.
+    #[error("a group of the request is not coordinated here")]
+    NotServed,
+    /// The request was taken but its reply was dropped unanswered.
+    #[error("the group coordinator dropped the request")]
+    Dropped,
+}
+
+impl Unavailable {
+    /// The error code a client gets: NOT_COORDINATOR where the group is not served here,
+    /// COORDINATOR_NOT_AVAILABLE otherwise.
+    pub fn code(self) -> i16 {
+        match self {
+            Unavailable::NotServed => kafka_protocol::ResponseError::NotCoordinator.code(),
+            Unavailable::Dropped => kafka_protocol::ResponseError::CoordinatorNotAvailable.code(),
+        }
+    }
+}
 
 type Pending = Mutex<BTreeMap<RequestId, oneshot::Sender<Response>>>;
 
@@ -255,7 +273,7 @@ impl Groups {
     }
 
     /// Runs one request for `groups` through the coordinator and waits for its reply (which
-    /// may come after a rebalance or a durable write). `Unavailable` at once if some group of
+    /// may come after a rebalance or a durable write). [`Unavailable::NotServed`] at once if some group of
     /// `groups` is not served here (see [`Groups::is_loaded`]): checked under the lock that
     /// [`Groups::lead_partitions`] gives groups up under, so that a request which found its
     /// group served before it was given up cannot bring it back into memory, where a load
@@ -270,7 +288,7 @@ impl Groups {
         let outputs = {
             let mut state = self.lock();
             if !groups.iter().all(|g| self.serves(g)) {
-                return Err(Unavailable);
+                return Err(Unavailable::NotServed);
             }
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
             let outputs = run(&mut state, id, self.now());
@@ -279,7 +297,7 @@ impl Groups {
         self.dispatch(outputs);
         // The request may have set or moved a deadline.
         self.changed.notify_one();
-        rx.await.map_err(|_| Unavailable)
+        rx.await.map_err(|_| Unavailable::Dropped)
     }
 
     /// Whether `group`'s partition of the offsets topic is loaded here.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use weir::coordinator::{Generation, GroupId, HeartbeatRequest, MemberId};
-use weir::groups::partition_for;
+use weir::groups::{Unavailable, partition_for};
 use weir::topics::OFFSETS_TOPIC;
 use weir_scenarios::group::{create_offsets_partition, join_and_commit};
 use weir_scenarios::{ensure, for_each_seed};
@@ -155,7 +155,8 @@ fn refuses_groups_it_does_not_serve(
         let called = broker.groups.call(&[group], |c, id, now| c.heartbeat(id, request, now)).await;
         let outcome = match called {
             Ok(response) => format!("answered {response:?}"),
-            Err(e) => format!("refused: {e}"),
+            Err(Unavailable::NotServed) => "refused as not served here".to_owned(),
+            Err(e) => format!("not answered: {e}"),
         };
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
     });
@@ -163,7 +164,7 @@ fn refuses_groups_it_does_not_serve(
         c.run_until(Duration::from_secs(5), |_| answer.lock().is_ok_and(|a| a.is_some()));
     ensure(finished, || "the direct call did not finish".to_owned())?;
     let outcome = answer.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default();
-    ensure(outcome.starts_with("refused"), || {
+    ensure(outcome == "refused as not served here", || {
         format!("a heartbeat for a group node {} does not serve was {outcome}", ix + 1)
     })
 }

@@ -27,7 +27,8 @@ pub async fn handle(broker: &Arc<Broker>, request: DeleteGroupsRequest) -> Delet
         match broker.groups.call(&asked, |c, id, now| c.delete_groups(id, ids, now)).await {
             Ok(Response::DeleteGroups(deleted)) => results
                 .extend(deleted.groups.into_iter().map(|(g, e)| (g, coordinator::error_code(e)))),
-            _ => results.extend(asked.into_iter().map(|g| (g, unavailable()))),
+            Ok(_) => results.extend(asked.into_iter().map(|g| (g, unavailable()))),
+            Err(refused) => results.extend(asked.into_iter().map(|g| (g, refused.code()))),
         }
     }
     for (group, error_code) in results {

@@ -26,7 +26,8 @@ pub async fn handle(broker: &Arc<Broker>, request: WireHeartbeat) -> HeartbeatRe
     out.error_code = match broker.groups.call(&group, |c, id, now| c.heartbeat(id, req, now)).await
     {
         Ok(Response::Heartbeat(beat)) => coordinator::error_code(beat.error),
-        _ => unavailable(),
+        Ok(_) => unavailable(),
+        Err(refused) => refused.code(),
     };
     out
 }

@@ -76,7 +76,8 @@ pub async fn handle(
                 })
                 .collect();
         }
-        _ => out.error_code = unavailable(),
+        Ok(_) => out.error_code = unavailable(),
+        Err(refused) => out.error_code = refused.code(),
     }
     out
 }

@@ -66,7 +66,10 @@ pub async fn handle(
                     errors.insert(result.partition, coordinator::error_code(result.error));
                 }
             }
-            _ => errors.values_mut().filter(|e| **e == 0).for_each(|e| *e = unavailable()),
+            other => {
+                let code = other.err().map_or_else(unavailable, crate::groups::Unavailable::code);
+                errors.values_mut().filter(|e| **e == 0).for_each(|e| *e = code);
+            }
         }
     }
     let mut out = OffsetCommitResponse::default();

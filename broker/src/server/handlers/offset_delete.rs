@@ -52,7 +52,8 @@ pub async fn handle(broker: &Arc<Broker>, request: OffsetDeleteRequest) -> Offse
             }
             out.topics.extend(current);
         }
-        _ => out.error_code = unavailable(),
+        Ok(_) => out.error_code = unavailable(),
+        Err(refused) => out.error_code = refused.code(),
     }
     out
 }

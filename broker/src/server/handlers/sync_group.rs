@@ -44,7 +44,8 @@ pub async fn handle(
             }
             out.assignment = synced.assignment;
         }
-        _ => out.error_code = unavailable(),
+        Ok(_) => out.error_code = unavailable(),
+        Err(refused) => out.error_code = refused.code(),
     }
     out
 }
