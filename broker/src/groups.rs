@@ -273,11 +273,11 @@ impl Groups {
     }
 
     /// Runs one request for `groups` through the coordinator and waits for its reply (which
-    /// may come after a rebalance or a durable write). [`Unavailable::NotServed`] at once if some group of
-    /// `groups` is not served here (see [`Groups::is_loaded`]): checked under the lock that
-    /// [`Groups::lead_partitions`] gives groups up under, so that a request which found its
-    /// group served before it was given up cannot bring it back into memory, where a load
-    /// would replay its partition's records over it or no load would ever come.
+    /// may come after a rebalance or a durable write). [`Unavailable::NotServed`] at once if
+    /// some group of `groups` is not served here (see [`Groups::is_loaded`]): checked under the
+    /// lock that [`Groups::lead_partitions`] gives groups up under, so that a request which
+    /// found its group served before it was given up cannot bring it back into memory, where a
+    /// load would replay its partition's records over it or no load would ever come.
     pub async fn call(
         &self,
         groups: &[GroupId],
@@ -410,10 +410,10 @@ async fn timer_loop(groups: Weak<Groups>) {
     }
 }
 
-/// Loads the groups of `partition` while its takeover is current. First it waits until every batch of group records issued before it has been appended (or
-/// failed to be): one appended to a partition after the load read its log would be missing
-/// from the groups loaded, and its records are no longer replayed into memory (see
-/// [`GroupCoordinator::unload_groups`]). Batches are sent to the writer under the state lock
+/// Loads the groups of `partition` while its takeover is current. First it waits until every
+/// batch of group records issued before it has been appended (or failed to be): one appended to
+/// a partition after the load read its log would be missing from the groups loaded, and its
+/// records are no longer replayed into memory (see [`GroupCoordinator::unload_groups`]). Batches are sent to the writer under the state lock
 /// where they are issued (see [`Groups::queue_persists`]), so every batch issued before the
 /// call that spawned this load is ahead of its barrier.
 async fn load_loop(groups: Weak<Groups>, partition: ToLoad) {

@@ -1,17 +1,25 @@
 //! Helpers for scenarios that drive a consumer group through a coordinator move: which errors
 //! mean "ask again shortly", retrying a call on them, finding the coordinator, a group's first
-//! join and commit, and a simple group's commit and committed offset of one partition.
+//! join and commit, a simple group's commit and committed offset of one partition, and an
+//! offsets partition led again in a new epoch.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use weir::controller::records::{BrokerId, PartitionRecord};
+use weir::model::LeaderEpoch;
+use weir::node::Broker;
+use weir::partition::Partition;
+use weir::partition::replica::{Committed, Role};
+use weir::replication::leader::Assignment;
 use weir::topics::OFFSETS_TOPIC;
 use weir_sim::client::group::{Joined, MemberConfig};
 use weir_sim::client::offsets::Tp;
 use weir_sim::client::{Client, ClientError, codes};
-use weir_sim::workload::cluster::Cluster;
+use weir_sim::workload::cluster::{Cluster, node_id};
 
 /// Retries of a group call that the coordinator answers "not yet".
 pub const RETRIES: usize = 100;
@@ -168,4 +176,86 @@ pub fn create_offsets_partition(
         (0..c.nodes.len()).all(|ix| c.log_end(ix, OFFSETS_TOPIC, partition).is_some())
     });
     crate::ensure(created, || format!("{OFFSETS_TOPIC}-{partition} is not on every node"))
+}
+
+/// The `replica.lag.time.max.ms` given to a role taken by [`NextEpoch::take_lead`].
+const LAG_TIME_MAX: Duration = Duration::from_secs(30);
+
+/// `__consumer_offsets`-`index` at a node that leads it, to be given the leader role in the
+/// next epoch straight on the partition ([`NextEpoch::take_lead`]): as a metadata pass applying
+/// a later image would, when the broker saw no pass with another leader in between. The
+/// coordinator is told only by [`NextEpoch::tell_coordinator`], as the pass's call of
+/// [`Groups::lead_partitions`] tells it after the roles are taken.
+///
+/// [`Groups::lead_partitions`]: weir::groups::Groups::lead_partitions
+pub struct NextEpoch {
+    /// The broker.
+    pub broker: Arc<Broker>,
+    /// The partition.
+    pub partition: Arc<Partition>,
+    /// The epoch it is led in at first.
+    pub before: LeaderEpoch,
+    /// The epoch it is led in once the role is taken.
+    pub after: LeaderEpoch,
+    /// Its committed record, at first.
+    record: PartitionRecord,
+    /// The node's broker id.
+    me: BrokerId,
+}
+
+impl NextEpoch {
+    /// The group's offsets partition `index` at node `ix`, which must lead it.
+    pub fn of(c: &Cluster, ix: usize, index: i32) -> Result<NextEpoch, String> {
+        let (broker, partition) = offsets_partition(c, ix, index)?;
+        let before = match partition.role() {
+            Role::Leader { epoch, .. } => epoch,
+            other => return Err(format!("{OFFSETS_TOPIC}-{index} is not led here: {other:?}")),
+        };
+        let record = c.committed_partition(OFFSETS_TOPIC, index).ok_or("no committed record")?;
+        let after = LeaderEpoch(before.0 + 1);
+        Ok(NextEpoch { broker, partition, before, after, record, me: node_id(ix) })
+    }
+
+    /// Gives the partition the leader role in the next epoch, the same replicas in sync.
+    pub fn take_lead(&self) -> Result<(), String> {
+        let committed = Committed {
+            leader: self.me,
+            leader_epoch: self.after,
+            assignment: Assignment {
+                replicas: &self.record.replicas,
+                isr: &self.record.isr,
+                partition_epoch: self.record.partition_epoch + 1,
+                epoch_start: self.partition.log.log_end_offset(),
+            },
+        };
+        let now = self.broker.env.clock.now();
+        self.partition.apply_committed(self.me, committed, 1, LAG_TIME_MAX, now);
+        let led =
+            matches!(self.partition.role(), Role::Leader { epoch, .. } if epoch == self.after);
+        crate::ensure(led, || {
+            format!("{} did not take the lead in {:?}", self.partition.tp, self.after)
+        })
+    }
+
+    /// Brings the coordinator's takeovers up to date with the partition's role, as the pass's
+    /// call of `lead_partitions` does.
+    pub fn tell_coordinator(&self) -> Result<(), String> {
+        let topic = self.broker.catalog.get(OFFSETS_TOPIC).ok_or("no offsets topic")?;
+        self.broker.groups.lead_partitions(topic, vec![Arc::clone(&self.partition)]);
+        Ok(())
+    }
+}
+
+/// Node `ix`'s broker and its `__consumer_offsets`-`index`.
+pub fn offsets_partition(
+    c: &Cluster,
+    ix: usize,
+    index: i32,
+) -> Result<(Arc<Broker>, Arc<Partition>), String> {
+    let broker = c.broker(ix).ok_or("the node is not running")?;
+    let partition =
+        broker.catalog.get(OFFSETS_TOPIC).and_then(|t| t.partition(index)).ok_or_else(|| {
+            format!("{OFFSETS_TOPIC}-{index} is not open at node {}", node_id(ix))
+        })?;
+    Ok((broker, partition))
 }
