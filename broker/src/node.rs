@@ -135,8 +135,12 @@ impl Broker {
                 default_replication_factor: config.default_replication_factor,
                 session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
             };
-            let controller_config =
-                ControllerConfig { node: config.node_id, voters: voters.clone(), logic };
+            let controller_config = ControllerConfig {
+                node: config.node_id,
+                voters: voters.clone(),
+                logic,
+                leader_rebalance: config.leader_rebalance_interval(),
+            };
             let controller = Controller::start(env.clone(), controller_config).await?;
             if let Some(addr) = config.controller_listener {
                 let listener = env.net.bind(addr).await?;

@@ -105,6 +105,12 @@ pub struct BrokerConfig {
     /// keep a restarted replica out of the ISR for good, so there is none unless one is set
     /// (Kafka's replication throttles are off by default too).
     pub replica_catch_up_bytes_per_sec: u64,
+    /// `auto.leader.rebalance.enable`: the active controller gives each partition's leadership
+    /// back to its preferred replica (the first of its assignment) once that replica is live
+    /// and in sync again, so that leadership moved by failovers spreads back over the brokers.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`: how often it looks.
+    pub leader_imbalance_check_interval_seconds: u64,
 }
 
 /// A node's role (`process.roles`).
@@ -147,6 +153,8 @@ impl Default for BrokerConfig {
             broker_session_timeout_ms: 2_000,
             replica_lag_time_max_ms: 30_000,
             replica_catch_up_bytes_per_sec: 0,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
         }
     }
 }
@@ -166,7 +174,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 14] = [
+        let checks: [(&'static str, bool, &'static str); 15] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -228,6 +236,11 @@ impl BrokerConfig {
                 self.replica_high_watermark_checkpoint_interval_ms >= 1,
                 "must be at least 1",
             ),
+            (
+                "leader_imbalance_check_interval_seconds",
+                self.leader_imbalance_check_interval_seconds >= 1,
+                "must be at least 1",
+            ),
         ];
         for (name, ok, rule) in checks {
             if !ok {
@@ -272,6 +285,12 @@ impl BrokerConfig {
         let port =
             if self.advertised_port == 0 { self.listener.port() } else { self.advertised_port };
         (host, i32::from(port))
+    }
+
+    /// How often the active controller gives leadership back to preferred replicas, if it does.
+    pub fn leader_rebalance_interval(&self) -> Option<std::time::Duration> {
+        self.auto_leader_rebalance_enable
+            .then(|| std::time::Duration::from_secs(self.leader_imbalance_check_interval_seconds))
     }
 
     /// A topic configuration carrying this broker's defaults.
@@ -323,5 +342,17 @@ mod tests {
         }
         let taken = BrokerConfig::from_toml("offsets_topic_segment_bytes = 1024");
         assert!(taken.is_ok_and(|c| c.offsets_topic_segment_bytes == 1024));
+        let refused = BrokerConfig::from_toml("leader_imbalance_check_interval_seconds = 0");
+        assert!(
+            matches!(refused, Err(BrokerConfigError::Invalid { name, .. }) if name == "leader_imbalance_check_interval_seconds"),
+            "{refused:?}"
+        );
+        let every =
+            |text: &str| BrokerConfig::from_toml(text).map(|c| c.leader_rebalance_interval());
+        assert!(matches!(every(""), Ok(Some(d)) if d.as_secs() == 300));
+        assert!(
+            matches!(every("leader_imbalance_check_interval_seconds = 30"), Ok(Some(d)) if d.as_secs() == 30)
+        );
+        assert!(matches!(every("auto_leader_rebalance_enable = false"), Ok(None)));
     }
 }

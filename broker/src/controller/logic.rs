@@ -132,6 +132,11 @@ pub struct LogicConfig {
 /// new controller and reach it.
 pub const TAKEOVER_GRACE: Duration = Duration::from_millis(500);
 
+/// The most partitions one pass of leader rebalancing gives back to their preferred replicas
+/// (Kafka's controller bounds its elections per pass too): one metadata entry stays small, and
+/// the rest follow at the next pass.
+pub const PREFERRED_ELECTIONS_MAX: usize = 1_000;
+
 /// The active controller's volatile state.
 pub struct ControllerLogic {
     config: LogicConfig,
@@ -260,6 +265,35 @@ impl ControllerLogic {
             return Ok(out);
         }
         Ok(away)
+    }
+
+    /// Partition records giving each partition's leadership back to its preferred replica, the
+    /// first of its assignment, where another replica leads it (or none does) and the preferred
+    /// one is live and in sync: automatic leader rebalancing, as Kafka's controller does it
+    /// (`auto.leader.rebalance.enable`), so that leadership moved away by failovers spreads
+    /// back over the brokers once they return. The election is clean (the new leader is in the
+    /// ISR, so it holds everything the high watermark counts); the old leader stays in the ISR
+    /// and follows. At most [`PREFERRED_ELECTIONS_MAX`] partitions at a time.
+    pub fn preferred_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        for topic in image.topics.values() {
+            for p in topic.partitions.values() {
+                if out.len() == PREFERRED_ELECTIONS_MAX {
+                    return out;
+                }
+                let Some(&preferred) = p.replicas.first() else { continue };
+                if p.leader == preferred || !p.isr.contains(&preferred) || !image.is_live(preferred)
+                {
+                    continue;
+                }
+                let mut next = p.clone();
+                next.leader = preferred;
+                next.leader_epoch += 1;
+                next.partition_epoch += 1;
+                out.push(MetadataRecord::Partition(next));
+            }
+        }
+        out
     }
 
     /// The records fencing the first broker whose session expired by `now`, if any. One at a

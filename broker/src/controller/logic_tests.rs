@@ -537,3 +537,101 @@ fn a_member_is_added_only_in_the_run_that_caught_up() {
     let records = join(new_run).unwrap();
     assert!(matches!(&records[..], [MetadataRecord::Partition(q)] if q.isr.len() == 3));
 }
+
+#[test]
+fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("spread", 6, 3), 1);
+    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "placed: led by preferred");
+    let preferred_by_1: Vec<i32> = image
+        .topic("spread")
+        .unwrap()
+        .partitions
+        .values()
+        .filter(|p| p.replicas[0] == 1)
+        .map(|p| p.partition)
+        .collect();
+    assert!(!preferred_by_1.is_empty());
+    // Broker 1 goes silent: its partitions move, and it leaves their ISRs.
+    for b in [2, 3] {
+        logic.heartbeat(&image, b, Incarnation(b as u128 * 100), false, &[], at(14)).unwrap();
+    }
+    let batch = logic.expire(&image, at(15)).expect("broker 1 expired");
+    apply(&mut image, &batch);
+    let moved = |image: &MetadataImage| -> Vec<i32> {
+        image
+            .topic("spread")
+            .unwrap()
+            .partitions
+            .values()
+            .filter(|p| p.leader != p.replicas[0])
+            .map(|p| p.partition)
+            .collect()
+    };
+    assert_eq!(moved(&image), preferred_by_1);
+    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "fenced: not elected");
+    // Back, but out of sync: still not elected.
+    let records = logic.heartbeat(&image, 1, Incarnation(100), false, &[], at(20)).unwrap();
+    apply(&mut image, &records);
+    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "out of sync: not elected");
+    // In sync again (as its leaders' ISR changes would have it).
+    let rejoined: Vec<MetadataRecord> = image
+        .topic("spread")
+        .unwrap()
+        .partitions
+        .values()
+        .filter(|p| !p.isr.contains(&1))
+        .map(|p| {
+            let mut next = p.clone();
+            next.isr.push(1);
+            next.partition_epoch += 1;
+            MetadataRecord::Partition(next)
+        })
+        .collect();
+    apply(&mut image, &rejoined);
+    let before = image.clone();
+    let records = ControllerLogic::preferred_leaders(&image);
+    assert_eq!(records.len(), preferred_by_1.len(), "{records:?}");
+    for r in &records {
+        let MetadataRecord::Partition(next) = r else { panic!("{r:?}") };
+        let was = before.partition("spread", next.partition).unwrap();
+        assert_eq!(next.leader, 1);
+        assert_eq!(next.leader_epoch, was.leader_epoch + 1);
+        assert_eq!(next.partition_epoch, was.partition_epoch + 1);
+        assert_eq!(next.isr, was.isr, "the old leader stays in sync and follows");
+        assert_eq!(next.replicas, was.replicas);
+    }
+    apply(&mut image, &records);
+    assert!(moved(&image).is_empty());
+    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "nothing left to move");
+    // A preferred replica shutting down is not elected either.
+    let records = logic.heartbeat(&image, 2, Incarnation(200), true, &[], at(21)).unwrap();
+    apply(&mut image, &records);
+    assert!(!moved(&image).is_empty());
+    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "shutting down: not elected");
+}
+
+#[test]
+fn leader_rebalancing_moves_a_bounded_number_of_partitions_at_a_time() {
+    let (mut image, mut logic) = cluster(&[None, None]);
+    let count = PREFERRED_ELECTIONS_MAX as i32 + 5;
+    create(&mut image, &mut logic, topic("many", count, 2), 1);
+    let flipped: Vec<MetadataRecord> = image
+        .topic("many")
+        .unwrap()
+        .partitions
+        .values()
+        .map(|p| {
+            let mut next = p.clone();
+            next.leader = p.replicas[1];
+            next.leader_epoch += 1;
+            next.partition_epoch += 1;
+            MetadataRecord::Partition(next)
+        })
+        .collect();
+    apply(&mut image, &flipped);
+    let first = ControllerLogic::preferred_leaders(&image);
+    assert_eq!(first.len(), PREFERRED_ELECTIONS_MAX);
+    apply(&mut image, &first);
+    assert_eq!(ControllerLogic::preferred_leaders(&image).len(), 5, "the rest at the next pass");
+}

@@ -51,6 +51,9 @@ pub struct ControllerConfig {
     pub voters: BTreeMap<BrokerId, Option<SocketAddr>>,
     /// The decisions' settings.
     pub logic: LogicConfig,
+    /// How often the active controller gives leadership back to preferred replicas (none: it
+    /// does not; see [`ControllerLogic::preferred_leaders`]).
+    pub leader_rebalance: Option<Duration>,
 }
 
 /// Why the controller could not start.
@@ -165,6 +168,9 @@ impl Controller {
         let peers = Peers::new(&controller);
         env.spawn("controller-raft", run(Arc::downgrade(&controller), quorum, store, queue, peers));
         env.spawn("controller-expiry", expiry_loop(Arc::downgrade(&controller)));
+        if let Some(every) = controller.config.leader_rebalance {
+            env.spawn("controller-rebalance", rebalance_loop(Arc::downgrade(&controller), every));
+        }
         Ok(controller)
     }
 
@@ -510,6 +516,39 @@ impl Controller {
                 return;
             }
         }
+    }
+
+    /// Gives partitions' leadership back to their preferred replicas, if this controller is
+    /// the active one (see [`ControllerLogic::preferred_leaders`]).
+    async fn rebalance_leaders(&self) {
+        let mut logic = self.logic.lock().await;
+        if !self.is_active() {
+            *logic = None;
+            return;
+        }
+        if let Err(e) = self.settle().await {
+            tracing::warn!("an earlier proposal did not settle: {e}");
+            return;
+        }
+        let records = ControllerLogic::preferred_leaders(&self.image());
+        if records.is_empty() {
+            return;
+        }
+        tracing::info!(partitions = records.len(), "giving leadership back to preferred replicas");
+        if let Err(e) = self.commit(records).await {
+            tracing::warn!("leader rebalancing did not commit: {e}");
+        }
+    }
+}
+
+async fn rebalance_loop(controller: std::sync::Weak<Controller>, every: Duration) {
+    loop {
+        let Some(c) = controller.upgrade() else { return };
+        let clock = Arc::clone(&c.env.clock);
+        drop(c);
+        clock.sleep(every).await;
+        let Some(c) = controller.upgrade() else { return };
+        c.rebalance_leaders().await;
     }
 }
 

@@ -72,6 +72,9 @@ pub struct ClusterSpec {
     pub hw_checkpoint_ms: i64,
     /// `offsets.topic.segment.bytes`.
     pub offsets_segment_bytes: i64,
+    /// `leader.imbalance.check.interval.seconds`, or `None` for
+    /// `auto.leader.rebalance.enable=false`.
+    pub leader_rebalance_secs: Option<u64>,
 }
 
 impl ClusterSpec {
@@ -90,6 +93,9 @@ impl ClusterSpec {
             checkpoint_ms: defaults.log_checkpoint_interval_ms,
             hw_checkpoint_ms: defaults.replica_high_watermark_checkpoint_interval_ms,
             offsets_segment_bytes: defaults.offsets_topic_segment_bytes,
+            leader_rebalance_secs: defaults
+                .auto_leader_rebalance_enable
+                .then_some(defaults.leader_imbalance_check_interval_seconds),
         }
     }
 
@@ -121,6 +127,8 @@ impl ClusterSpec {
             log_checkpoint_interval_ms: self.checkpoint_ms,
             replica_high_watermark_checkpoint_interval_ms: self.hw_checkpoint_ms,
             offsets_topic_segment_bytes: self.offsets_segment_bytes,
+            auto_leader_rebalance_enable: self.leader_rebalance_secs.is_some(),
+            leader_imbalance_check_interval_seconds: self.leader_rebalance_secs.unwrap_or(300),
             ..BrokerConfig::default()
         }
     }

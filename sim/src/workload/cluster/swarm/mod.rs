@@ -207,11 +207,19 @@ pub fn spec_for(seed: u64) -> ClusterSpec {
     // sealed segments are) under the same faults; drawn from the seed itself, not the stream,
     // so that every other choice stays what it was.
     let offsets_segment_bytes = 1_024 << (mix(seed ^ 0x0ff5) % 4);
+    // Leadership given back to preferred replicas every 5–24 s (or never, in one seed of
+    // four), so that it moves back under the same faults that moved it away; drawn from the
+    // seed itself, as above.
+    let leader_rebalance_secs = match mix(seed ^ 0x1ead) % 4 {
+        0 => None,
+        n => Some((5 << (n - 1)) + mix(seed ^ 0x1eae) % 5),
+    };
     ClusterSpec {
         voters,
         replication,
         retention_check_ms,
         offsets_segment_bytes,
+        leader_rebalance_secs,
         ..ClusterSpec::combined(nodes)
     }
 }
