@@ -13,7 +13,10 @@ Checks, each printed as PASS or FAIL with what mismatched:
   5. describe_configs returns the topic's settings with their sources;
   6. delete_records moves partition 0's earliest offset to the one asked for, answering it as
      the low watermark, and a second call past the high watermark is refused;
-  7. delete_topics removes the topic from metadata.
+  7. elect_leaders (preferred, and unclean) answers ELECTION_NOT_NEEDED for the topic's
+     partitions, each already led by its only (preferred) replica, and UNKNOWN_TOPIC_OR_PART for
+     a partition that does not exist; asked for every partition, it elects none;
+  8. delete_topics removes the topic from metadata.
 WEIR_INTEROP_DEBUG=1 turns on librdkafka's protocol, broker and consumer-group debug log.
 """
 
@@ -22,7 +25,7 @@ import sys
 import time
 import uuid
 
-from confluent_kafka import KafkaError, KafkaException, Consumer, Producer, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, KafkaException, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -289,6 +292,20 @@ def delete_records():
     return f"partition 0: earliest offset 0 -> {target} of {high}; past the end refused"
 
 
+def elect_leaders():
+    asked = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)] + [TopicPartition(f"ck-none-{RUN}", 0)]
+    for election in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+        answered = admin.elect_leaders(election, asked).result(timeout=TIMEOUT_S)
+        codes = {(tp.topic, tp.partition): (err.code() if err is not None else None)
+                 for tp, err in answered.items()}
+        wanted = {(TOPIC, p): KafkaError.ELECTION_NOT_NEEDED for p in range(PARTITIONS)}
+        wanted[(f"ck-none-{RUN}", 0)] = KafkaError.UNKNOWN_TOPIC_OR_PART
+        expect(codes == wanted, f"{election} election answered {codes}, expected {wanted}")
+    every = admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=TIMEOUT_S)
+    expect(every == {}, f"a preferred election of every partition answered {every}")
+    return f"{PARTITIONS} partitions: ELECTION_NOT_NEEDED; an unknown one: UNKNOWN_TOPIC_OR_PART"
+
+
 def delete_topic():
     admin.delete_topics([TOPIC], request_timeout=15)[TOPIC].result(timeout=TIMEOUT_S)
     until(10, f"{TOPIC} to disappear from metadata", lambda: (topic_metadata(TOPIC) is None) or time.sleep(0.2))
@@ -306,6 +323,7 @@ def main():
         ok and checks.run("fresh group member resumes after the committed offsets", resume_after_commit, state)
         checks.run("AdminClient.describe_configs", describe_configs)
         checks.run("AdminClient.delete_records", delete_records)
+        checks.run("AdminClient.elect_leaders", elect_leaders)
         checks.run("AdminClient.delete_topics", delete_topic)
     checks.finish()
 

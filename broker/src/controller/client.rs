@@ -157,7 +157,8 @@ impl ControllerClient {
             Request::CreateTopic { .. }
             | Request::DeleteTopic { .. }
             | Request::CreatePartitions { .. }
-            | Request::AlterConfigs { .. } => {
+            | Request::AlterConfigs { .. }
+            | Request::ElectLeaders { .. } => {
                 let left = until.saturating_duration_since(self.env.clock.now());
                 let ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX);
                 Cow::Owned(Request::Within { ms, request: Box::new(request.clone()) })

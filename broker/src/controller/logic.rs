@@ -137,6 +137,15 @@ pub const TAKEOVER_GRACE: Duration = Duration::from_millis(500);
 /// the rest follow at the next pass.
 pub const PREFERRED_ELECTIONS_MAX: usize = 1_000;
 
+/// Which leader an election picks (Kafka's ElectLeaders election types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Election {
+    /// The preferred replica, if it is live and in sync.
+    Preferred,
+    /// For a partition without a leader: any live replica, in sync or not.
+    Unclean,
+}
+
 /// The active controller's volatile state.
 pub struct ControllerLogic {
     config: LogicConfig,
@@ -275,19 +284,56 @@ impl ControllerLogic {
     /// ISR, so it holds everything the high watermark counts); the old leader stays in the ISR
     /// and follows. At most [`PREFERRED_ELECTIONS_MAX`] partitions at a time.
     pub fn preferred_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
+        ControllerLogic::elect_leaders(image, Election::Preferred, |_, _| true)
+    }
+
+    /// Partition records electing leaders for the partitions `only` admits (by topic name
+    /// and index), at most [`PREFERRED_ELECTIONS_MAX`], for an operator's ElectLeaders:
+    /// - [`Election::Preferred`]: the preferred replica, where another replica leads (or none
+    ///   does) and it is live and in sync (see [`ControllerLogic::preferred_leaders`]);
+    /// - [`Election::Unclean`]: for a partition without a leader, a live in-sync replica if
+    ///   there is one, else any live replica, which becomes the whole ISR (accepting the loss
+    ///   of what only the others held), whatever the topic's
+    ///   `unclean.leader.election.enable`. A partition with a leader is left alone.
+    pub fn elect_leaders(
+        image: &MetadataImage,
+        election: Election,
+        only: impl Fn(&str, i32) -> bool,
+    ) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
         for topic in image.topics.values() {
-            for p in topic.partitions.values() {
+            for p in topic.partitions.values().filter(|p| only(&topic.name, p.partition)) {
                 if out.len() == PREFERRED_ELECTIONS_MAX {
                     return out;
                 }
-                let Some(&preferred) = p.replicas.first() else { continue };
-                if p.leader == preferred || !p.isr.contains(&preferred) || !image.is_live(preferred)
-                {
-                    continue;
-                }
                 let mut next = p.clone();
-                next.leader = preferred;
+                match election {
+                    Election::Preferred => {
+                        let Some(&preferred) = p.replicas.first() else { continue };
+                        if p.leader == preferred
+                            || !p.isr.contains(&preferred)
+                            || !image.is_live(preferred)
+                        {
+                            continue;
+                        }
+                        next.leader = preferred;
+                    }
+                    Election::Unclean => {
+                        if p.leader != NO_LEADER {
+                            continue;
+                        }
+                        let live = |b: &&BrokerId| image.is_live(**b);
+                        if let Some(&clean) = p.isr.iter().find(live) {
+                            next.leader = clean;
+                        } else if let Some(&any) = p.replicas.iter().find(live) {
+                            tracing::warn!(topic = %topic.name, partition = p.partition, leader = any, "unclean leader election asked for");
+                            next.leader = any;
+                            next.isr = vec![any];
+                        } else {
+                            continue;
+                        }
+                    }
+                }
                 next.leader_epoch += 1;
                 next.partition_epoch += 1;
                 out.push(MetadataRecord::Partition(next));

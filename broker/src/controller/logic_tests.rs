@@ -635,3 +635,46 @@ fn leader_rebalancing_moves_a_bounded_number_of_partitions_at_a_time() {
     apply(&mut image, &first);
     assert_eq!(ControllerLogic::preferred_leaders(&image).len(), 5, "the rest at the next pass");
 }
+
+#[test]
+fn an_unclean_election_picks_a_live_replica_only_for_partitions_without_a_leader() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("pair", 2, 2), 1);
+    let everything = |_: &str, _: i32| true;
+    assert!(ControllerLogic::elect_leaders(&image, Election::Unclean, everything).is_empty());
+    // Partition 0 loses its leader with only that broker in sync; partition 1 keeps one.
+    let p0 = image.partition("pair", 0).unwrap().clone();
+    let (leader, other) = (p0.leader, p0.replicas[1]);
+    let mut orphan = p0.clone();
+    orphan.isr = vec![leader];
+    orphan.leader = NO_LEADER;
+    orphan.leader_epoch += 1;
+    orphan.partition_epoch += 1;
+    apply(&mut image, &[MetadataRecord::Partition(orphan.clone())]);
+    let only_p1 = |t: &str, p: i32| t == "pair" && p == 1;
+    assert!(ControllerLogic::elect_leaders(&image, Election::Unclean, only_p1).is_empty());
+    let records = ControllerLogic::elect_leaders(&image, Election::Unclean, everything);
+    // The in-sync replica is live: a clean election, whatever was asked.
+    let [MetadataRecord::Partition(next)] = records.as_slice() else { panic!("{records:?}") };
+    assert_eq!((next.leader, next.isr.clone()), (leader, vec![leader]));
+    // With it fenced, the out-of-sync replica takes over as the whole ISR.
+    for b in [1, 2, 3].into_iter().filter(|&b| b != leader) {
+        logic.heartbeat(&image, b, Incarnation(b as u128 * 100), false, &[], at(14)).unwrap();
+    }
+    let fenced = logic.expire(&image, at(15)).unwrap();
+    apply(&mut image, &fenced);
+    assert_eq!(image.partition("pair", 0).unwrap().leader, NO_LEADER);
+    let records = ControllerLogic::elect_leaders(&image, Election::Unclean, everything);
+    let elected: Vec<&PartitionRecord> = records
+        .iter()
+        .filter_map(|r| match r {
+            MetadataRecord::Partition(p) if p.partition == 0 => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(elected.len(), 1, "{records:?}");
+    assert_eq!((elected[0].leader, elected[0].isr.clone()), (other, vec![other]));
+    assert_eq!(elected[0].leader_epoch, image.partition("pair", 0).unwrap().leader_epoch + 1);
+    // A preferred election does not touch a partition whose preferred replica is out of sync.
+    assert!(ControllerLogic::elect_leaders(&image, Election::Preferred, |_, p| p == 0).is_empty());
+}

@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::codec::{DecodeError, Reader, Writer, seal, unseal};
-use super::logic::{ControllerError, NewTopic};
+use super::logic::{ControllerError, Election, NewTopic};
 use super::records::{
     BrokerEpoch, BrokerId, BrokerRegistration, Incarnation, read_registration, write_registration,
 };
@@ -27,6 +27,8 @@ const REGISTER_IN_DIRECTORY: u8 = 11;
 const ALTER_PARTITION: u8 = 9;
 /// Request type of an ISR change naming the broker epochs of the members it adds.
 const ALTER_PARTITION_JOINING: u8 = 12;
+/// Request type of an operator's leader election.
+const ELECT_LEADERS: u8 = 13;
 
 /// Largest frame accepted (a metadata snapshot of a large cluster fits).
 pub const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -116,6 +118,13 @@ pub enum Request {
         configs: BTreeMap<String, String>,
         /// Check only.
         validate_only: bool,
+    },
+    /// Elect leaders for these partitions (an operator's ElectLeaders).
+    ElectLeaders {
+        /// Which leader to pick.
+        election: Election,
+        /// The partitions, by topic name and index.
+        partitions: Vec<(String, i32)>,
     },
     /// A block of producer ids for a broker.
     ProducerIds {
@@ -319,6 +328,13 @@ impl Request {
             Request::ProducerIds { broker_id } => {
                 w.u8(7).i32(*broker_id);
             }
+            Request::ElectLeaders { election, partitions } => {
+                w.u8(ELECT_LEADERS).bool(*election == Election::Unclean);
+                w.u32(partitions.len() as u32);
+                for (topic, partition) in partitions {
+                    w.str(topic).i32(*partition);
+                }
+            }
             Request::FetchMetadata { after, max_wait_ms } => {
                 w.u8(8).u64(*after).u32(*max_wait_ms);
             }
@@ -385,6 +401,11 @@ impl Request {
                 validate_only: r.bool("validate only")?,
             },
             7 => Request::ProducerIds { broker_id: r.i32("broker id")? },
+            ELECT_LEADERS => Request::ElectLeaders {
+                election: if r.bool("unclean")? { Election::Unclean } else { Election::Preferred },
+                partitions: r
+                    .list("partitions", 8, |r| Ok((r.str("topic name")?, r.i32("partition")?)))?,
+            },
             8 => Request::FetchMetadata { after: r.u64("after")?, max_wait_ms: r.u32("max wait")? },
             kind @ (ALTER_PARTITION | ALTER_PARTITION_JOINING) => Request::AlterPartition {
                 broker_id: r.i32("broker id")?,
@@ -557,6 +578,11 @@ mod tests {
                 validate_only: false,
             },
             Request::ProducerIds { broker_id: 2 },
+            Request::ElectLeaders {
+                election: Election::Preferred,
+                partitions: vec![("t".into(), 0), ("u".into(), 3)],
+            },
+            Request::ElectLeaders { election: Election::Unclean, partitions: vec![] },
             Request::FetchMetadata { after: 77, max_wait_ms: 500 },
             Request::Within {
                 ms: 1500,

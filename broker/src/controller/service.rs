@@ -3,7 +3,7 @@
 //! to the image, takes snapshots, and answers brokers' requests one at a time through
 //! [`ControllerLogic`]. Nothing here decides anything about the cluster.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -324,6 +324,11 @@ impl Controller {
             }
             Request::AlterConfigs { name, configs, validate_only } => {
                 logic.alter_configs(&image, &name, configs, validate_only)
+            }
+            Request::ElectLeaders { election, partitions } => {
+                let asked: BTreeSet<(&str, i32)> =
+                    partitions.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+                Ok(ControllerLogic::elect_leaders(&image, election, |t, p| asked.contains(&(t, p))))
             }
             Request::ProducerIds { broker_id } => {
                 let record = ControllerLogic::producer_ids(&image, broker_id);

@@ -95,6 +95,7 @@ apis! {
     IncrementalAlterConfigs: IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse, 0..=1;
     OffsetDelete: OffsetDeleteRequest => OffsetDeleteResponse, 0..=0;
     DescribeCluster: DescribeClusterRequest => DescribeClusterResponse, 0..=1;
+    ElectLeaders: ElectLeadersRequest => ElectLeadersResponse, 0..=2;
 }
 
 /// The versions Weir advertises for `key`, if it answers it at all.

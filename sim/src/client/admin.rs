@@ -1,5 +1,5 @@
 //! Cluster and topic calls: Metadata, CreateTopics, CreatePartitions, IncrementalAlterConfigs,
-//! DeleteTopics, DeleteRecords, InitProducerId, ListOffsets and FindCoordinator.
+//! DeleteTopics, DeleteRecords, ElectLeaders, InitProducerId, ListOffsets and FindCoordinator.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -10,6 +10,7 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
@@ -17,8 +18,8 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProducerId, TopicName,
+    ElectLeadersRequest, FindCoordinatorRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -157,6 +158,45 @@ impl Client {
             view.topics.insert(topic.0.to_string(), partitions);
         }
         Ok(view)
+    }
+
+    /// Asks for leader elections (ElectLeaders): `unclean` false for the preferred replica,
+    /// true for any live replica of a partition without a leader; `partitions` by topic and
+    /// index, or `None` for every partition. The error code answered for each partition.
+    pub async fn elect_leaders(
+        &mut self,
+        unclean: bool,
+        partitions: Option<&[(&str, i32)]>,
+    ) -> Result<BTreeMap<(String, i32), i16>, ClientError> {
+        let mut request = ElectLeadersRequest::default();
+        request.election_type = i8::from(unclean);
+        request.timeout_ms = REQUEST_TIMEOUT.as_millis() as i32;
+        request.topic_partitions = partitions.map(|asked| {
+            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for &(topic, partition) in asked {
+                by_topic.entry(topic).or_default().push(partition);
+            }
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    let mut t = TopicPartitions::default();
+                    t.topic = name(topic);
+                    t.partitions = partitions;
+                    t
+                })
+                .collect()
+        });
+        let response = self.call(&request, versions::ELECT_LEADERS, REQUEST_TIMEOUT).await?;
+        if response.error_code != codes::NONE {
+            return Err(ClientError::Kafka(response.error_code));
+        }
+        let mut out = BTreeMap::new();
+        for result in &response.replica_election_results {
+            for p in &result.partition_result {
+                out.insert((result.topic.0.to_string(), p.partition_id), p.error_code);
+            }
+        }
+        Ok(out)
     }
 
     /// Deletes the topic called `topic`. A topic that does not exist is the broker's

@@ -86,4 +86,10 @@ pub mod codes {
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     /// MEMBER_ID_REQUIRED (KIP-394): re-join with the member id given.
     pub const MEMBER_ID_REQUIRED: i16 = 79;
+    /// PREFERRED_LEADER_NOT_AVAILABLE.
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+    /// ELIGIBLE_LEADERS_NOT_AVAILABLE.
+    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
+    /// ELECTION_NOT_NEEDED.
+    pub const ELECTION_NOT_NEEDED: i16 = 84;
 }

@@ -12,6 +12,8 @@ pub const DELETE_TOPICS: i16 = 5;
 pub const CREATE_PARTITIONS: i16 = 1;
 /// IncrementalAlterConfigs (44): v0, the last before flexible versions.
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 0;
+/// ElectLeaders (43): v2, as Kafka's `kafka-leader-election` tool (with an election type).
+pub const ELECT_LEADERS: i16 = 2;
 /// DeleteRecords (21): v1, the last before flexible versions.
 pub const DELETE_RECORDS: i16 = 1;
 /// InitProducerId (22), as every librdkafka and kafka-python.

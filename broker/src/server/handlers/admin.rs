@@ -1,6 +1,7 @@
-//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, and
-//! DescribeCluster.
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
+//! ElectLeaders, and DescribeCluster.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,13 +13,16 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::elect_leaders_response::ReplicaElectionResult;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::produce::completion_error;
 use super::{code, led_partition};
-use crate::controller::logic::ControllerError;
+use crate::controller::image::MetadataImage;
+use crate::controller::logic::{ControllerError, Election};
+use crate::controller::records::NO_LEADER;
 use crate::controller::rpc::Request;
 use crate::io::{Instant, timeout};
 use crate::model::{Offset, TopicId};
@@ -275,5 +279,119 @@ pub fn describe_cluster(
             out
         })
         .collect();
+    response
+}
+
+/// Why a partition's election did not happen, with a message (`None`: elected).
+type Refusal = Option<(ResponseError, String)>;
+
+/// Answers ElectLeaders (`kafka-leader-election`): elects the preferred replica (election type
+/// 0, and every v0 request) or, for a partition without a leader, any live replica (type 1,
+/// unclean) of each partition named, or of every partition when none is named (then only those
+/// that need an election are answered). Per partition: UNKNOWN_TOPIC_OR_PARTITION,
+/// ELECTION_NOT_NEEDED where the leader is already the one asked for, and
+/// PREFERRED_LEADER_NOT_AVAILABLE (or ELIGIBLE_LEADERS_NOT_AVAILABLE) where the controller
+/// found no replica it may elect; the outcome is read from this broker's metadata once it holds
+/// the controller's change.
+pub async fn elect_leaders(
+    broker: &Arc<Broker>,
+    request: ElectLeadersRequest,
+    version: i16,
+) -> ElectLeadersResponse {
+    let mut response = ElectLeadersResponse::default();
+    let election = match (version, request.election_type) {
+        (0, _) | (_, 0) => Election::Preferred,
+        (_, 1) => Election::Unclean,
+        _ => {
+            response.error_code = code(ResponseError::InvalidRequest);
+            return response;
+        }
+    };
+    let Some(membership) = broker.membership() else {
+        response.error_code = code(ResponseError::NotController);
+        return response;
+    };
+    let done = |image: &MetadataImage, topic: &str, partition: i32| {
+        image.partition(topic, partition).map(|p| match election {
+            Election::Preferred => p.replicas.first() == Some(&p.leader),
+            Election::Unclean => p.leader != NO_LEADER,
+        })
+    };
+    let before = membership.image();
+    let asked: Vec<(String, i32)> = match &request.topic_partitions {
+        Some(topics) => topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
+            .collect(),
+        None => before
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.keys().map(|&p| (t.name.clone(), p)))
+            .filter(|(t, p)| done(&before, t, *p) == Some(false))
+            .collect(),
+    };
+    let mut outcome: BTreeMap<(String, i32), Refusal> = BTreeMap::new();
+    let unknown = || (ResponseError::UnknownTopicOrPartition, "no such partition".to_owned());
+    let mut candidates = Vec::new();
+    for (topic, partition) in asked {
+        match done(&before, &topic, partition) {
+            None => {
+                outcome.insert((topic, partition), Some(unknown()));
+            }
+            Some(true) => {
+                let why = match election {
+                    Election::Preferred => "already led by its preferred replica",
+                    Election::Unclean => "it has a leader",
+                };
+                outcome.insert(
+                    (topic, partition),
+                    Some((ResponseError::ElectionNotNeeded, why.to_owned())),
+                );
+            }
+            Some(false) => candidates.push((topic, partition)),
+        }
+    }
+    if !candidates.is_empty() {
+        let deadline = Deadline::of(broker, request.timeout_ms);
+        let change = Request::ElectLeaders { election, partitions: candidates.clone() };
+        let changed = broker.change_within(change, deadline.left(broker)).await;
+        let after = membership.image();
+        for (topic, partition) in candidates {
+            let error = match &changed {
+                Err(error) => Some((controller_error(error), error.to_string())),
+                Ok(_) => match (done(&after, &topic, partition), election) {
+                    (Some(true), _) => None,
+                    (None, _) => Some(unknown()),
+                    (Some(false), Election::Preferred) => Some((
+                        ResponseError::PreferredLeaderNotAvailable,
+                        "the preferred replica is not live and in sync".to_owned(),
+                    )),
+                    (Some(false), Election::Unclean) => Some((
+                        ResponseError::EligibleLeadersNotAvailable,
+                        "no replica is live".to_owned(),
+                    )),
+                },
+            };
+            outcome.insert((topic, partition), error);
+        }
+    }
+    let mut by_topic: BTreeMap<String, Vec<(i32, Refusal)>> = BTreeMap::new();
+    for ((topic, partition), error) in outcome {
+        by_topic.entry(topic).or_default().push((partition, error));
+    }
+    for (topic, partitions) in by_topic {
+        let mut result = ReplicaElectionResult::default();
+        result.topic = TopicName(StrBytes::from_string(topic));
+        for (partition, error) in partitions {
+            let mut p = elect_leaders_response::PartitionResult::default();
+            p.partition_id = partition;
+            if let Some((error, why)) = error {
+                p.error_code = code(error);
+                p.error_message = Some(StrBytes::from_string(why));
+            }
+            result.partition_result.push(p);
+        }
+        response.replica_election_results.push(result);
+    }
     response
 }

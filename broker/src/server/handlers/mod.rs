@@ -103,6 +103,9 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
         Request::DeleteRecords(r) => {
             Reply::Now(Response::DeleteRecords(admin::delete_records(broker, r).await))
         }
+        Request::ElectLeaders(r) => {
+            Reply::Now(Response::ElectLeaders(admin::elect_leaders(broker, r, version).await))
+        }
         Request::DescribeCluster(r) => {
             Reply::Now(Response::DescribeCluster(admin::describe_cluster(broker, &r)))
         }
