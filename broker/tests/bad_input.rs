@@ -236,3 +236,52 @@ async fn a_data_folder_of_another_node_or_a_damaged_identity_is_refused_and_left
     assert_eq!(std::fs::read_to_string(&identity).unwrap(), written);
     drop(again);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_elections_refuse_unknown_types_and_too_many_partitions() {
+    let broker = TestBroker::start().await;
+    let elect = |version: i16, election_type: i8, partitions: usize| {
+        let mut topic = elect_leaders_request::TopicPartitions::default();
+        topic.topic = TopicName(StrBytes::from_static_str("nope"));
+        topic.partitions = (0..partitions as i32).collect();
+        let mut request = ElectLeadersRequest::default();
+        request.election_type = election_type;
+        request.topic_partitions = Some(vec![topic]);
+        request.timeout_ms = 5_000;
+        self::request(ApiKey::ElectLeaders, version, 11, &request)
+    };
+    let answer = |mut response: Bytes, version: i16| {
+        ResponseHeader::decode(&mut response, if version >= 2 { 1 } else { 0 }).unwrap();
+        ElectLeadersResponse::decode(&mut response, version).unwrap()
+    };
+    // An election type Kafka does not define.
+    let mut stream = send_raw(&broker, &elect(2, 7, 1)).await;
+    let response = answer(read_response(&mut stream).await.expect("no answer"), 2);
+    assert_eq!(response.error_code, 42, "INVALID_REQUEST");
+    assert!(response.replica_election_results.is_empty());
+    // More partitions than one request may name.
+    let too_many = weir::server::handlers::ELECT_LEADERS_PARTITIONS_MAX + 1;
+    let mut stream = send_raw(&broker, &elect(1, 0, too_many)).await;
+    let response = answer(read_response(&mut stream).await.expect("no answer"), 1);
+    assert_eq!(response.error_code, 42, "INVALID_REQUEST");
+    assert!(response.replica_election_results.is_empty());
+    // Named twice, answered once; an unknown partition is answered as such.
+    let mut stream = send_raw(&broker, &elect(1, 0, 2)).await;
+    let mut twice = answer(read_response(&mut stream).await.expect("no answer"), 1);
+    let mut doubled = elect_leaders_request::TopicPartitions::default();
+    doubled.topic = TopicName(StrBytes::from_static_str("nope"));
+    doubled.partitions = vec![0, 0];
+    let mut request = ElectLeadersRequest::default();
+    request.topic_partitions = Some(vec![doubled.clone(), doubled]);
+    let mut stream = send_raw(&broker, &self::request(ApiKey::ElectLeaders, 1, 12, &request)).await;
+    let once = answer(read_response(&mut stream).await.expect("no answer"), 1);
+    assert_eq!(once.error_code, 0);
+    assert_eq!(once.replica_election_results.len(), 1);
+    let partitions = &once.replica_election_results[0].partition_result;
+    assert_eq!(partitions.len(), 1, "{partitions:?}");
+    assert_eq!((partitions[0].partition_id, partitions[0].error_code), (0, 3));
+    assert_eq!(twice.error_code, 0);
+    let two = twice.replica_election_results.pop().unwrap().partition_result;
+    assert_eq!(two.iter().map(|p| p.error_code).collect::<Vec<_>>(), vec![3, 3]);
+    still_serves(&broker).await;
+}

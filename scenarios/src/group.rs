@@ -187,6 +187,12 @@ const LAG_TIME_MAX: Duration = Duration::from_secs(30);
 /// coordinator is told only by [`NextEpoch::tell_coordinator`], as the pass's call of
 /// [`Groups::lead_partitions`] tells it after the roles are taken.
 ///
+/// This fakes the role: no controller committed the new epoch (in production a broker leads
+/// the same partition in a later epoch only through committed metadata, e.g. fenced, then
+/// given its partitions back). The committed image still names the old epoch, so the scenario
+/// must let no later metadata change reach the node: a pass would take the old epoch back,
+/// which the log refuses, and the partition would stop taking writes.
+///
 /// [`Groups::lead_partitions`]: weir::groups::Groups::lead_partitions
 pub struct NextEpoch {
     /// The broker.

@@ -153,6 +153,8 @@ pub struct ControllerLogic {
     heartbeats: BTreeMap<BrokerId, Instant>,
     /// Rotates the first broker of each placement.
     placement_start: usize,
+    /// The partitions each broker's last heartbeat to this controller reported offline there.
+    offline: BTreeMap<BrokerId, BTreeSet<(TopicId, i32)>>,
 }
 
 impl ControllerLogic {
@@ -182,7 +184,12 @@ impl ControllerLogic {
             .keys()
             .map(|&id| (id, seen.get(&id).map_or(now, |&at| at.max(earliest).min(now))))
             .collect();
-        ControllerLogic { config, heartbeats, placement_start: image.topics.len() }
+        ControllerLogic {
+            config,
+            heartbeats,
+            placement_start: image.topics.len(),
+            offline: BTreeMap::new(),
+        }
     }
 
     /// Records registering a broker, and giving it back leadership of partitions that have
@@ -195,6 +202,7 @@ impl ControllerLogic {
     ) -> Vec<MetadataRecord> {
         let id = registration.broker_id;
         self.heartbeats.insert(id, now);
+        self.offline.remove(&id);
         let restarted = image
             .brokers
             .get(&id)
@@ -248,6 +256,7 @@ impl ControllerLogic {
             .filter(|b| b.registration.incarnation == incarnation)
             .ok_or(ControllerError::StaleBroker(broker_id))?;
         self.heartbeats.insert(broker_id, now);
+        self.offline.insert(broker_id, offline.iter().copied().collect());
         if shutdown {
             if broker.shutting_down {
                 return Ok(Vec::new());
@@ -283,21 +292,25 @@ impl ControllerLogic {
     /// back over the brokers once they return. The election is clean (the new leader is in the
     /// ISR, so it holds everything the high watermark counts); the old leader stays in the ISR
     /// and follows. At most [`PREFERRED_ELECTIONS_MAX`] partitions at a time.
-    pub fn preferred_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
-        ControllerLogic::elect_leaders(image, Election::Preferred, |_, _| true)
+    pub fn preferred_leaders(&self, image: &MetadataImage, now: Instant) -> Vec<MetadataRecord> {
+        self.elect_leaders(image, Election::Preferred, now, |_, _| true)
     }
 
     /// Partition records electing leaders for the partitions `only` admits (by topic name
-    /// and index), at most [`PREFERRED_ELECTIONS_MAX`], for an operator's ElectLeaders:
-    /// - [`Election::Preferred`]: the preferred replica, where another replica leads (or none
-    ///   does) and it is live and in sync (see [`ControllerLogic::preferred_leaders`]);
-    /// - [`Election::Unclean`]: for a partition without a leader, a live in-sync replica if
-    ///   there is one, else any live replica, which becomes the whole ISR (accepting the loss
-    ///   of what only the others held), whatever the topic's
-    ///   `unclean.leader.election.enable`. A partition with a leader is left alone.
+    /// and index), at most [`PREFERRED_ELECTIONS_MAX`], for an operator's ElectLeaders. Only
+    /// an electable replica is picked (see [`ControllerLogic::electable`]).
+    /// - [`Election::Preferred`]: the preferred replica, where another replica leads and it is
+    ///   in sync (see [`ControllerLogic::preferred_leaders`]). A partition without a leader is
+    ///   left to the registration or return of a replica that may lead it, as before.
+    /// - [`Election::Unclean`]: for a partition without a leader, an in-sync replica if one is
+    ///   electable, else any electable replica, which becomes the whole ISR (accepting the loss
+    ///   of what only the others held), whatever the topic's `unclean.leader.election.enable`.
+    ///   A partition with a leader is left alone.
     pub fn elect_leaders(
+        &self,
         image: &MetadataImage,
         election: Election,
+        now: Instant,
         only: impl Fn(&str, i32) -> bool,
     ) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
@@ -306,26 +319,27 @@ impl ControllerLogic {
                 if out.len() == PREFERRED_ELECTIONS_MAX {
                     return out;
                 }
+                let electable = |b: &&BrokerId| self.electable(image, **b, p, now);
                 let mut next = p.clone();
                 match election {
                     Election::Preferred => {
-                        let Some(&preferred) = p.replicas.first() else { continue };
-                        if p.leader == preferred
-                            || !p.isr.contains(&preferred)
-                            || !image.is_live(preferred)
+                        let Some(preferred) = p.replicas.first() else { continue };
+                        if p.leader == NO_LEADER
+                            || p.leader == *preferred
+                            || !p.isr.contains(preferred)
+                            || !electable(&preferred)
                         {
                             continue;
                         }
-                        next.leader = preferred;
+                        next.leader = *preferred;
                     }
                     Election::Unclean => {
                         if p.leader != NO_LEADER {
                             continue;
                         }
-                        let live = |b: &&BrokerId| image.is_live(**b);
-                        if let Some(&clean) = p.isr.iter().find(live) {
+                        if let Some(&clean) = p.isr.iter().find(electable) {
                             next.leader = clean;
-                        } else if let Some(&any) = p.replicas.iter().find(live) {
+                        } else if let Some(&any) = p.replicas.iter().find(electable) {
                             tracing::warn!(topic = %topic.name, partition = p.partition, leader = any, "unclean leader election asked for");
                             next.leader = any;
                             next.isr = vec![any];
@@ -340,6 +354,28 @@ impl ControllerLogic {
             }
         }
         out
+    }
+
+    /// Whether `broker` may be elected leader of `partition` by [`ControllerLogic::elect_leaders`]:
+    /// live (neither fenced nor shutting down), heard from within half a session (one that
+    /// died a moment ago is not fenced yet, and a partition handed to it would wait for the
+    /// fence), and not reporting the partition's log offline (or unopened, or damaged where it
+    /// led) in its last heartbeat to this controller.
+    fn electable(
+        &self,
+        image: &MetadataImage,
+        broker: BrokerId,
+        partition: &PartitionRecord,
+        now: Instant,
+    ) -> bool {
+        let recent = self.heartbeats.get(&broker).is_some_and(|&at| {
+            now.saturating_duration_since(at) <= self.config.session_timeout / 2
+        });
+        let offline = self
+            .offline
+            .get(&broker)
+            .is_some_and(|o| o.contains(&(partition.topic_id, partition.partition)));
+        image.is_live(broker) && recent && !offline
     }
 
     /// The records fencing the first broker whose session expired by `now`, if any. One at a

@@ -538,11 +538,18 @@ fn a_member_is_added_only_in_the_run_that_caught_up() {
     assert!(matches!(&records[..], [MetadataRecord::Partition(q)] if q.isr.len() == 3));
 }
 
+/// Heartbeats of `brokers` at `secs`, none reporting an offline log.
+fn beat(logic: &mut ControllerLogic, image: &MetadataImage, brokers: &[BrokerId], secs: u64) {
+    for &b in brokers {
+        logic.heartbeat(image, b, Incarnation(b as u128 * 100), false, &[], at(secs)).unwrap();
+    }
+}
+
 #[test]
 fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
     let (mut image, mut logic) = cluster(&[None, None, None]);
     create(&mut image, &mut logic, topic("spread", 6, 3), 1);
-    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "placed: led by preferred");
+    assert!(logic.preferred_leaders(&image, at(0)).is_empty(), "placed: led by preferred");
     let preferred_by_1: Vec<i32> = image
         .topic("spread")
         .unwrap()
@@ -553,27 +560,20 @@ fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
         .collect();
     assert!(!preferred_by_1.is_empty());
     // Broker 1 goes silent: its partitions move, and it leaves their ISRs.
-    for b in [2, 3] {
-        logic.heartbeat(&image, b, Incarnation(b as u128 * 100), false, &[], at(14)).unwrap();
-    }
+    beat(&mut logic, &image, &[2, 3], 14);
     let batch = logic.expire(&image, at(15)).expect("broker 1 expired");
     apply(&mut image, &batch);
     let moved = |image: &MetadataImage| -> Vec<i32> {
-        image
-            .topic("spread")
-            .unwrap()
-            .partitions
-            .values()
-            .filter(|p| p.leader != p.replicas[0])
-            .map(|p| p.partition)
-            .collect()
+        let partitions = &image.topic("spread").unwrap().partitions;
+        partitions.values().filter(|p| p.leader != p.replicas[0]).map(|p| p.partition).collect()
     };
     assert_eq!(moved(&image), preferred_by_1);
-    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "fenced: not elected");
+    assert!(logic.preferred_leaders(&image, at(15)).is_empty(), "fenced: not elected");
     // Back, but out of sync: still not elected.
     let records = logic.heartbeat(&image, 1, Incarnation(100), false, &[], at(20)).unwrap();
     apply(&mut image, &records);
-    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "out of sync: not elected");
+    beat(&mut logic, &image, &[2, 3], 20);
+    assert!(logic.preferred_leaders(&image, at(20)).is_empty(), "out of sync: not elected");
     // In sync again (as its leaders' ISR changes would have it).
     let rejoined: Vec<MetadataRecord> = image
         .topic("spread")
@@ -589,8 +589,16 @@ fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
         })
         .collect();
     apply(&mut image, &rejoined);
+    // Not heard from for more than half a session: it may have died unfenced.
+    assert!(logic.preferred_leaders(&image, at(25)).is_empty(), "silent: not elected");
+    // Reporting one partition's log offline: that one stays where it is.
+    let (offline, topic_id) = (preferred_by_1[0], TopicId([1; 16]));
+    logic.heartbeat(&image, 1, Incarnation(100), false, &[(topic_id, offline)], at(25)).unwrap();
+    let records = logic.preferred_leaders(&image, at(25));
+    assert_eq!(records.len(), preferred_by_1.len() - 1, "{records:?}");
+    beat(&mut logic, &image, &[1], 26);
     let before = image.clone();
-    let records = ControllerLogic::preferred_leaders(&image);
+    let records = logic.preferred_leaders(&image, at(26));
     assert_eq!(records.len(), preferred_by_1.len(), "{records:?}");
     for r in &records {
         let MetadataRecord::Partition(next) = r else { panic!("{r:?}") };
@@ -603,12 +611,12 @@ fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
     }
     apply(&mut image, &records);
     assert!(moved(&image).is_empty());
-    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "nothing left to move");
+    assert!(logic.preferred_leaders(&image, at(26)).is_empty(), "nothing left to move");
     // A preferred replica shutting down is not elected either.
-    let records = logic.heartbeat(&image, 2, Incarnation(200), true, &[], at(21)).unwrap();
+    let records = logic.heartbeat(&image, 2, Incarnation(200), true, &[], at(26)).unwrap();
     apply(&mut image, &records);
     assert!(!moved(&image).is_empty());
-    assert!(ControllerLogic::preferred_leaders(&image).is_empty(), "shutting down: not elected");
+    assert!(logic.preferred_leaders(&image, at(26)).is_empty(), "shutting down: not elected");
 }
 
 #[test]
@@ -630,10 +638,10 @@ fn leader_rebalancing_moves_a_bounded_number_of_partitions_at_a_time() {
         })
         .collect();
     apply(&mut image, &flipped);
-    let first = ControllerLogic::preferred_leaders(&image);
+    let first = logic.preferred_leaders(&image, at(0));
     assert_eq!(first.len(), PREFERRED_ELECTIONS_MAX);
     apply(&mut image, &first);
-    assert_eq!(ControllerLogic::preferred_leaders(&image).len(), 5, "the rest at the next pass");
+    assert_eq!(logic.preferred_leaders(&image, at(0)).len(), 5, "the rest at the next pass");
 }
 
 #[test]
@@ -641,7 +649,7 @@ fn an_unclean_election_picks_a_live_replica_only_for_partitions_without_a_leader
     let (mut image, mut logic) = cluster(&[None, None, None]);
     create(&mut image, &mut logic, topic("pair", 2, 2), 1);
     let everything = |_: &str, _: i32| true;
-    assert!(ControllerLogic::elect_leaders(&image, Election::Unclean, everything).is_empty());
+    assert!(logic.elect_leaders(&image, Election::Unclean, at(0), everything).is_empty());
     // Partition 0 loses its leader with only that broker in sync; partition 1 keeps one.
     let p0 = image.partition("pair", 0).unwrap().clone();
     let (leader, other) = (p0.leader, p0.replicas[1]);
@@ -650,31 +658,43 @@ fn an_unclean_election_picks_a_live_replica_only_for_partitions_without_a_leader
     orphan.leader = NO_LEADER;
     orphan.leader_epoch += 1;
     orphan.partition_epoch += 1;
-    apply(&mut image, &[MetadataRecord::Partition(orphan.clone())]);
+    apply(&mut image, &[MetadataRecord::Partition(orphan)]);
+    // Leaderless partitions are not the preferred elections' to hand out.
+    assert!(logic.preferred_leaders(&image, at(0)).is_empty());
     let only_p1 = |t: &str, p: i32| t == "pair" && p == 1;
-    assert!(ControllerLogic::elect_leaders(&image, Election::Unclean, only_p1).is_empty());
-    let records = ControllerLogic::elect_leaders(&image, Election::Unclean, everything);
-    // The in-sync replica is live: a clean election, whatever was asked.
+    assert!(logic.elect_leaders(&image, Election::Unclean, at(0), only_p1).is_empty());
+    // The in-sync replica is electable: a clean election.
+    let records = logic.elect_leaders(&image, Election::Unclean, at(0), everything);
     let [MetadataRecord::Partition(next)] = records.as_slice() else { panic!("{records:?}") };
     assert_eq!((next.leader, next.isr.clone()), (leader, vec![leader]));
-    // With it fenced, the out-of-sync replica takes over as the whole ISR.
-    for b in [1, 2, 3].into_iter().filter(|&b| b != leader) {
-        logic.heartbeat(&image, b, Incarnation(b as u128 * 100), false, &[], at(14)).unwrap();
-    }
+    // Its log there offline (as its heartbeat says): the out-of-sync replica takes over.
+    let gone = [(TopicId([1; 16]), 0)];
+    logic
+        .heartbeat(&image, leader, Incarnation(leader as u128 * 100), false, &gone, at(1))
+        .unwrap();
+    let unclean = |image: &MetadataImage, logic: &ControllerLogic, secs| {
+        let records = logic.elect_leaders(image, Election::Unclean, at(secs), everything);
+        let elected: Vec<PartitionRecord> = records
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::Partition(p) if p.partition == 0 => Some(p.clone()),
+                _ => None,
+            })
+            .collect();
+        elected
+    };
+    let elected = unclean(&image, &logic, 1);
+    assert_eq!(elected.len(), 1);
+    assert_eq!((elected[0].leader, elected[0].isr.clone()), (other, vec![other]));
+    // With the in-sync replica fenced, the same.
+    let others: Vec<BrokerId> = [1, 2, 3].into_iter().filter(|&b| b != leader).collect();
+    beat(&mut logic, &image, &others, 14);
     let fenced = logic.expire(&image, at(15)).unwrap();
     apply(&mut image, &fenced);
     assert_eq!(image.partition("pair", 0).unwrap().leader, NO_LEADER);
-    let records = ControllerLogic::elect_leaders(&image, Election::Unclean, everything);
-    let elected: Vec<&PartitionRecord> = records
-        .iter()
-        .filter_map(|r| match r {
-            MetadataRecord::Partition(p) if p.partition == 0 => Some(p),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(elected.len(), 1, "{records:?}");
+    let elected = unclean(&image, &logic, 15);
     assert_eq!((elected[0].leader, elected[0].isr.clone()), (other, vec![other]));
     assert_eq!(elected[0].leader_epoch, image.partition("pair", 0).unwrap().leader_epoch + 1);
-    // A preferred election does not touch a partition whose preferred replica is out of sync.
-    assert!(ControllerLogic::elect_leaders(&image, Election::Preferred, |_, p| p == 0).is_empty());
+    // No electable replica at all: nothing.
+    assert!(unclean(&image, &logic, 30).is_empty(), "every replica silent");
 }

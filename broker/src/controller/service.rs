@@ -328,7 +328,7 @@ impl Controller {
             Request::ElectLeaders { election, partitions } => {
                 let asked: BTreeSet<(&str, i32)> =
                     partitions.iter().map(|(t, p)| (t.as_str(), *p)).collect();
-                Ok(ControllerLogic::elect_leaders(&image, election, |t, p| asked.contains(&(t, p))))
+                Ok(logic.elect_leaders(&image, election, now, |t, p| asked.contains(&(t, p))))
             }
             Request::ProducerIds { broker_id } => {
                 let record = ControllerLogic::producer_ids(&image, broker_id);
@@ -535,7 +535,10 @@ impl Controller {
             tracing::warn!("an earlier proposal did not settle: {e}");
             return;
         }
-        let records = ControllerLogic::preferred_leaders(&self.image());
+        let image = self.image();
+        let now = self.env.clock.now();
+        let logic = logic.get_or_insert_with(|| self.take_over(&image, now));
+        let records = logic.preferred_leaders(&image, now);
         if records.is_empty() {
             return;
         }

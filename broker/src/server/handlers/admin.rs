@@ -1,7 +1,7 @@
 //! Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
 //! ElectLeaders, and DescribeCluster.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,9 +21,9 @@ use uuid::Uuid;
 use super::produce::completion_error;
 use super::{code, led_partition};
 use crate::controller::image::MetadataImage;
-use crate::controller::logic::{ControllerError, Election};
+use crate::controller::logic::{ControllerError, Election, PREFERRED_ELECTIONS_MAX};
 use crate::controller::records::NO_LEADER;
-use crate::controller::rpc::Request;
+use crate::controller::rpc::{Request, Response};
 use crate::io::{Instant, timeout};
 use crate::model::{Offset, TopicId};
 use crate::node::{ADMIN_TIMEOUT, Broker};
@@ -282,17 +282,22 @@ pub fn describe_cluster(
     response
 }
 
+/// The most partitions one ElectLeaders may name: more is refused as an invalid request.
+pub const ELECT_LEADERS_PARTITIONS_MAX: usize = 100_000;
+
 /// Why a partition's election did not happen, with a message (`None`: elected).
 type Refusal = Option<(ResponseError, String)>;
 
 /// Answers ElectLeaders (`kafka-leader-election`): elects the preferred replica (election type
-/// 0, and every v0 request) or, for a partition without a leader, any live replica (type 1,
-/// unclean) of each partition named, or of every partition when none is named (then only those
-/// that need an election are answered). Per partition: UNKNOWN_TOPIC_OR_PARTITION,
-/// ELECTION_NOT_NEEDED where the leader is already the one asked for, and
+/// 0, and every v0 request) or, for a partition without a leader, a live replica (type 1,
+/// unclean; see [`crate::controller::logic::ControllerLogic::elect_leaders`]) of each partition
+/// named (at most [`ELECT_LEADERS_PARTITIONS_MAX`], each once), or of every partition that
+/// needs an election when none is named. Per partition: UNKNOWN_TOPIC_OR_PARTITION,
+/// ELECTION_NOT_NEEDED where the leader already is the one asked for, and
 /// PREFERRED_LEADER_NOT_AVAILABLE (or ELIGIBLE_LEADERS_NOT_AVAILABLE) where the controller
-/// found no replica it may elect; the outcome is read from this broker's metadata once it holds
-/// the controller's change.
+/// found no replica it may elect; REQUEST_TIMED_OUT where the controller's change did not reach
+/// this broker in time. The outcome is read from this broker's metadata once it holds the
+/// controller's change.
 pub async fn elect_leaders(
     broker: &Arc<Broker>,
     request: ElectLeadersRequest,
@@ -307,18 +312,25 @@ pub async fn elect_leaders(
             return response;
         }
     };
-    let Some(membership) = broker.membership() else {
-        response.error_code = code(ResponseError::NotController);
+    let named = request
+        .topic_partitions
+        .as_ref()
+        .map(|topics| topics.iter().map(|t| t.partitions.len()).sum::<usize>());
+    if named.is_some_and(|n| n > ELECT_LEADERS_PARTITIONS_MAX) {
+        // v0 has no error code of its own: its client hears of the refusal as no result.
+        response.error_code = code(ResponseError::InvalidRequest);
         return response;
-    };
-    let done = |image: &MetadataImage, topic: &str, partition: i32| {
+    }
+    let image = || broker.membership().map(|m| m.image()).unwrap_or_default();
+    // Whether the partition is led as the election asks (`None`: no such partition).
+    let led = |image: &MetadataImage, topic: &str, partition: i32| {
         image.partition(topic, partition).map(|p| match election {
             Election::Preferred => p.replicas.first() == Some(&p.leader),
             Election::Unclean => p.leader != NO_LEADER,
         })
     };
-    let before = membership.image();
-    let asked: Vec<(String, i32)> = match &request.topic_partitions {
+    let before = image();
+    let asked: BTreeSet<(String, i32)> = match &request.topic_partitions {
         Some(topics) => topics
             .iter()
             .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
@@ -327,52 +339,53 @@ pub async fn elect_leaders(
             .topics
             .values()
             .flat_map(|t| t.partitions.keys().map(|&p| (t.name.clone(), p)))
-            .filter(|(t, p)| done(&before, t, *p) == Some(false))
+            .filter(|(t, p)| led(&before, t, *p) == Some(false))
             .collect(),
     };
+    // Every partition asked for goes to the controller, which decides from its own image, in
+    // entries of at most as many elections as it makes at a time; the outcome is read from
+    // this broker's image once it holds the controller's change.
+    let deadline = Deadline::of(broker, request.timeout_ms);
+    let asked: Vec<(String, i32)> = asked.into_iter().collect();
     let mut outcome: BTreeMap<(String, i32), Refusal> = BTreeMap::new();
-    let unknown = || (ResponseError::UnknownTopicOrPartition, "no such partition".to_owned());
-    let mut candidates = Vec::new();
-    for (topic, partition) in asked {
-        match done(&before, &topic, partition) {
-            None => {
-                outcome.insert((topic, partition), Some(unknown()));
+    for chunk in asked.chunks(PREFERRED_ELECTIONS_MAX) {
+        let change = Request::ElectLeaders { election, partitions: chunk.to_vec() };
+        let changed = match broker.change_within(change, deadline.left(broker)).await {
+            Ok(Response::Done { offset, .. }) if image().offset < offset => {
+                Err(ControllerError::Timeout)
             }
-            Some(true) => {
-                let why = match election {
-                    Election::Preferred => "already led by its preferred replica",
-                    Election::Unclean => "it has a leader",
-                };
-                outcome.insert(
-                    (topic, partition),
-                    Some((ResponseError::ElectionNotNeeded, why.to_owned())),
-                );
-            }
-            Some(false) => candidates.push((topic, partition)),
-        }
-    }
-    if !candidates.is_empty() {
-        let deadline = Deadline::of(broker, request.timeout_ms);
-        let change = Request::ElectLeaders { election, partitions: candidates.clone() };
-        let changed = broker.change_within(change, deadline.left(broker)).await;
-        let after = membership.image();
-        for (topic, partition) in candidates {
-            let error = match &changed {
+            other => other,
+        };
+        let after = image();
+        for (topic, partition) in chunk {
+            let refusal = match &changed {
                 Err(error) => Some((controller_error(error), error.to_string())),
-                Ok(_) => match (done(&after, &topic, partition), election) {
-                    (Some(true), _) => None,
-                    (None, _) => Some(unknown()),
-                    (Some(false), Election::Preferred) => Some((
-                        ResponseError::PreferredLeaderNotAvailable,
-                        "the preferred replica is not live and in sync".to_owned(),
-                    )),
-                    (Some(false), Election::Unclean) => Some((
-                        ResponseError::EligibleLeadersNotAvailable,
-                        "no replica is live".to_owned(),
-                    )),
-                },
+                Ok(_) => {
+                    let epoch = |image: &MetadataImage| {
+                        image.partition(topic, *partition).map(|p| p.leader_epoch)
+                    };
+                    match (led(&after, topic, *partition), election) {
+                        (None, _) => Some((
+                            ResponseError::UnknownTopicOrPartition,
+                            "no such partition".to_owned(),
+                        )),
+                        (Some(true), _) if epoch(&before) == epoch(&after) => Some((
+                            ResponseError::ElectionNotNeeded,
+                            "already led by the replica asked for".to_owned(),
+                        )),
+                        (Some(true), _) => None,
+                        (Some(false), Election::Preferred) => Some((
+                            ResponseError::PreferredLeaderNotAvailable,
+                            "the preferred replica is not live and in sync".to_owned(),
+                        )),
+                        (Some(false), Election::Unclean) => Some((
+                            ResponseError::EligibleLeadersNotAvailable,
+                            "no replica may lead".to_owned(),
+                        )),
+                    }
+                }
             };
-            outcome.insert((topic, partition), error);
+            outcome.insert((topic.clone(), *partition), refusal);
         }
     }
     let mut by_topic: BTreeMap<String, Vec<(i32, Refusal)>> = BTreeMap::new();

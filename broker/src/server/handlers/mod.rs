@@ -2,6 +2,7 @@
 //! Kafka error codes in the response, never a panic or a dropped connection.
 
 mod admin;
+pub use admin::ELECT_LEADERS_PARTITIONS_MAX;
 mod api_versions;
 mod configs;
 mod delete_groups;
