@@ -265,3 +265,55 @@ pub fn offsets_partition(
         })?;
     Ok((broker, partition))
 }
+
+/// A single node whose simple group `group-<seed>` has committed an offset for `data`-0 (see
+/// [`SimpleGroup::one_node`]).
+pub struct SimpleGroup {
+    /// The cluster of one node.
+    pub c: Cluster,
+    /// The group.
+    pub group: String,
+    /// Its partition of the offsets topic.
+    pub index: i32,
+    /// The node's client address.
+    pub addr: SocketAddr,
+    /// The partition the group commits for: `data`-0.
+    pub data: Tp,
+}
+
+/// How long a new load of an offsets partition may take.
+pub const LOAD_BOUND: Duration = Duration::from_secs(30);
+
+impl SimpleGroup {
+    /// A settled single node with a topic `data` of one partition, for which the simple group
+    /// `group-<seed>` has committed `offset`.
+    pub fn one_node(seed: u64, offset: i64) -> Result<SimpleGroup, String> {
+        let mut c =
+            Cluster::new_settled(seed, weir_sim::workload::cluster::ClusterSpec::combined(1))?;
+        c.create_topic(0, "data", 1).map_err(|e| e.to_string())?;
+        let group = format!("group-{seed}");
+        let index = weir::groups::partition_for(
+            &group,
+            weir_sim::workload::cluster::OFFSETS_TOPIC_PARTITIONS,
+        );
+        let addr = c.addr(0);
+        create_offsets_partition(&mut c, &[addr], &group, index)?;
+        let data = ("data".to_owned(), 0);
+        commit_simple(&mut c, addr, &group, &data, offset)?;
+        Ok(SimpleGroup { c, group, index, addr, data })
+    }
+
+    /// The group's committed offset for `data`-0 as the coordinator answers it.
+    pub fn committed(&mut self) -> Result<i64, String> {
+        committed_simple(&mut self.c, self.addr, &self.group, &self.data)
+    }
+
+    /// Runs until the group's offsets partition is loaded (again), for at most [`LOAD_BOUND`].
+    pub fn await_loaded(&mut self) -> Result<(), String> {
+        let index = self.index;
+        let loaded = self
+            .c
+            .run_until(LOAD_BOUND, |c| c.broker(0).is_some_and(|b| b.groups.is_loaded(index)));
+        crate::ensure(loaded, || format!("the partition was not loaded within {LOAD_BOUND:?}"))
+    }
+}

@@ -2,6 +2,7 @@
 
 pub mod group;
 pub mod log;
+pub mod writes;
 
 /// Runs `scenario` for every seed in `seeds` (or only the seed in `WEIR_SEED`, decimal or
 /// 0x-hex, when it is set) and panics listing every failing (or panicking) seed with the

@@ -19,15 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weir::coordinator::{CommittedOffset, GroupId, Record};
-use weir::groups::partition_for;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::model::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
 use weir::partition::Acks;
-use weir_scenarios::group::{
-    NextEpoch, commit_simple, committed_simple, create_offsets_partition, offsets_partition,
-};
+use weir_scenarios::group::{NextEpoch, SimpleGroup, offsets_partition};
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
 
 /// The offset the group commits through the coordinator.
 const SERVED: i64 = 10;
@@ -35,27 +31,17 @@ const SERVED: i64 = 10;
 const WRITTEN_ELSEWHERE: i64 = 20;
 /// How long the append past the coordinator may take.
 const APPEND_BOUND: Duration = Duration::from_secs(10);
-/// How long the new load may take.
-const LOAD_BOUND: Duration = Duration::from_secs(30);
 
 fn scenario(seed: u64) -> Result<(), String> {
-    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(1))?;
-    c.create_topic(0, "data", 1).map_err(|e| e.to_string())?;
-    let group = format!("group-{seed}");
-    let index = partition_for(&group, OFFSETS_TOPIC_PARTITIONS);
-    let addr = c.addr(0);
-    create_offsets_partition(&mut c, &[addr], &group, index)?;
-    let data = ("data".to_owned(), 0);
-    commit_simple(&mut c, addr, &group, &data, SERVED)?;
-    ensure(committed_simple(&mut c, addr, &group, &data)? == SERVED, || {
-        "the group's commit did not read back".to_owned()
-    })?;
+    let mut g = SimpleGroup::one_node(seed, SERVED)?;
+    let index = g.index;
+    ensure(g.committed()? == SERVED, || "the group's commit did not read back".to_owned())?;
 
-    let (_, partition) = offsets_partition(&c, 0, index)?;
+    let (_, partition) = offsets_partition(&g.c, 0, index)?;
 
     // The commit another leader would have written: in the log, not in the coordinator's memory.
     let record = Record::Offset {
-        group: GroupId(group.clone()),
+        group: GroupId(g.group.clone()),
         partition: TopicPartition::new("data", 0),
         value: Some(CommittedOffset {
             offset: Offset(WRITTEN_ELSEWHERE),
@@ -74,7 +60,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let batch = encode_batch(&[spec], &BatchOptions::default()).map_err(|e| format!("{e:?}"))?;
     let appended: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let (slot, target) = (Arc::clone(&appended), Arc::clone(&partition));
-    let _append = c.sim.spawn(c.nodes[0], "append-elsewhere", move |_env| async move {
+    let _append = g.c.sim.spawn(g.c.nodes[0], "append-elsewhere", move |_env| async move {
         let outcome = match target.produce(batch, Acks::All).await {
             Ok((_, completion)) => match completion.await {
                 Ok(()) => "acknowledged".to_owned(),
@@ -84,17 +70,17 @@ fn scenario(seed: u64) -> Result<(), String> {
         };
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
     });
-    let done = c.run_until(APPEND_BOUND, |_| appended.lock().is_ok_and(|a| a.is_some()));
+    let done = g.c.run_until(APPEND_BOUND, |_| appended.lock().is_ok_and(|a| a.is_some()));
     ensure(done, || "the append past the coordinator did not finish".to_owned())?;
     let outcome = appended.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default();
     ensure(outcome == "acknowledged", || format!("the append past the coordinator: {outcome}"))?;
-    ensure(committed_simple(&mut c, addr, &group, &data)? == SERVED, || {
+    ensure(g.committed()? == SERVED, || {
         "the coordinator replayed a record it did not write before any new load".to_owned()
     })?;
 
     // The partition is led here in the next epoch, with no pass over the takeovers in between.
     drop(partition);
-    let next = NextEpoch::of(&c, 0, index)?;
+    let next = NextEpoch::of(&g.c, 0, index)?;
     next.take_lead()?;
     ensure(!next.broker.groups.is_loaded(index), || {
         format!("the groups loaded in epoch {:?} are served in epoch {:?}", next.before, next.after)
@@ -102,10 +88,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     // The next pass over the takeovers loads the partition again.
     next.tell_coordinator()?;
     drop(next);
-    let loaded =
-        c.run_until(LOAD_BOUND, |c| c.broker(0).is_some_and(|b| b.groups.is_loaded(index)));
-    ensure(loaded, || format!("the partition was not loaded again within {LOAD_BOUND:?}"))?;
-    let got = committed_simple(&mut c, addr, &group, &data)?;
+    g.await_loaded()?;
+    let got = g.committed()?;
     ensure(got == WRITTEN_ELSEWHERE, || {
         format!("the group's committed offset is {got} after the new load, not {WRITTEN_ELSEWHERE}")
     })

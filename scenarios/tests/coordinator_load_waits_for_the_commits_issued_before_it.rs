@@ -18,11 +18,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use weir::coordinator::{CommitRequest, Generation, GroupId, MemberId, OffsetCommit, Response};
-use weir::groups::partition_for;
 use weir::model::{LeaderEpoch, Offset, TopicPartition};
-use weir_scenarios::group::{NextEpoch, commit_simple, committed_simple, create_offsets_partition};
+use weir_scenarios::group::{NextEpoch, SimpleGroup};
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::workload::cluster::{Cluster, ClusterSpec, OFFSETS_TOPIC_PARTITIONS};
 
 /// The offset the group commits first.
 const FIRST: i64 = 10;
@@ -30,23 +28,14 @@ const FIRST: i64 = 10;
 const SECOND: i64 = 20;
 /// How long the second commit may take to be answered.
 const COMMIT_BOUND: Duration = Duration::from_secs(10);
-/// How long the new load may take.
-const LOAD_BOUND: Duration = Duration::from_secs(30);
 
 fn scenario(seed: u64) -> Result<(), String> {
-    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(1))?;
-    c.create_topic(0, "data", 1).map_err(|e| e.to_string())?;
-    let group = format!("group-{seed}");
-    let index = partition_for(&group, OFFSETS_TOPIC_PARTITIONS);
-    let addr = c.addr(0);
-    create_offsets_partition(&mut c, &[addr], &group, index)?;
-    let data = ("data".to_owned(), 0);
-    commit_simple(&mut c, addr, &group, &data, FIRST)?;
+    let mut g = SimpleGroup::one_node(seed, FIRST)?;
 
-    let next = NextEpoch::of(&c, 0, index)?;
+    let next = NextEpoch::of(&g.c, 0, g.index)?;
     let request = CommitRequest {
         version: 8,
-        group_id: GroupId(group.clone()),
+        group_id: GroupId(g.group.clone()),
         generation: Generation::NONE,
         member_id: MemberId::from(""),
         instance_id: None,
@@ -58,8 +47,8 @@ fn scenario(seed: u64) -> Result<(), String> {
         }],
     };
     let answer: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-    let (slot, id) = (Arc::clone(&answer), GroupId(group.clone()));
-    let _commit = c.sim.spawn(c.nodes[0], "commit-at-takeover", move |_env| async move {
+    let (slot, id) = (Arc::clone(&answer), GroupId(g.group.clone()));
+    let _commit = g.c.sim.spawn(g.c.nodes[0], "commit-at-takeover", move |_env| async move {
         let groups = [id];
         let mut call = std::pin::pin!(
             next.broker.groups.call(&groups, |co, id, now| co.commit(id, request, now))
@@ -81,14 +70,12 @@ fn scenario(seed: u64) -> Result<(), String> {
         };
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
     });
-    let done = c.run_until(COMMIT_BOUND, |_| answer.lock().is_ok_and(|a| a.is_some()));
+    let done = g.c.run_until(COMMIT_BOUND, |_| answer.lock().is_ok_and(|a| a.is_some()));
     ensure(done, || format!("the commit was not answered within {COMMIT_BOUND:?}"))?;
     let outcome = answer.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default();
     ensure(outcome == "acknowledged", || format!("the commit at the takeover: {outcome}"))?;
-    let loaded =
-        c.run_until(LOAD_BOUND, |c| c.broker(0).is_some_and(|b| b.groups.is_loaded(index)));
-    ensure(loaded, || format!("the partition was not loaded again within {LOAD_BOUND:?}"))?;
-    let got = committed_simple(&mut c, addr, &group, &data)?;
+    g.await_loaded()?;
+    let got = g.committed()?;
     ensure(got == SECOND, || {
         format!(
             "the group's committed offset is {got} after the load, not the acknowledged {SECOND}"

@@ -12,17 +12,15 @@
 //! write acknowledged before, during and after the moves (writes go on once a second while the
 //! leadership moves back, the old leader alive) must read back at its offset.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir::config::BrokerConfig;
+use weir_scenarios::writes::Writes;
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, node_id};
 
 /// Partitions of the topic, one preferred by each node.
 const PARTITIONS: i32 = 3;
-/// How long a write may take.
-const WRITE_BOUND: Duration = Duration::from_secs(10);
 /// How long the restarted node may take to be back in every ISR.
 const REJOIN_BOUND: Duration = Duration::from_secs(60);
 
@@ -39,16 +37,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     let victim = (seed % 3) as usize;
     // Writes go through a node that stays up.
     let via = (victim + 1) % 3;
-    let mut acked: BTreeMap<(i32, i64), String> = BTreeMap::new();
-    let mut write = |c: &mut Cluster, round: &str| -> Result<(), String> {
-        for p in 0..PARTITIONS {
-            let value = format!("{round}-p{p}");
-            let offset = c.produce(via, "spread", p, &value, WRITE_BOUND).ok_or("no write")?;
-            acked.insert((p, offset), value);
-        }
-        Ok(())
-    };
-    write(&mut c, "before")?;
+    let mut writes = Writes::new("spread", PARTITIONS, via);
+    writes.round(&mut c, "before")?;
     let preferred = |c: &Cluster| -> Result<Vec<(i32, i32)>, String> {
         (0..PARTITIONS)
             .map(|p| {
@@ -76,7 +66,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         })
     });
     ensure(moved, || "the dead node's partitions did not move".to_owned())?;
-    write(&mut c, "moved")?;
+    writes.round(&mut c, "moved")?;
     c.sim.start(c.nodes[victim]);
     for &p in &theirs {
         c.await_isr_size(("spread", p), 3, REJOIN_BOUND)?;
@@ -98,21 +88,12 @@ fn scenario(seed: u64) -> Result<(), String> {
                 preferred(&c).unwrap_or_default()
             )
         })?;
-        write(&mut c, &format!("during-{round}"))?;
+        writes.round(&mut c, &format!("during-{round}"))?;
         round += 1;
         c.run_for(Duration::from_secs(1));
     }
-    write(&mut c, "after")?;
-    for p in 0..PARTITIONS {
-        let leader = c.committed_partition("spread", p).ok_or("no partition")?.leader;
-        let ix = c.ix_of(leader).ok_or("leader is no node")?;
-        let read = c.read_all(ix, "spread", p)?;
-        for ((_, offset), value) in acked.range((p, 0)..(p + 1, 0)) {
-            ensure(read.get(offset).is_some_and(|v| v.as_ref() == value.as_bytes()), || {
-                format!("spread-{p}@{offset}: acked {value:?}, read {:?}", read.get(offset))
-            })?;
-        }
-    }
+    writes.round(&mut c, "after")?;
+    writes.check_read_back(&mut c)?;
     c.watch_verdict()
 }
 

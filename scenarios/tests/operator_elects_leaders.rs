@@ -20,14 +20,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir::controller::records::NO_LEADER;
+use weir_scenarios::writes::Writes;
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::{Client, codes};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, node_id};
 
 /// Partitions of the preferred-election topic, one preferred by each node.
 const PARTITIONS: i32 = 3;
-/// How long a write may take.
-const WRITE_BOUND: Duration = Duration::from_secs(10);
 /// How long a node may take to be fenced, or to be back in an ISR.
 const MOVE_BOUND: Duration = Duration::from_secs(60);
 
@@ -66,16 +65,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     let preferred = c.committed_partition("spread", theirs).ok_or("no partition")?.replicas[0];
     let victim = c.ix_of(preferred).ok_or("no such node")?;
     let via = (victim + 1) % spec.nodes;
-    let mut acked: BTreeMap<(i32, i64), String> = BTreeMap::new();
-    let mut write = |c: &mut Cluster, round: &str| -> Result<(), String> {
-        for p in 0..PARTITIONS {
-            let value = format!("{round}-p{p}");
-            let offset = c.produce(via, "spread", p, &value, WRITE_BOUND).ok_or("no write")?;
-            acked.insert((p, offset), value);
-        }
-        Ok(())
-    };
-    write(&mut c, "before")?;
+    let mut writes = Writes::new("spread", PARTITIONS, via);
+    writes.round(&mut c, "before")?;
 
     let all = elect(&mut c, via, false, None)?;
     ensure(all.is_empty(), || format!("nothing to elect, yet answered {all:?}"))?;
@@ -91,7 +82,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         c.committed_partition("spread", theirs).is_some_and(|r| r.leader != node_id(victim))
     });
     ensure(moved, || "the dead node's partition did not move".to_owned())?;
-    write(&mut c, "moved")?;
+    writes.round(&mut c, "moved")?;
     let leader = c.committed_partition("spread", theirs).ok_or("no partition")?.leader;
     let down = elect(&mut c, via, false, Some(vec![("spread", theirs)]))?;
     let expected = answers(&[("spread", theirs, codes::PREFERRED_LEADER_NOT_AVAILABLE)]);
@@ -106,17 +97,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(back == expected, || format!("with the preferred replica back: {back:?}"))?;
     let led = c.committed_partition("spread", theirs).ok_or("no partition")?.leader;
     ensure(led == node_id(victim), || format!("spread-{theirs} is led by {led}"))?;
-    write(&mut c, "after")?;
-    for p in 0..PARTITIONS {
-        let leader = c.committed_partition("spread", p).ok_or("no partition")?.leader;
-        let ix = c.ix_of(leader).ok_or("leader is no node")?;
-        let read = c.read_all(ix, "spread", p)?;
-        for ((_, offset), value) in acked.range((p, 0)..(p + 1, 0)) {
-            ensure(read.get(offset).is_some_and(|v| v.as_ref() == value.as_bytes()), || {
-                format!("spread-{p}@{offset}: acked {value:?}, read {:?}", read.get(offset))
-            })?;
-        }
-    }
+    writes.round(&mut c, "after")?;
+    writes.check_read_back(&mut c)?;
 
     // Unclean: a partition whose only in-sync replica is down, its other replica back.
     c.create_replicated_topic(via, "lonely", 1, 2, &[]).map_err(|e| e.to_string())?;

@@ -498,20 +498,36 @@ impl Controller {
         Response::Metadata(delta)
     }
 
-    /// Fences brokers whose sessions expired, one batch at a time.
-    async fn expire_sessions(&self) {
+    /// For a change the active controller makes of its own accord: the logic, held under its
+    /// lock (taken over if this controller just became active), with the image and the time,
+    /// once every earlier proposal is settled; `None` if this controller is not the active one
+    /// or a proposal did not settle.
+    async fn active_logic(
+        &self,
+    ) -> Option<(
+        tokio::sync::MutexGuard<'_, Option<ControllerLogic>>,
+        Arc<MetadataImage>,
+        crate::io::Instant,
+    )> {
         let mut logic = self.logic.lock().await;
         if !self.is_active() {
             *logic = None;
-            return;
+            return None;
         }
         if let Err(e) = self.settle().await {
             tracing::warn!("an earlier proposal did not settle: {e}");
-            return;
+            return None;
         }
         let image = self.image();
         let now = self.env.clock.now();
-        let logic = logic.get_or_insert_with(|| self.take_over(&image, now));
+        logic.get_or_insert_with(|| self.take_over(&image, now));
+        Some((logic, image, now))
+    }
+
+    /// Fences brokers whose sessions expired, one batch at a time.
+    async fn expire_sessions(&self) {
+        let Some((mut guard, image, now)) = self.active_logic().await else { return };
+        let Some(logic) = guard.as_mut() else { return };
         // Each fence is computed from the image with the previous one applied.
         for _ in 0..image.brokers.len() {
             let Some(batch) = logic.expire(&self.image(), now) else { return };
@@ -526,18 +542,8 @@ impl Controller {
     /// Gives partitions' leadership back to their preferred replicas, if this controller is
     /// the active one (see [`ControllerLogic::preferred_leaders`]).
     async fn rebalance_leaders(&self) {
-        let mut logic = self.logic.lock().await;
-        if !self.is_active() {
-            *logic = None;
-            return;
-        }
-        if let Err(e) = self.settle().await {
-            tracing::warn!("an earlier proposal did not settle: {e}");
-            return;
-        }
-        let image = self.image();
-        let now = self.env.clock.now();
-        let logic = logic.get_or_insert_with(|| self.take_over(&image, now));
+        let Some((mut guard, image, now)) = self.active_logic().await else { return };
+        let Some(logic) = guard.as_mut() else { return };
         let records = logic.preferred_leaders(&image, now);
         if records.is_empty() {
             return;
