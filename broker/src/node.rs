@@ -134,6 +134,7 @@ impl Broker {
                 num_partitions: config.num_partitions,
                 default_replication_factor: config.default_replication_factor,
                 session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+                heartbeat_interval: Duration::from_millis(config.broker_heartbeat_interval_ms),
             };
             let controller_config = ControllerConfig {
                 node: config.node_id,

@@ -265,9 +265,9 @@ async fn leader_elections_refuse_unknown_types_and_too_many_partitions() {
     let response = answer(read_response(&mut stream).await.expect("no answer"), 1);
     assert_eq!(response.error_code, 42, "INVALID_REQUEST");
     assert!(response.replica_election_results.is_empty());
-    // Named twice, answered once; an unknown partition is answered as such.
+    // Unknown partitions are answered as such; one named twice is answered once.
     let mut stream = send_raw(&broker, &elect(1, 0, 2)).await;
-    let mut twice = answer(read_response(&mut stream).await.expect("no answer"), 1);
+    let mut pair = answer(read_response(&mut stream).await.expect("no answer"), 1);
     let mut doubled = elect_leaders_request::TopicPartitions::default();
     doubled.topic = TopicName(StrBytes::from_static_str("nope"));
     doubled.partitions = vec![0, 0];
@@ -280,8 +280,8 @@ async fn leader_elections_refuse_unknown_types_and_too_many_partitions() {
     let partitions = &once.replica_election_results[0].partition_result;
     assert_eq!(partitions.len(), 1, "{partitions:?}");
     assert_eq!((partitions[0].partition_id, partitions[0].error_code), (0, 3));
-    assert_eq!(twice.error_code, 0);
-    let two = twice.replica_election_results.pop().unwrap().partition_result;
+    assert_eq!(pair.error_code, 0);
+    let two = pair.replica_election_results.pop().unwrap().partition_result;
     assert_eq!(two.iter().map(|p| p.error_code).collect::<Vec<_>>(), vec![3, 3]);
     still_serves(&broker).await;
 }

@@ -49,6 +49,7 @@ fn history(ops: &[Op]) -> Vec<Bytes> {
         num_partitions: 1,
         default_replication_factor: 1,
         session_timeout: Duration::from_secs(6),
+        heartbeat_interval: Duration::from_millis(500),
     };
     let mut image = MetadataImage::default();
     let mut now = Instant::ZERO;

@@ -125,7 +125,13 @@ pub struct LogicConfig {
     pub default_replication_factor: i32,
     /// A broker that has not heartbeated for this long is fenced.
     pub session_timeout: Duration,
+    /// How often brokers heartbeat (`broker.heartbeat.interval.ms`).
+    pub heartbeat_interval: Duration,
 }
+
+/// How many of its heartbeat intervals a broker may have been silent for and still be elected
+/// leader (see [`ControllerLogic::electable`]), within its session.
+pub const ELECTABLE_SILENCE_HEARTBEATS: u32 = 3;
 
 /// The least time a controller taking over gives a broker it has heard from to heartbeat to it
 /// before fencing it: two of the default heartbeat intervals, for a live broker to learn of the
@@ -153,8 +159,17 @@ pub struct ControllerLogic {
     heartbeats: BTreeMap<BrokerId, Instant>,
     /// Rotates the first broker of each placement.
     placement_start: usize,
-    /// The partitions each broker's last heartbeat to this controller reported offline there.
-    offline: BTreeMap<BrokerId, BTreeSet<(TopicId, i32)>>,
+    /// For each broker that registered or heartbeated to this controller since it became
+    /// active: when last, and the partitions its last heartbeat reported offline there.
+    heard: BTreeMap<BrokerId, Heard>,
+}
+
+/// What the active controller last heard from a broker itself.
+struct Heard {
+    /// When.
+    at: Instant,
+    /// The partitions it reported offline there.
+    offline: BTreeSet<(TopicId, i32)>,
 }
 
 impl ControllerLogic {
@@ -188,7 +203,7 @@ impl ControllerLogic {
             config,
             heartbeats,
             placement_start: image.topics.len(),
-            offline: BTreeMap::new(),
+            heard: BTreeMap::new(),
         }
     }
 
@@ -202,7 +217,7 @@ impl ControllerLogic {
     ) -> Vec<MetadataRecord> {
         let id = registration.broker_id;
         self.heartbeats.insert(id, now);
-        self.offline.remove(&id);
+        self.heard.insert(id, Heard { at: now, offline: BTreeSet::new() });
         let restarted = image
             .brokers
             .get(&id)
@@ -256,8 +271,9 @@ impl ControllerLogic {
             .filter(|b| b.registration.incarnation == incarnation)
             .ok_or(ControllerError::StaleBroker(broker_id))?;
         self.heartbeats.insert(broker_id, now);
-        self.offline.insert(broker_id, offline.iter().copied().collect());
         if shutdown {
+            // Not elected again by this controller, even if its shutdown does not commit.
+            self.heard.remove(&broker_id);
             if broker.shutting_down {
                 return Ok(Vec::new());
             }
@@ -267,6 +283,8 @@ impl ControllerLogic {
             }));
             return Ok(out);
         }
+        let reported = offline.iter().copied().collect();
+        self.heard.insert(broker_id, Heard { at: now, offline: reported });
         let gone = |p: &PartitionRecord| offline.contains(&(p.topic_id, p.partition));
         let away = leadership_away_from(image, broker_id, &self.config.topic_defaults, gone);
         if !away.is_empty() {
@@ -357,10 +375,12 @@ impl ControllerLogic {
     }
 
     /// Whether `broker` may be elected leader of `partition` by [`ControllerLogic::elect_leaders`]:
-    /// live (neither fenced nor shutting down), heard from within half a session (one that
-    /// died a moment ago is not fenced yet, and a partition handed to it would wait for the
-    /// fence), and not reporting the partition's log offline (or unopened, or damaged where it
-    /// led) in its last heartbeat to this controller.
+    /// live (neither fenced nor shutting down); heard from by this controller itself (not only
+    /// seen in heartbeats copied to it before it became active) within
+    /// [`ELECTABLE_SILENCE_HEARTBEATS`] heartbeat intervals, at most a session (one that died a
+    /// moment ago is not fenced yet, and a partition handed to it would wait for the fence);
+    /// and not reporting the partition's log offline (or unopened, or damaged where it led) in
+    /// that heartbeat.
     fn electable(
         &self,
         image: &MetadataImage,
@@ -368,14 +388,13 @@ impl ControllerLogic {
         partition: &PartitionRecord,
         now: Instant,
     ) -> bool {
-        let recent = self.heartbeats.get(&broker).is_some_and(|&at| {
-            now.saturating_duration_since(at) <= self.config.session_timeout / 2
+        let window = (self.config.heartbeat_interval * ELECTABLE_SILENCE_HEARTBEATS)
+            .min(self.config.session_timeout);
+        let heard = self.heard.get(&broker).is_some_and(|h| {
+            now.saturating_duration_since(h.at) <= window
+                && !h.offline.contains(&(partition.topic_id, partition.partition))
         });
-        let offline = self
-            .offline
-            .get(&broker)
-            .is_some_and(|o| o.contains(&(partition.topic_id, partition.partition)));
-        image.is_live(broker) && recent && !offline
+        image.is_live(broker) && heard
     }
 
     /// The records fencing the first broker whose session expired by `now`, if any. One at a

@@ -8,6 +8,8 @@ use crate::config::TopicConfig;
 use crate::controller::records::{BrokerEpoch, DirectoryId};
 
 const SESSION: Duration = Duration::from_secs(9);
+/// Brokers heartbeat every second: a broker silent for more than 3 s is not elected.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
 fn logic(image: &MetadataImage) -> ControllerLogic {
     let config = LogicConfig {
@@ -15,6 +17,7 @@ fn logic(image: &MetadataImage) -> ControllerLogic {
         num_partitions: 1,
         default_replication_factor: 1,
         session_timeout: SESSION,
+        heartbeat_interval: HEARTBEAT,
     };
     ControllerLogic::new(config, image, at(0))
 }
@@ -289,6 +292,7 @@ fn a_controller_taking_over_runs_sessions_from_the_last_heartbeat_it_saw() {
         num_partitions: 1,
         default_replication_factor: 1,
         session_timeout: SESSION,
+        heartbeat_interval: HEARTBEAT,
     };
     // Taking over at 100 s: broker 1 last seen at 95 s (its session ends at 104 s), broker 2 at
     // 50 s (its session ended long ago; it gets the grace), broker 3 never (a full session).
@@ -589,13 +593,20 @@ fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
         })
         .collect();
     apply(&mut image, &rejoined);
-    // Not heard from for more than half a session: it may have died unfenced.
+    // Not heard from for more than three heartbeats: it may have died unfenced.
     assert!(logic.preferred_leaders(&image, at(25)).is_empty(), "silent: not elected");
     // Reporting one partition's log offline: that one stays where it is.
     let (offline, topic_id) = (preferred_by_1[0], TopicId([1; 16]));
     logic.heartbeat(&image, 1, Incarnation(100), false, &[(topic_id, offline)], at(25)).unwrap();
     let records = logic.preferred_leaders(&image, at(25));
-    assert_eq!(records.len(), preferred_by_1.len() - 1, "{records:?}");
+    let elected: Vec<i32> = records
+        .iter()
+        .filter_map(|r| match r {
+            MetadataRecord::Partition(p) => Some(p.partition),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(elected, preferred_by_1[1..].to_vec(), "all but the offline one");
     beat(&mut logic, &image, &[1], 26);
     let before = image.clone();
     let records = logic.preferred_leaders(&image, at(26));
@@ -612,11 +623,63 @@ fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
     apply(&mut image, &records);
     assert!(moved(&image).is_empty());
     assert!(logic.preferred_leaders(&image, at(26)).is_empty(), "nothing left to move");
-    // A preferred replica shutting down is not elected either.
+    // Broker 2 shuts down: its partitions move and it leaves their ISRs. Back in them, and
+    // heard from again, it is still not elected while it shuts down.
+    beat(&mut logic, &image, &[1, 3], 26);
     let records = logic.heartbeat(&image, 2, Incarnation(200), true, &[], at(26)).unwrap();
     apply(&mut image, &records);
     assert!(!moved(&image).is_empty());
+    let back: Vec<MetadataRecord> = image
+        .topic("spread")
+        .unwrap()
+        .partitions
+        .values()
+        .filter(|p| !p.isr.contains(&2))
+        .map(|p| {
+            let mut next = p.clone();
+            next.isr.push(2);
+            next.partition_epoch += 1;
+            MetadataRecord::Partition(next)
+        })
+        .collect();
+    apply(&mut image, &back);
+    beat(&mut logic, &image, &[2], 26);
     assert!(logic.preferred_leaders(&image, at(26)).is_empty(), "shutting down: not elected");
+}
+
+#[test]
+fn a_controller_taking_over_elects_only_brokers_it_has_heard_from_itself() {
+    let (mut image, mut logic) = cluster(&[None, None]);
+    create(&mut image, &mut logic, topic("pair", 2, 2), 1);
+    let flipped: Vec<MetadataRecord> = image
+        .topic("pair")
+        .unwrap()
+        .partitions
+        .values()
+        .map(|p| {
+            let mut next = p.clone();
+            next.leader = p.replicas[1];
+            next.leader_epoch += 1;
+            next.partition_epoch += 1;
+            MetadataRecord::Partition(next)
+        })
+        .collect();
+    apply(&mut image, &flipped);
+    let config = LogicConfig {
+        topic_defaults: TopicConfig::with_defaults(Default::default()),
+        num_partitions: 1,
+        default_replication_factor: 1,
+        session_timeout: SESSION,
+        heartbeat_interval: HEARTBEAT,
+    };
+    // Both brokers' heartbeats were copied to it a moment ago: either may have died since.
+    let seen = BTreeMap::from([(1, at(99)), (2, at(99))]);
+    let mut fresh = ControllerLogic::taking_over(config, &image, at(100), &seen);
+    assert!(fresh.preferred_leaders(&image, at(100)).is_empty(), "heard from no one yet");
+    let asked = fresh.elect_leaders(&image, Election::Preferred, at(100), |_, _| true);
+    assert!(asked.is_empty(), "an operator's election waits for them too");
+    beat(&mut fresh, &image, &[1, 2], 100);
+    assert_eq!(fresh.preferred_leaders(&image, at(100)).len(), 2);
 }
 
 #[test]

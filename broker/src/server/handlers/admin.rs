@@ -321,7 +321,11 @@ pub async fn elect_leaders(
         response.error_code = code(ResponseError::InvalidRequest);
         return response;
     }
-    let image = || broker.membership().map(|m| m.image()).unwrap_or_default();
+    let Some(membership) = broker.membership() else {
+        response.error_code = code(ResponseError::NotController);
+        return response;
+    };
+    let image = || membership.image();
     // Whether the partition is led as the election asks (`None`: no such partition).
     let led = |image: &MetadataImage, topic: &str, partition: i32| {
         image.partition(topic, partition).map(|p| match election {
