@@ -11,15 +11,18 @@ const SESSION: Duration = Duration::from_secs(9);
 /// Brokers heartbeat every second: a broker silent for more than 3 s is not elected.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
-fn logic(image: &MetadataImage) -> ControllerLogic {
-    let config = LogicConfig {
+fn config() -> LogicConfig {
+    LogicConfig {
         topic_defaults: TopicConfig::with_defaults(Default::default()),
         num_partitions: 1,
         default_replication_factor: 1,
         session_timeout: SESSION,
         heartbeat_interval: HEARTBEAT,
-    };
-    ControllerLogic::new(config, image, at(0))
+    }
+}
+
+fn logic(image: &MetadataImage) -> ControllerLogic {
+    ControllerLogic::new(config(), image, at(0))
 }
 
 fn at(secs: u64) -> Instant {
@@ -287,13 +290,7 @@ fn after_an_unclean_shutdown_a_replica_leaves_the_isr_of_interval_topics_only() 
 #[test]
 fn a_controller_taking_over_runs_sessions_from_the_last_heartbeat_it_saw() {
     let (image, _) = cluster(&[None, None, None]);
-    let config = LogicConfig {
-        topic_defaults: TopicConfig::with_defaults(Default::default()),
-        num_partitions: 1,
-        default_replication_factor: 1,
-        session_timeout: SESSION,
-        heartbeat_interval: HEARTBEAT,
-    };
+    let config = config();
     // Taking over at 100 s: broker 1 last seen at 95 s (its session ends at 104 s), broker 2 at
     // 50 s (its session ended long ago; it gets the grace), broker 3 never (a full session).
     let seen = BTreeMap::from([(1, at(95)), (2, at(50))]);
@@ -542,6 +539,23 @@ fn a_member_is_added_only_in_the_run_that_caught_up() {
     assert!(matches!(&records[..], [MetadataRecord::Partition(q)] if q.isr.len() == 3));
 }
 
+/// A record of each partition of `topic`, changed by `change` and with its partition epoch
+/// bumped.
+fn changed(
+    image: &MetadataImage,
+    topic: &str,
+    change: impl Fn(&mut PartitionRecord),
+) -> Vec<MetadataRecord> {
+    let partitions = &image.topic(topic).unwrap().partitions;
+    let changed = partitions.values().map(|p| {
+        let mut next = p.clone();
+        change(&mut next);
+        next.partition_epoch += 1;
+        MetadataRecord::Partition(next)
+    });
+    changed.collect()
+}
+
 /// Heartbeats of `brokers` at `secs`, none reporting an offline log.
 fn beat(logic: &mut ControllerLogic, image: &MetadataImage, brokers: &[BrokerId], secs: u64) {
     for &b in brokers {
@@ -579,19 +593,11 @@ fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
     beat(&mut logic, &image, &[2, 3], 20);
     assert!(logic.preferred_leaders(&image, at(20)).is_empty(), "out of sync: not elected");
     // In sync again (as its leaders' ISR changes would have it).
-    let rejoined: Vec<MetadataRecord> = image
-        .topic("spread")
-        .unwrap()
-        .partitions
-        .values()
-        .filter(|p| !p.isr.contains(&1))
-        .map(|p| {
-            let mut next = p.clone();
-            next.isr.push(1);
-            next.partition_epoch += 1;
-            MetadataRecord::Partition(next)
-        })
-        .collect();
+    let rejoined = changed(&image, "spread", |p| {
+        if !p.isr.contains(&1) {
+            p.isr.push(1);
+        }
+    });
     apply(&mut image, &rejoined);
     // Not heard from for more than three heartbeats: it may have died unfenced.
     assert!(logic.preferred_leaders(&image, at(25)).is_empty(), "silent: not elected");
@@ -629,19 +635,11 @@ fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
     let records = logic.heartbeat(&image, 2, Incarnation(200), true, &[], at(26)).unwrap();
     apply(&mut image, &records);
     assert!(!moved(&image).is_empty());
-    let back: Vec<MetadataRecord> = image
-        .topic("spread")
-        .unwrap()
-        .partitions
-        .values()
-        .filter(|p| !p.isr.contains(&2))
-        .map(|p| {
-            let mut next = p.clone();
-            next.isr.push(2);
-            next.partition_epoch += 1;
-            MetadataRecord::Partition(next)
-        })
-        .collect();
+    let back = changed(&image, "spread", |p| {
+        if !p.isr.contains(&2) {
+            p.isr.push(2);
+        }
+    });
     apply(&mut image, &back);
     beat(&mut logic, &image, &[2], 26);
     assert!(logic.preferred_leaders(&image, at(26)).is_empty(), "shutting down: not elected");
@@ -651,27 +649,12 @@ fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
 fn a_controller_taking_over_elects_only_brokers_it_has_heard_from_itself() {
     let (mut image, mut logic) = cluster(&[None, None]);
     create(&mut image, &mut logic, topic("pair", 2, 2), 1);
-    let flipped: Vec<MetadataRecord> = image
-        .topic("pair")
-        .unwrap()
-        .partitions
-        .values()
-        .map(|p| {
-            let mut next = p.clone();
-            next.leader = p.replicas[1];
-            next.leader_epoch += 1;
-            next.partition_epoch += 1;
-            MetadataRecord::Partition(next)
-        })
-        .collect();
+    let flipped = changed(&image, "pair", |p| {
+        p.leader = p.replicas[1];
+        p.leader_epoch += 1;
+    });
     apply(&mut image, &flipped);
-    let config = LogicConfig {
-        topic_defaults: TopicConfig::with_defaults(Default::default()),
-        num_partitions: 1,
-        default_replication_factor: 1,
-        session_timeout: SESSION,
-        heartbeat_interval: HEARTBEAT,
-    };
+    let config = config();
     // Both brokers' heartbeats were copied to it a moment ago: either may have died since.
     let seen = BTreeMap::from([(1, at(99)), (2, at(99))]);
     let mut fresh = ControllerLogic::taking_over(config, &image, at(100), &seen);
@@ -687,19 +670,10 @@ fn leader_rebalancing_moves_a_bounded_number_of_partitions_at_a_time() {
     let (mut image, mut logic) = cluster(&[None, None]);
     let count = PREFERRED_ELECTIONS_MAX as i32 + 5;
     create(&mut image, &mut logic, topic("many", count, 2), 1);
-    let flipped: Vec<MetadataRecord> = image
-        .topic("many")
-        .unwrap()
-        .partitions
-        .values()
-        .map(|p| {
-            let mut next = p.clone();
-            next.leader = p.replicas[1];
-            next.leader_epoch += 1;
-            next.partition_epoch += 1;
-            MetadataRecord::Partition(next)
-        })
-        .collect();
+    let flipped = changed(&image, "many", |p| {
+        p.leader = p.replicas[1];
+        p.leader_epoch += 1;
+    });
     apply(&mut image, &flipped);
     let first = logic.preferred_leaders(&image, at(0));
     assert_eq!(first.len(), PREFERRED_ELECTIONS_MAX);
