@@ -146,9 +146,9 @@ pub const PREFERRED_ELECTIONS_MAX: usize = 1_000;
 /// Which leader an election picks (Kafka's ElectLeaders election types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Election {
-    /// The preferred replica, if it is live and in sync.
+    /// The preferred replica, if it is in sync and electable, in place of another leader.
     Preferred,
-    /// For a partition without a leader: any live replica, in sync or not.
+    /// For a partition without a leader: an electable replica, in sync if one is, else any.
     Unclean,
 }
 
@@ -304,12 +304,13 @@ impl ControllerLogic {
     }
 
     /// Partition records giving each partition's leadership back to its preferred replica, the
-    /// first of its assignment, where another replica leads it (or none does) and the preferred
-    /// one is live and in sync: automatic leader rebalancing, as Kafka's controller does it
-    /// (`auto.leader.rebalance.enable`), so that leadership moved away by failovers spreads
-    /// back over the brokers once they return. The election is clean (the new leader is in the
-    /// ISR, so it holds everything the high watermark counts); the old leader stays in the ISR
-    /// and follows. At most [`PREFERRED_ELECTIONS_MAX`] partitions at a time.
+    /// first of its assignment, where another replica leads it and the preferred one is in sync
+    /// and electable (see [`ControllerLogic::electable`]): automatic leader rebalancing, as
+    /// Kafka's controller does it (`auto.leader.rebalance.enable`), so that leadership moved
+    /// away by failovers spreads back over the brokers once they return. The election is clean
+    /// (the new leader is in the ISR, so it holds everything the high watermark counts); the old
+    /// leader stays in the ISR and follows. At most [`PREFERRED_ELECTIONS_MAX`] partitions at a
+    /// time.
     pub fn preferred_leaders(&self, image: &MetadataImage, now: Instant) -> Vec<MetadataRecord> {
         self.elect_leaders(image, Election::Preferred, now, |_, _| true)
     }
