@@ -1,0 +1,122 @@
+//! Leader elections the controller makes of its own accord or on an operator's request:
+//! preferred replicas given their partitions back (automatic leader rebalancing), and
+//! ElectLeaders, preferred or unclean; and which brokers may be elected.
+
+use super::{ControllerLogic, MetadataImage, MetadataRecord, NO_LEADER};
+use crate::controller::records::{BrokerId, PartitionRecord};
+use crate::io::Instant;
+
+/// How many of its heartbeat intervals a broker may have been silent for and still be elected
+/// leader (see [`ControllerLogic::electable`]), within its session.
+pub const ELECTABLE_SILENCE_HEARTBEATS: u32 = 3;
+
+/// The most partitions one pass of leader rebalancing gives back to their preferred replicas
+/// (Kafka's controller bounds its elections per pass too): one metadata entry stays small, and
+/// the rest follow at the next pass.
+pub const PREFERRED_ELECTIONS_MAX: usize = 1_000;
+
+/// Which leader an election picks (Kafka's ElectLeaders election types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Election {
+    /// The preferred replica, if it is in sync and electable, in place of another leader.
+    Preferred,
+    /// For a partition without a leader: an electable replica, in sync if one is, else any.
+    Unclean,
+}
+
+impl ControllerLogic {
+    /// Partition records giving each partition's leadership back to its preferred replica, the
+    /// first of its assignment, where another replica leads it and the preferred one is in sync
+    /// and electable (see [`ControllerLogic::electable`]): automatic leader rebalancing, as
+    /// Kafka's controller does it (`auto.leader.rebalance.enable`), so that leadership moved
+    /// away by failovers spreads back over the brokers once they return. The election is clean
+    /// (the new leader is in the ISR, so it holds everything the high watermark counts); the old
+    /// leader stays in the ISR and follows. At most [`PREFERRED_ELECTIONS_MAX`] partitions at a
+    /// time.
+    pub fn preferred_leaders(&self, image: &MetadataImage, now: Instant) -> Vec<MetadataRecord> {
+        self.elect_leaders(image, Election::Preferred, now, |_, _| true)
+    }
+
+    /// Partition records electing leaders for the partitions `only` admits (by topic name
+    /// and index), at most [`PREFERRED_ELECTIONS_MAX`], for an operator's ElectLeaders. Only
+    /// an electable replica is picked (see [`ControllerLogic::electable`]).
+    /// - [`Election::Preferred`]: the preferred replica, where another replica leads and it is
+    ///   in sync (see [`ControllerLogic::preferred_leaders`]). A partition without a leader is
+    ///   left to the registration or return of a replica that may lead it, as before.
+    /// - [`Election::Unclean`]: for a partition without a leader, an in-sync replica if one is
+    ///   electable, else any electable replica, which becomes the whole ISR (accepting the loss
+    ///   of what only the others held), whatever the topic's `unclean.leader.election.enable`.
+    ///   A partition with a leader is left alone.
+    pub fn elect_leaders(
+        &self,
+        image: &MetadataImage,
+        election: Election,
+        now: Instant,
+        only: impl Fn(&str, i32) -> bool,
+    ) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        for topic in image.topics.values() {
+            for p in topic.partitions.values().filter(|p| only(&topic.name, p.partition)) {
+                if out.len() == PREFERRED_ELECTIONS_MAX {
+                    return out;
+                }
+                let electable = |b: &&BrokerId| self.electable(image, **b, p, now);
+                let mut next = p.clone();
+                match election {
+                    Election::Preferred => {
+                        let Some(preferred) = p.replicas.first() else { continue };
+                        if p.leader == NO_LEADER
+                            || p.leader == *preferred
+                            || !p.isr.contains(preferred)
+                            || !electable(&preferred)
+                        {
+                            continue;
+                        }
+                        next.leader = *preferred;
+                    }
+                    Election::Unclean => {
+                        if p.leader != NO_LEADER {
+                            continue;
+                        }
+                        if let Some(&clean) = p.isr.iter().find(electable) {
+                            next.leader = clean;
+                        } else if let Some(&any) = p.replicas.iter().find(electable) {
+                            tracing::warn!(topic = %topic.name, partition = p.partition, leader = any, "unclean leader election asked for");
+                            next.leader = any;
+                            next.isr = vec![any];
+                        } else {
+                            continue;
+                        }
+                    }
+                }
+                next.leader_epoch += 1;
+                next.partition_epoch += 1;
+                out.push(MetadataRecord::Partition(next));
+            }
+        }
+        out
+    }
+
+    /// Whether `broker` may be elected leader of `partition` by [`ControllerLogic::elect_leaders`]:
+    /// live (neither fenced nor shutting down); heard from by this controller itself (not only
+    /// seen in heartbeats copied to it before it became active) within
+    /// [`ELECTABLE_SILENCE_HEARTBEATS`] heartbeat intervals, at most a session (one that died a
+    /// moment ago is not fenced yet, and a partition handed to it would wait for the fence);
+    /// and not reporting the partition's log offline (or unopened, or damaged where it led) in
+    /// that heartbeat.
+    fn electable(
+        &self,
+        image: &MetadataImage,
+        broker: BrokerId,
+        partition: &PartitionRecord,
+        now: Instant,
+    ) -> bool {
+        let window = (self.config.heartbeat_interval * ELECTABLE_SILENCE_HEARTBEATS)
+            .min(self.config.session_timeout);
+        let heard = self.heard.get(&broker).is_some_and(|h| {
+            now.saturating_duration_since(h.at) <= window
+                && !h.offline.contains(&(partition.topic_id, partition.partition))
+        });
+        image.is_live(broker) && heard
+    }
+}
