@@ -1,0 +1,213 @@
+//! Leader elections forced by a broker's fate: fencing, controlled shutdown, a log gone
+//! offline, a restart (in a new epoch, or back on an empty disk), and the return of a replica
+//! to partitions that have no leader; and unclean elections where a topic allows them.
+
+use super::{MetadataImage, MetadataRecord, NO_LEADER, TopicImage};
+use crate::config::TopicConfig;
+use crate::controller::records::{BrokerId, PartitionRecord};
+use crate::log::config::FlushPolicy;
+
+/// Whether `topic` may elect a leader from outside its ISR (`unclean.leader.election.enable`,
+/// its override or the default).
+fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
+    match topic.configs.get("unclean.leader.election.enable") {
+        Some(value) => value == "true",
+        None => defaults.unclean_leader_election(),
+    }
+}
+
+/// Partition records moving leadership away from `broker` (fenced, shutting down, or with its
+/// log offline), for the partitions `only` admits: the next live in-sync replica after it in
+/// the assignment's order leads; with none, a live out-of-sync replica where the topic allows
+/// unclean election (it becomes the whole ISR), else none. The broker leaves the ISR unless it
+/// is the last member (the last member keeps the partition's committed data: only it may lead
+/// again, cleanly).
+pub(super) fn leadership_away_from(
+    image: &MetadataImage,
+    broker: BrokerId,
+    defaults: &TopicConfig,
+    only: impl Fn(&PartitionRecord) -> bool,
+) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for p in topic.partitions.values().filter(|p| only(p)) {
+            if p.leader != broker && !(p.isr.contains(&broker) && p.isr.len() > 1) {
+                continue;
+            }
+            let mut next = p.clone();
+            if next.isr.len() > 1 {
+                next.isr.retain(|&b| b != broker);
+            }
+            if p.leader == broker {
+                // The next live in-sync replica after it in the assignment's order, round:
+                // leadership moved again and again (each leader handing over a damaged log)
+                // then comes to every in-sync replica in turn.
+                let after = p.replicas.iter().position(|&r| r == broker).map_or(0, |i| i + 1);
+                let clean = p
+                    .replicas
+                    .iter()
+                    .cycle()
+                    .skip(after)
+                    .take(p.replicas.len())
+                    .copied()
+                    .find(|&b| b != broker && next.isr.contains(&b) && image.is_live(b))
+                    .or_else(|| {
+                        next.isr.iter().copied().find(|&b| b != broker && image.is_live(b))
+                    });
+                next.leader = match clean {
+                    Some(leader) => leader,
+                    None if unclean_allowed(topic, defaults) => {
+                        match p.replicas.iter().copied().find(|&b| b != broker && image.is_live(b))
+                        {
+                            Some(leader) => {
+                                tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
+                                next.isr = vec![leader];
+                                leader
+                            }
+                            None => NO_LEADER,
+                        }
+                    }
+                    None => NO_LEADER,
+                };
+                next.leader_epoch += 1;
+            }
+            next.partition_epoch += 1;
+            out.push(MetadataRecord::Partition(next));
+        }
+    }
+    out
+}
+
+/// Partition records for `broker` registering a new incarnation (it restarted):
+///
+/// - Every partition it leads starts a new leader epoch. It may have come back with a shorter
+///   log — a crash or power failure took its unsynced tail, which followers may already hold.
+///   Leading on in the same epoch, it would write new records at those offsets under the same
+///   epoch, and no follower could tell its copy diverged; a new epoch starts where the
+///   restarted log ends, and followers cut back to it.
+/// - After an unclean shutdown, it leaves the ISR of every `flush.policy=interval` partition
+///   with another member (KIP-966's "last replica standing" guard): such a log acknowledges
+///   what it fetched, not what it synced, so a power failure may have taken records the high
+///   watermark already counted. Where it led, the next live in-sync replica leads, or none
+///   until one returns. The last member stays: no replica holds more. Under `flush.policy=ack`
+///   a follower reports only what it synced, so a restarted replica holds everything it
+///   acknowledged and stays.
+/// - Back on a new disk (another directory id), it holds nothing: it leaves every ISR, even as
+///   the last member. A partition whose ISR it was then has no in-sync replica and no leader
+///   (electing the empty log would make every other replica truncate to it) — unless the topic
+///   allows unclean election, which picks another live replica at once, or this one if none
+///   is up.
+pub(super) fn restarted_records(
+    image: &MetadataImage,
+    broker: BrokerId,
+    came_back: Restart,
+    defaults: &TopicConfig,
+) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        let distrusted = came_back.unclean_shutdown && flushes_on_interval(topic, defaults);
+        for p in topic.partitions.values() {
+            let leaves_isr =
+                p.isr.contains(&broker) && (came_back.new_disk || (distrusted && p.isr.len() > 1));
+            if !leaves_isr && p.leader != broker {
+                continue;
+            }
+            let mut next = p.clone();
+            if leaves_isr {
+                next.isr.retain(|&b| b != broker);
+                if next.isr.is_empty() && unclean_allowed(topic, defaults) {
+                    // A replica with a log of its own, if one is up, beats the empty one.
+                    let others = p.replicas.iter().copied().filter(|&b| b != broker);
+                    let leader = others.into_iter().find(|&b| image.is_live(b)).unwrap_or(broker);
+                    tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
+                    next.leader = leader;
+                    next.isr = vec![leader];
+                } else if p.leader == broker {
+                    next.leader =
+                        next.isr.iter().copied().find(|&b| image.is_live(b)).unwrap_or(NO_LEADER);
+                }
+            }
+            if p.leader == broker || next.leader != p.leader {
+                next.leader_epoch += 1;
+            }
+            next.partition_epoch += 1;
+            out.push(MetadataRecord::Partition(next));
+        }
+    }
+    out
+}
+
+/// How a registering broker's new run began.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Restart {
+    /// Its last run ended without a clean shutdown.
+    pub(super) unclean_shutdown: bool,
+    /// Its data folder is another than the one it registered with before: an empty disk.
+    pub(super) new_disk: bool,
+}
+
+/// Whether `topic` acknowledges records before they are synced (`flush.policy=interval`, its
+/// override or the default).
+fn flushes_on_interval(topic: &TopicImage, defaults: &TopicConfig) -> bool {
+    match topic.configs.get("flush.policy") {
+        Some(value) => value == "interval",
+        None => defaults.log_config().flush_policy == FlushPolicy::Interval,
+    }
+}
+
+/// Partition records electing, in `topic` (whose config now allows unclean election), a leader
+/// for each partition that has none and no live in-sync replica: its first live replica, which
+/// becomes the whole ISR. An operator enabling `unclean.leader.election.enable` on a partition
+/// stuck without a leader (its in-sync replicas gone, or its last one back on a new disk) gets
+/// it served again at once, as in Kafka, at the cost of whatever only those replicas held.
+pub(super) fn unclean_elections(image: &MetadataImage, topic: &TopicImage) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for p in topic.partitions.values() {
+        if p.leader != NO_LEADER || p.isr.iter().any(|&b| image.is_live(b)) {
+            continue;
+        }
+        let Some(leader) = p.replicas.iter().copied().find(|&b| image.is_live(b)) else {
+            continue;
+        };
+        tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
+        let mut next = p.clone();
+        next.leader = leader;
+        next.isr = vec![leader];
+        next.leader_epoch += 1;
+        next.partition_epoch += 1;
+        out.push(MetadataRecord::Partition(next));
+    }
+    out
+}
+
+/// Partition records giving `broker` leadership of partitions that have no leader and list it
+/// in sync — or, where the topic allows unclean election, of leaderless partitions it is a
+/// replica of whose in-sync replicas are all down (it becomes the whole ISR).
+pub(super) fn leaderless_to(
+    image: &MetadataImage,
+    broker: BrokerId,
+    defaults: &TopicConfig,
+) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for p in topic.partitions.values() {
+            if p.leader != NO_LEADER || !p.replicas.contains(&broker) {
+                continue;
+            }
+            let mut next = p.clone();
+            if !p.isr.contains(&broker) {
+                let isr_down = !p.isr.iter().any(|&b| image.is_live(b));
+                if !(isr_down && unclean_allowed(topic, defaults)) {
+                    continue;
+                }
+                tracing::warn!(topic = %topic.name, partition = p.partition, leader = broker, "unclean leader election");
+                next.isr = vec![broker];
+            }
+            next.leader = broker;
+            next.leader_epoch += 1;
+            next.partition_epoch += 1;
+            out.push(MetadataRecord::Partition(next));
+        }
+    }
+    out
+}
