@@ -106,7 +106,9 @@ fn history(ops: &[Op]) -> Vec<Bytes> {
             }
             Op::Configure(t, ms) => {
                 let configs = BTreeMap::from([("retention.ms".to_owned(), ms.to_string())]);
-                if let Ok(records) = logic.alter_configs(&image, &format!("t{t}"), configs, false) {
+                if let Ok(records) =
+                    logic.alter_configs(&image, &format!("t{t}"), configs, false, now)
+                {
                     batches.push(records);
                 }
             }

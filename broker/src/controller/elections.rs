@@ -111,12 +111,25 @@ impl ControllerLogic {
         partition: &PartitionRecord,
         now: Instant,
     ) -> bool {
+        image.is_live(broker) && self.answering(broker, partition, now)
+    }
+
+    /// Whether this controller has heard from `broker` itself within
+    /// [`ELECTABLE_SILENCE_HEARTBEATS`] heartbeat intervals (at most a session) before `now`,
+    /// and its last heartbeat did not report `partition`'s log offline (or unopened, or
+    /// damaged where it led). The elections a broker's fate forces prefer such a replica; the
+    /// others elect only such a replica.
+    pub(super) fn answering(
+        &self,
+        broker: BrokerId,
+        partition: &PartitionRecord,
+        now: Instant,
+    ) -> bool {
         let window = (self.config.heartbeat_interval * ELECTABLE_SILENCE_HEARTBEATS)
             .min(self.config.session_timeout);
-        let heard = self.heard.get(&broker).is_some_and(|h| {
+        self.heard.get(&broker).is_some_and(|h| {
             now.saturating_duration_since(h.at) <= window
                 && !h.offline.contains(&(partition.topic_id, partition.partition))
-        });
-        image.is_live(broker) && heard
+        })
     }
 }

@@ -1,11 +1,33 @@
 //! Leader elections forced by a broker's fate: fencing, controlled shutdown, a log gone
 //! offline, a restart (in a new epoch, or back on an empty disk), and the return of a replica
 //! to partitions that have no leader; and unclean elections where a topic allows them.
+//!
+//! Each picks among the live replicas it may elect. Where several qualify, it prefers one the
+//! controller has heard from lately that did not report the partition's log offline (see
+//! [`Answering`]): a broker that died a moment ago is live until its session ends, and a
+//! partition handed to it would wait for that fence; a replica whose log is offline would hand
+//! the partition on at its next heartbeat. Where none answers (a controller that has just taken
+//! over has heard from no one yet), the first that qualifies is picked as before: failover never
+//! waits for a heartbeat.
 
 use super::{MetadataImage, MetadataRecord, NO_LEADER, TopicImage};
 use crate::config::TopicConfig;
 use crate::controller::records::{BrokerId, PartitionRecord};
 use crate::log::config::FlushPolicy;
+
+/// Whether the controller has heard from a broker lately, and its last heartbeat did not
+/// report the partition's log offline (see [`super::ControllerLogic::answering`]).
+pub(super) type Answering<'a> = &'a dyn Fn(BrokerId, &PartitionRecord) -> bool;
+
+/// The first of `candidates` that answers for `p`, else the first of them.
+fn pick(
+    candidates: impl Iterator<Item = BrokerId> + Clone,
+    p: &PartitionRecord,
+    answering: Answering,
+) -> Option<BrokerId> {
+    let mut first = candidates.clone();
+    candidates.into_iter().find(|&b| answering(b, p)).or_else(|| first.next())
+}
 
 /// Whether `topic` may elect a leader from outside its ISR (`unclean.leader.election.enable`,
 /// its override or the default).
@@ -18,7 +40,7 @@ fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
 
 /// Partition records moving leadership away from `broker` (fenced, shutting down, or with its
 /// log offline), for the partitions `only` admits: the next live in-sync replica after it in
-/// the assignment's order leads; with none, a live out-of-sync replica where the topic allows
+/// the assignment's order that answers leads, or the next that does not; with none, a live out-of-sync replica where the topic allows
 /// unclean election (it becomes the whole ISR), else none. The broker leaves the ISR unless it
 /// is the last member (the last member keeps the partition's committed data: only it may lead
 /// again, cleanly).
@@ -26,6 +48,7 @@ pub(super) fn leadership_away_from(
     image: &MetadataImage,
     broker: BrokerId,
     defaults: &TopicConfig,
+    answering: Answering,
     only: impl Fn(&PartitionRecord) -> bool,
 ) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
@@ -43,22 +66,23 @@ pub(super) fn leadership_away_from(
                 // leadership moved again and again (each leader handing over a damaged log)
                 // then comes to every in-sync replica in turn.
                 let after = p.replicas.iter().position(|&r| r == broker).map_or(0, |i| i + 1);
-                let clean = p
+                let in_sync = p
                     .replicas
                     .iter()
                     .cycle()
                     .skip(after)
                     .take(p.replicas.len())
                     .copied()
-                    .find(|&b| b != broker && next.isr.contains(&b) && image.is_live(b))
-                    .or_else(|| {
-                        next.isr.iter().copied().find(|&b| b != broker && image.is_live(b))
-                    });
+                    .filter(|&b| b != broker && next.isr.contains(&b) && image.is_live(b));
+                let clean = pick(in_sync, p, answering).or_else(|| {
+                    next.isr.iter().copied().find(|&b| b != broker && image.is_live(b))
+                });
                 next.leader = match clean {
                     Some(leader) => leader,
                     None if unclean_allowed(topic, defaults) => {
-                        match p.replicas.iter().copied().find(|&b| b != broker && image.is_live(b))
-                        {
+                        let others = p.replicas.iter().copied();
+                        let live = others.filter(|&b| b != broker && image.is_live(b));
+                        match pick(live, p, answering) {
                             Some(leader) => {
                                 tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
                                 next.isr = vec![leader];
@@ -102,6 +126,7 @@ pub(super) fn restarted_records(
     broker: BrokerId,
     came_back: Restart,
     defaults: &TopicConfig,
+    answering: Answering,
 ) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for topic in image.topics.values() {
@@ -117,14 +142,15 @@ pub(super) fn restarted_records(
                 next.isr.retain(|&b| b != broker);
                 if next.isr.is_empty() && unclean_allowed(topic, defaults) {
                     // A replica with a log of its own, if one is up, beats the empty one.
-                    let others = p.replicas.iter().copied().filter(|&b| b != broker);
-                    let leader = others.into_iter().find(|&b| image.is_live(b)).unwrap_or(broker);
+                    let others = p.replicas.iter().copied();
+                    let live = others.filter(|&b| b != broker && image.is_live(b));
+                    let leader = pick(live, p, answering).unwrap_or(broker);
                     tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
                     next.leader = leader;
                     next.isr = vec![leader];
                 } else if p.leader == broker {
-                    next.leader =
-                        next.isr.iter().copied().find(|&b| image.is_live(b)).unwrap_or(NO_LEADER);
+                    let live = next.isr.iter().copied().filter(|&b| image.is_live(b));
+                    next.leader = pick(live, p, answering).unwrap_or(NO_LEADER);
                 }
             }
             if p.leader == broker || next.leader != p.leader {
@@ -156,17 +182,22 @@ fn flushes_on_interval(topic: &TopicImage, defaults: &TopicConfig) -> bool {
 }
 
 /// Partition records electing, in `topic` (whose config now allows unclean election), a leader
-/// for each partition that has none and no live in-sync replica: its first live replica, which
-/// becomes the whole ISR. An operator enabling `unclean.leader.election.enable` on a partition
+/// for each partition that has none and no live in-sync replica: its first live replica that
+/// answers, else its first live replica, which becomes the whole ISR. An operator enabling `unclean.leader.election.enable` on a partition
 /// stuck without a leader (its in-sync replicas gone, or its last one back on a new disk) gets
 /// it served again at once, as in Kafka, at the cost of whatever only those replicas held.
-pub(super) fn unclean_elections(image: &MetadataImage, topic: &TopicImage) -> Vec<MetadataRecord> {
+pub(super) fn unclean_elections(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    answering: Answering,
+) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for p in topic.partitions.values() {
         if p.leader != NO_LEADER || p.isr.iter().any(|&b| image.is_live(b)) {
             continue;
         }
-        let Some(leader) = p.replicas.iter().copied().find(|&b| image.is_live(b)) else {
+        let live = p.replicas.iter().copied().filter(|&b| image.is_live(b));
+        let Some(leader) = pick(live, p, answering) else {
             continue;
         };
         tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");

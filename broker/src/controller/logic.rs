@@ -219,7 +219,9 @@ impl ControllerLogic {
         }
         let mut out = vec![MetadataRecord::RegisterBroker(registration)];
         if restarted {
-            out.extend(restarted_records(image, id, came_back, &self.config.topic_defaults));
+            let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
+            let defaults = &self.config.topic_defaults;
+            out.extend(restarted_records(image, id, came_back, defaults, &answering));
         }
         let changed: BTreeSet<(TopicId, i32)> = out
             .iter()
@@ -260,15 +262,17 @@ impl ControllerLogic {
                 return Ok(Vec::new());
             }
             let mut out = vec![MetadataRecord::ShutdownBroker { broker_id, incarnation }];
-            out.extend(leadership_away_from(image, broker_id, &self.config.topic_defaults, |_| {
-                true
-            }));
+            let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
+            let defaults = &self.config.topic_defaults;
+            out.extend(leadership_away_from(image, broker_id, defaults, &answering, |_| true));
             return Ok(out);
         }
         let reported = offline.iter().copied().collect();
         self.heard.insert(broker_id, Heard { at: now, offline: reported });
         let gone = |p: &PartitionRecord| offline.contains(&(p.topic_id, p.partition));
-        let away = leadership_away_from(image, broker_id, &self.config.topic_defaults, gone);
+        let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
+        let defaults = &self.config.topic_defaults;
+        let away = leadership_away_from(image, broker_id, defaults, &answering, gone);
         if !away.is_empty() {
             tracing::warn!(
                 broker_id,
@@ -296,8 +300,9 @@ impl ControllerLogic {
             if now.saturating_duration_since(last) > self.config.session_timeout {
                 let incarnation = broker.registration.incarnation;
                 let mut batch = vec![MetadataRecord::FenceBroker { broker_id: id, incarnation }];
-                batch
-                    .extend(leadership_away_from(image, id, &self.config.topic_defaults, |_| true));
+                let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
+                let defaults = &self.config.topic_defaults;
+                batch.extend(leadership_away_from(image, id, defaults, &answering, |_| true));
                 return Some(batch);
             }
         }
@@ -472,6 +477,7 @@ impl ControllerLogic {
         name: &str,
         configs: BTreeMap<String, String>,
         validate_only: bool,
+        now: Instant,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
         let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
         let mut config = self.config.topic_defaults.clone();
@@ -484,7 +490,8 @@ impl ControllerLogic {
             configs: config.overrides().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         }];
         if config.unclean_leader_election() {
-            out.extend(unclean_elections(image, topic));
+            let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
+            out.extend(unclean_elections(image, topic, &answering));
         }
         Ok(out)
     }

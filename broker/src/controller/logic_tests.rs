@@ -484,7 +484,7 @@ fn a_broker_back_on_a_new_disk_leaves_every_isr_even_as_the_last_member() {
     assert!(orphan.isr.is_empty() && orphan.leader == NO_LEADER, "{orphan:?}");
     // Until an operator allows an unclean election: a live replica then leads at once.
     let configs = BTreeMap::from([("unclean.leader.election.enable".into(), "true".into())]);
-    let records = logic.alter_configs(&image, "solo", configs, false).unwrap();
+    let records = logic.alter_configs(&image, "solo", configs, false, at(0)).unwrap();
     apply(&mut image, &records);
     let served = image.partition("solo", solo).unwrap();
     assert_eq!((served.leader, served.isr.clone()), (replaced, vec![replaced]), "{served:?}");
@@ -734,4 +734,51 @@ fn an_unclean_election_picks_a_live_replica_only_for_partitions_without_a_leader
     assert_eq!(elected[0].leader_epoch, image.partition("pair", 0).unwrap().leader_epoch + 1);
     // No electable replica at all: nothing.
     assert!(unclean(&image, &logic, 30).is_empty(), "every replica silent");
+}
+
+#[test]
+fn failover_prefers_a_replica_heard_from_lately_without_its_log_offline() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("trio", 1, 3), 1);
+    let p = image.partition("trio", 0).unwrap().clone();
+    let [first, second, third] = p.replicas[..] else { panic!("{p:?}") };
+    assert_eq!(p.leader, first);
+    let leader_after = |records: &[MetadataRecord]| {
+        let p = records.iter().find_map(|r| match r {
+            MetadataRecord::Partition(p) => Some(p.clone()),
+            _ => None,
+        });
+        p.unwrap().leader
+    };
+    // The leader's session ends; the next in order is live but silent for more than 3
+    // heartbeats (it may have died too), the last heartbeated a moment ago.
+    beat(&mut logic, &image, &[second], 5);
+    beat(&mut logic, &image, &[third], 9);
+    let fenced = logic.expire(&image, at(10)).expect("the leader expired");
+    assert_eq!(leader_after(&fenced), third);
+    // A controlled shutdown, the next replica reporting the log offline there.
+    let offline = [(p.topic_id, 0)];
+    let incarnation = |b: BrokerId| Incarnation(b as u128 * 100);
+    logic.heartbeat(&image, second, incarnation(second), false, &offline, at(10)).unwrap();
+    beat(&mut logic, &image, &[third], 10);
+    let shutdown = logic.heartbeat(&image, first, incarnation(first), true, &[], at(10)).unwrap();
+    assert_eq!(leader_after(&shutdown), third);
+    // A controller that has just taken over has heard from neither: the next in order, at once.
+    let seen = BTreeMap::from([(second, at(10)), (third, at(10))]);
+    let mut fresh = ControllerLogic::taking_over(config(), &image, at(10), &seen);
+    let shutdown = fresh.heartbeat(&image, first, incarnation(first), true, &[], at(10)).unwrap();
+    assert_eq!(leader_after(&shutdown), second);
+    // The topic allowing unclean elections, its leader back on a new disk as the only member
+    // in sync: a replica that answers, not the first in order, becomes the whole ISR.
+    let alone = changed(&image, "trio", |p| p.isr = vec![first]);
+    apply(&mut image, &alone);
+    let unclean = vec![("unclean.leader.election.enable".to_owned(), "true".to_owned())];
+    let records = logic.alter_configs(&image, "trio", unclean.into_iter().collect(), false, at(10));
+    apply(&mut image, &records.unwrap());
+    let mut moved = registration(first, None);
+    moved.incarnation = Incarnation(7);
+    moved.directory = Some(DirectoryId(77));
+    let records = logic.register(&image, moved, at(10));
+    let next = image.partition("trio", 0).map(|_| leader_after(&records[1..]));
+    assert_eq!(next, Some(third));
 }

@@ -323,7 +323,7 @@ impl Controller {
                 logic.create_partitions(&image, &name, count, validate_only)
             }
             Request::AlterConfigs { name, configs, validate_only } => {
-                logic.alter_configs(&image, &name, configs, validate_only)
+                logic.alter_configs(&image, &name, configs, validate_only, now)
             }
             Request::ElectLeaders { election, partitions } => {
                 let asked: BTreeSet<(&str, i32)> =
