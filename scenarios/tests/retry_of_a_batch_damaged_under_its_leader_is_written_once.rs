@@ -8,6 +8,13 @@
 //! [7, 8]`). The retry must instead be answered with the batch's first offset, by an in-sync
 //! replica whose state holds it: the restarted leader refuses such batches as not the leader and
 //! hands the partition over.
+//!
+//! In the second variant the leader is the last replica standing: its only follower is down,
+//! and `min.insync.replicas=1` lets it take writes alone. It cannot hand the partition over,
+//! and it cannot tell the retry from a new batch, so it refuses such batches (with the
+//! retriable NOT_ENOUGH_REPLICAS) until the follower, whose copy and state are intact, is back
+//! in sync; then it hands over as before (found by cluster seed 0x1d7a: `idempotent b"i-404"
+//! appears at [88, 89]`).
 
 use std::time::Duration;
 
@@ -27,6 +34,10 @@ const MOVE_BOUND: Duration = Duration::from_secs(10);
 const RETRY_BOUND: Duration = Duration::from_secs(60);
 /// Between retries of the retry.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// How long the last replica standing keeps refusing the retry before its follower returns.
+const ALONE_FOR: Duration = Duration::from_secs(10);
+/// Kafka's NOT_ENOUGH_REPLICAS.
+const NOT_ENOUGH_REPLICAS: i16 = 19;
 
 fn record(i: i64) -> (Option<Bytes>, Bytes) {
     (None, Bytes::from(format!("i-{i}")))
@@ -56,11 +67,25 @@ fn send(
     }
 }
 
-fn scenario(seed: u64) -> Result<(), String> {
+/// Waits until node `ix` leads the partition, its role taken.
+fn await_leading(c: &mut Cluster, ix: usize, when: &str) -> Result<(), String> {
+    let id = weir_sim::workload::cluster::node_id(ix);
+    let leads = c.run_until(MOVE_BOUND, |c| {
+        let named = c.committed_partition("t", 0).is_some_and(|p| p.leader == id);
+        let part = c.broker(ix).and_then(|b| b.catalog.partition("t", 0));
+        named && part.is_some_and(|p| p.leads())
+    });
+    ensure(leads, || format!("node{id} does not lead after {when}"))
+}
+
+/// `alone`: the leader's only follower is down from before the damage until the retry has
+/// been refused for [`ALONE_FOR`].
+fn scenario(seed: u64, alone: bool) -> Result<(), String> {
     let spec = ClusterSpec { voters: 3, ..ClusterSpec::combined(4) };
     let mut c = Cluster::new_settled(seed, spec)?;
-    let configs = [("flush.policy", "ack"), ("min.insync.replicas", "2")];
-    c.create_replicated_topic(0, "t", 1, 3, &configs).map_err(|e| e.to_string())?;
+    let (replication, min_insync) = if alone { (2, "1") } else { (3, "2") };
+    let configs = [("flush.policy", "ack"), ("min.insync.replicas", min_insync)];
+    c.create_replicated_topic(0, "t", 1, replication, &configs).map_err(|e| e.to_string())?;
     let before = c.committed_partition("t", 0).ok_or("no partition")?;
     let leader = c.ix_of(before.leader).ok_or("no leader")?;
     let addr = c.addr(leader);
@@ -79,12 +104,21 @@ fn scenario(seed: u64) -> Result<(), String> {
         let (code, offset) = send(&mut c, leader, producer, &batch(i))?;
         ensure(code == 0 && offset == i, || format!("batch {i}: error {code}, offset {offset}"))?;
     }
+    let follower = before.replicas.iter().find(|&&r| r != before.leader).copied();
+    let follower = c.ix_of(follower.ok_or("no follower")?).ok_or("no follower node")?;
+    if alone {
+        c.sim.kill(c.nodes[follower]);
+        c.await_isr_size(("t", 0), 1, RETRY_BOUND)?;
+    }
+    let restarted = |c: &mut Cluster, when: &str| {
+        if alone { await_leading(c, leader, when) } else { c.settle(when) }
+    };
     // The leader restarts: its log's checkpoint now covers every batch (a log checkpoints as it
     // opens), while its producer state has no snapshot since (those come with the periodic
     // checkpoint, which does not run here).
     c.sim.kill(c.nodes[leader]);
     c.sim.start(c.nodes[leader]);
-    c.settle("the leader's first restart")?;
+    restarted(&mut c, "the leader's first restart")?;
     let dir = "t-0";
     let covered = durable_recovery_point(&c.sim, c.nodes[leader], dir).unwrap_or(0);
     ensure(covered >= BATCHES, || format!("the reopened log's checkpoint is at {covered}"))?;
@@ -102,7 +136,25 @@ fn scenario(seed: u64) -> Result<(), String> {
     // producer state is rebuilt from the whole log, past the damaged batch.
     c.sim.kill(c.nodes[leader]);
     c.sim.start(c.nodes[leader]);
-    c.settle("the leader's second restart")?;
+    restarted(&mut c, "the leader's second restart")?;
+    if alone {
+        // Nothing may take the retry: the leader's state may have lost it, and no other copy is
+        // in sync.
+        let end = c.sim.now() + ALONE_FOR;
+        let mut codes = Vec::new();
+        while c.sim.now() < end {
+            let (code, offset) = send(&mut c, leader, producer, &batch(last))?;
+            ensure(code != 0, || {
+                format!("the last replica standing took the retry of the damaged batch: {offset}")
+            })?;
+            codes.push(code);
+            c.run_for(RETRY_PAUSE);
+        }
+        ensure(codes.contains(&NOT_ENOUGH_REPLICAS), || {
+            format!("the retry was never refused as NOT_ENOUGH_REPLICAS: {codes:?}")
+        })?;
+        c.sim.start(c.nodes[follower]);
+    }
     // The producer never got its answer: it sends the last batch again, to whoever leads.
     let mut answer = None;
     let mut refusals = Vec::new();
@@ -146,5 +198,13 @@ fn scenario(seed: u64) -> Result<(), String> {
 
 #[test]
 fn retry_of_a_batch_damaged_under_its_leader_is_written_once() {
-    for_each_seed("retry_of_a_batch_damaged_under_its_leader_is_written_once", 0..12, scenario);
+    for_each_seed("retry_of_a_batch_damaged_under_its_leader_is_written_once", 0..12, |seed| {
+        scenario(seed, false)
+    });
+}
+
+#[test]
+fn retry_of_a_batch_damaged_under_the_last_replica_standing_is_written_once() {
+    let name = "retry_of_a_batch_damaged_under_the_last_replica_standing_is_written_once";
+    for_each_seed(name, 0..12, |seed| scenario(seed, true));
 }

@@ -46,14 +46,22 @@ pub enum ProduceError {
     #[error("not the leader")]
     NotLeader,
     /// The producer state was rebuilt past a damaged batch that may have held this batch's
-    /// first write, and another in-sync replica, which holds that batch intact, can lead.
+    /// first write: taken for new, a retry of that batch would be written twice. Another
+    /// in-sync replica, which holds that batch intact, can lead; or, with none (`alone`), the
+    /// batch waits for one to rejoin the ISR (or for [`PRODUCER_RETRY_WINDOW`] to pass).
     #[error(
-        "this replica's producer state passed over the damaged batch ending at {damaged}; \
-         leadership is moving to an in-sync replica that holds it"
+        "this replica's producer state passed over the damaged batch ending at {damaged}; {}",
+        if *alone {
+            "no other in-sync replica holds it: such batches wait for one to rejoin the ISR"
+        } else {
+            "leadership is moving to an in-sync replica that holds it"
+        }
     )]
     ProducerStateDamaged {
         /// The last offset of the damaged batch.
         damaged: Offset,
+        /// No other replica is in sync.
+        alone: bool,
     },
     /// `acks=all` with fewer in-sync replicas than `min.insync.replicas`: nothing was written.
     #[error(transparent)]
@@ -253,12 +261,14 @@ impl Partition {
             // seen to diverge from that leader's log once this broker follows it.
             let epoch = self.check_leader(acks)?;
             // A retry of a batch the state lost to damage would be written twice: an intact
-            // replica's state knows it, so it leads (see `damage_while_leading`).
+            // replica's state knows it, so it leads (see `damage_while_leading`). With no other
+            // replica in sync, none may: the batch is refused until one rejoins, as the last
+            // replica standing cannot tell a retry from a new batch.
             if let Some(damaged) = self.producer_damage()
                 && state.uncertain(&header)
-                && self.isr_has_others()
             {
-                return Err(ProduceError::ProducerStateDamaged { damaged });
+                let alone = !self.isr_has_others();
+                return Err(ProduceError::ProducerStateDamaged { damaged, alone });
             }
             match state.check(&header)? {
                 Decision::Duplicate { base_offset, last_offset, max_timestamp } => {

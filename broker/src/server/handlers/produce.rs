@@ -136,10 +136,16 @@ async fn append(
             failed(index, error.response_error(), Some(&message))
         }
         Err(ProduceError::NotLeader) => failed(index, ResponseError::NotLeaderOrFollower, None),
-        Err(error @ ProduceError::ProducerStateDamaged { .. }) => {
-            // Retriable: the client asks for metadata again and follows the new leader.
+        Err(error @ ProduceError::ProducerStateDamaged { alone, .. }) => {
+            // Retriable either way: the client asks for metadata again and follows the new
+            // leader, or tries again here until another replica is in sync.
             let message = error.to_string();
-            failed(index, ResponseError::NotLeaderOrFollower, Some(&message))
+            let code = if alone {
+                ResponseError::NotEnoughReplicas
+            } else {
+                ResponseError::NotLeaderOrFollower
+            };
+            failed(index, code, Some(&message))
         }
         Err(ProduceError::NotEnoughReplicas(error)) => {
             let message = error.to_string();
