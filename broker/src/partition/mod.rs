@@ -46,9 +46,10 @@ pub enum ProduceError {
     #[error("not the leader")]
     NotLeader,
     /// The producer state was rebuilt past a damaged batch that may have held this batch's
-    /// first write: taken for new, a retry of that batch would be written twice. Another
-    /// in-sync replica, which holds that batch intact, can lead; or, with none (`alone`), the
-    /// batch waits for one to rejoin the ISR (or for [`PRODUCER_RETRY_WINDOW`] to pass).
+    /// first write, and another replica may hold that batch intact: taken for new, a retry of
+    /// it would be written twice. Another in-sync replica, whose state knows it, can lead; or,
+    /// with none (`alone`), the batch waits for one to rejoin the ISR (or for
+    /// [`PRODUCER_RETRY_WINDOW`] to pass).
     #[error(
         "this replica's producer state passed over the damaged batch ending at {damaged}; {}",
         if *alone {
@@ -263,9 +264,12 @@ impl Partition {
             // A retry of a batch the state lost to damage would be written twice: an intact
             // replica's state knows it, so it leads (see `damage_while_leading`). With no other
             // replica in sync, none may: the batch is refused until one rejoins, as the last
-            // replica standing cannot tell a retry from a new batch.
+            // replica standing cannot tell a retry from a new batch, and another replica may
+            // hold the first write intact. A partition with no other replica holds the damaged
+            // batch nowhere else, readable: the retry writes its records again, once.
             if let Some(damaged) = self.producer_damage()
                 && state.uncertain(&header)
+                && self.has_followers()
             {
                 let alone = !self.isr_has_others();
                 return Err(ProduceError::ProducerStateDamaged { damaged, alone });

@@ -68,9 +68,9 @@ pub async fn recover(log: &Log, disk: &dyn Disk) -> Result<ProducerStateManager,
 /// state then misses what that batch held, so its producer's next batch may be refused as out of
 /// sequence, and a retry of the damaged batch itself would be taken for a new batch: the state
 /// records that it passed damage ([`ProducerStateManager::uncertain`]), and the partition does
-/// not take such batches for as long as such a retry may come: it hands its lead to another
-/// in-sync replica, or with none waits for one (see [`super::Partition::produce`] and
-/// [`super::PRODUCER_RETRY_WINDOW`]). The replay goes on
+/// not take such batches for as long as such a retry may come, where another replica may hold
+/// the batch intact: it hands its lead to another in-sync replica, or with none waits for one
+/// (see [`super::Partition::produce`] and [`super::PRODUCER_RETRY_WINDOW`]). The replay goes on
 /// where the read says reads go on past the damage, else at the next segment; with neither, it
 /// ends there.
 async fn replay(

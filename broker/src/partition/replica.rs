@@ -148,6 +148,14 @@ impl Partition {
         }
     }
 
+    /// Whether this broker leads a partition assigned to other replicas too, in the ISR or not.
+    pub(super) fn has_followers(&self) -> bool {
+        match &self.replica_state().role {
+            Role::Leader { replica, .. } => replica.has_followers(),
+            _ => false,
+        }
+    }
+
     /// Whether this broker follows `leader` in `epoch` now (a fetcher checks before it writes).
     pub fn follows(&self, leader: BrokerId, epoch: LeaderEpoch) -> bool {
         matches!(self.replica_state().role, Role::Follower { leader: l, epoch: e } if l == leader && e == epoch)

@@ -224,6 +224,11 @@ impl LeaderReplica {
         &self.isr
     }
 
+    /// Whether the partition is assigned to other replicas than the leader.
+    pub fn has_followers(&self) -> bool {
+        !self.followers.is_empty()
+    }
+
     /// What the leader knows of `follower`.
     pub fn follower(&self, follower: BrokerId) -> Option<FollowerState> {
         self.followers.get(&follower).copied()
