@@ -15,7 +15,7 @@ use crate::controller::client::ControllerClient;
 use crate::controller::logic::{ControllerError, LogicConfig, NewTopic};
 use crate::controller::membership::{Membership, Timing};
 use crate::controller::records::{BrokerRegistration, DirectoryId, Incarnation};
-use crate::controller::rpc::{Request, Response};
+use crate::controller::rpc::{LogReports, Request, Response};
 use crate::controller::service::{Controller, ControllerConfig, ControllerStartError};
 use crate::coordinator::CoordinatorConfig;
 use crate::fetcher;
@@ -500,6 +500,7 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         let now = clock.now();
         let mut asks = Vec::new();
         let mut offline = Vec::new();
+        let mut damaged = Vec::new();
         let image = membership.image();
         let me = membership.node();
         // Whether another live in-sync replica could lead the partition.
@@ -518,6 +519,8 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 // Damage in the log led here: another in-sync replica's copy serves it.
                 tracing::warn!(partition = %partition.tp, %at, "damaged log: handing over leadership");
                 offline.push((partition.topic_id, index));
+            } else if partition.lasting_damage().is_some() {
+                damaged.push((partition.topic_id, index));
             }
             if let Some((epoch, proposal)) = partition.isr_proposal(now) {
                 asks.push((partition, epoch, proposal));
@@ -531,7 +534,7 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 offline.push((topic_id, tp.partition.0));
             }
         }
-        membership.set_offline(offline);
+        membership.set_log_reports(LogReports { offline, damaged });
         drop(b);
         for (partition, epoch, proposal) in asks {
             let request = Request::AlterPartition {

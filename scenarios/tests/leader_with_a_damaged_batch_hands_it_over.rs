@@ -9,7 +9,9 @@
 //!
 //! Within a few seconds of the read leadership must have moved; writes go on; the follower that
 //! was down rejoins the ISR; and a read of the whole partition from the new leader returns every
-//! acknowledged record.
+//! acknowledged record. The damage lasts (nothing repairs the copy), and the damaged replica is
+//! the partition's preferred one: leader rebalancing, every few seconds here, must not give it
+//! the partition back (it did, at every pass, until its heartbeats reported the damage).
 
 use std::time::Duration;
 
@@ -31,10 +33,16 @@ const MOVE_BOUND: Duration = Duration::from_secs(10);
 const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
 /// How long the follower that was down may take to rejoin the ISR.
 const REJOIN_BOUND: Duration = Duration::from_secs(60);
+/// `leader.imbalance.check.interval.seconds` here.
+const REBALANCE_SECS: u64 = 5;
 
 fn scenario(seed: u64) -> Result<(), String> {
     // Four nodes, three of them voters; the partition's replicas are any three.
-    let spec = ClusterSpec { voters: 3, ..ClusterSpec::combined(4) };
+    let spec = ClusterSpec {
+        voters: 3,
+        leader_rebalance_secs: Some(REBALANCE_SECS),
+        ..ClusterSpec::combined(4)
+    };
     let mut c = Cluster::new_settled(seed, spec)?;
     let configs = [("flush.policy", "ack"), ("min.insync.replicas", "2")];
     c.create_replicated_topic(0, "t", 1, 3, &configs).map_err(|e| e.to_string())?;
@@ -104,6 +112,12 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(rejoined, || {
         let p = c.committed_partition("t", 0);
         format!("the ISR is not whole again after the move: {p:?}")
+    })?;
+    let back = c.run_until(Duration::from_secs(REBALANCE_SECS * 4), |c| {
+        c.committed_partition("t", 0).is_some_and(|p| p.leader == before.leader)
+    });
+    ensure(!back, || {
+        format!("node{} leads again, its damaged batch at {base} unrepaired", before.leader)
     })?;
     let acked_then = producer.acked().len();
     c.run_for(Duration::from_secs(3));

@@ -80,7 +80,11 @@ fn history(ops: &[Op]) -> Vec<Bytes> {
             Op::Heartbeat(b, shutdown) => {
                 if let Some(broker) = image.brokers.get(b) {
                     let inc = broker.registration.incarnation;
-                    batches.push(logic.heartbeat(&image, *b, inc, *shutdown, &[], now).unwrap());
+                    batches.push(
+                        logic
+                            .heartbeat(&image, *b, inc, *shutdown, &Default::default(), now)
+                            .unwrap(),
+                    );
                 }
             }
             Op::Advance(secs) => {

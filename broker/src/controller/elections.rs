@@ -2,7 +2,7 @@
 //! preferred replicas given their partitions back (automatic leader rebalancing), and
 //! ElectLeaders, preferred or unclean; and which brokers may be elected.
 
-use super::{ControllerLogic, MetadataImage, MetadataRecord, NO_LEADER};
+use super::{ControllerLogic, Heard, MetadataImage, MetadataRecord, NO_LEADER};
 use crate::controller::records::{BrokerId, PartitionRecord};
 use crate::io::Instant;
 
@@ -26,8 +26,9 @@ pub enum Election {
 
 impl ControllerLogic {
     /// Partition records giving each partition's leadership back to its preferred replica, the
-    /// first of its assignment, where another replica leads it and the preferred one is in sync
-    /// and electable (see [`ControllerLogic::electable`]): automatic leader rebalancing, as
+    /// first of its assignment, where another replica leads it and the preferred one is in sync,
+    /// electable (see [`ControllerLogic::electable`]) and not known to hold a damaged batch of
+    /// it (it would hand the partition over again at the first read of that batch): automatic leader rebalancing, as
     /// Kafka's controller does it (`auto.leader.rebalance.enable`), so that leadership moved
     /// away by failovers spreads back over the brokers once they return. The election is clean
     /// (the new leader is in the ISR, so it holds everything the high watermark counts); the old
@@ -41,12 +42,13 @@ impl ControllerLogic {
     /// and index), at most [`PREFERRED_ELECTIONS_MAX`], for an operator's ElectLeaders. Only
     /// an electable replica is picked (see [`ControllerLogic::electable`]).
     /// - [`Election::Preferred`]: the preferred replica, where another replica leads and it is
-    ///   in sync (see [`ControllerLogic::preferred_leaders`]). A partition without a leader is
+    ///   in sync and whole (see [`ControllerLogic::preferred_leaders`]). A partition without a leader is
     ///   left to the registration or return of a replica that may lead it, as before.
     /// - [`Election::Unclean`]: for a partition without a leader, an in-sync replica if one is
     ///   electable, else any electable replica, which becomes the whole ISR (accepting the loss
     ///   of what only the others held), whatever the topic's `unclean.leader.election.enable`.
-    ///   A partition with a leader is left alone.
+    ///   Among several, one not known to hold a damaged batch of it. A partition with a leader
+    ///   is left alone.
     pub fn elect_leaders(
         &self,
         image: &MetadataImage,
@@ -61,6 +63,7 @@ impl ControllerLogic {
                     return out;
                 }
                 let electable = |b: &&BrokerId| self.electable(image, **b, p, now);
+                let whole = |b: &&BrokerId| electable(b) && self.answering(**b, p, now);
                 let mut next = p.clone();
                 match election {
                     Election::Preferred => {
@@ -68,7 +71,7 @@ impl ControllerLogic {
                         if p.leader == NO_LEADER
                             || p.leader == *preferred
                             || !p.isr.contains(preferred)
-                            || !electable(&preferred)
+                            || !whole(&preferred)
                         {
                             continue;
                         }
@@ -78,9 +81,17 @@ impl ControllerLogic {
                         if p.leader != NO_LEADER {
                             continue;
                         }
-                        if let Some(&clean) = p.isr.iter().find(electable) {
+                        let first_whole = |among: &[BrokerId]| -> Option<BrokerId> {
+                            let mut candidates = among.iter();
+                            candidates
+                                .clone()
+                                .find(whole)
+                                .or_else(|| candidates.find(electable))
+                                .copied()
+                        };
+                        if let Some(clean) = first_whole(&p.isr) {
                             next.leader = clean;
-                        } else if let Some(&any) = p.replicas.iter().find(electable) {
+                        } else if let Some(any) = first_whole(&p.replicas) {
                             tracing::warn!(topic = %topic.name, partition = p.partition, leader = any, "unclean leader election asked for");
                             next.leader = any;
                             next.isr = vec![any];
@@ -111,25 +122,37 @@ impl ControllerLogic {
         partition: &PartitionRecord,
         now: Instant,
     ) -> bool {
-        image.is_live(broker) && self.answering(broker, partition, now)
+        image.is_live(broker) && self.heard_lately(broker, partition, now).is_some()
     }
 
-    /// Whether this controller has heard from `broker` itself within
-    /// [`ELECTABLE_SILENCE_HEARTBEATS`] heartbeat intervals (at most a session) before `now`,
-    /// and its last heartbeat did not report `partition`'s log offline (or unopened, or
-    /// damaged where it led). The elections a broker's fate forces prefer such a replica; the
-    /// others elect only such a replica.
+    /// What this controller last heard from `broker` itself, if within
+    /// [`ELECTABLE_SILENCE_HEARTBEATS`] heartbeat intervals (at most a session) before `now`
+    /// and not reporting `partition`'s log offline (or unopened, or damaged where it led).
+    fn heard_lately(
+        &self,
+        broker: BrokerId,
+        partition: &PartitionRecord,
+        now: Instant,
+    ) -> Option<&Heard> {
+        let window = (self.config.heartbeat_interval * ELECTABLE_SILENCE_HEARTBEATS)
+            .min(self.config.session_timeout);
+        self.heard.get(&broker).filter(|h| {
+            now.saturating_duration_since(h.at) <= window
+                && !h.offline.contains(&(partition.topic_id, partition.partition))
+        })
+    }
+
+    /// Whether this controller has heard from `broker` lately (see
+    /// [`ControllerLogic::electable`]), and its last heartbeat reported `partition`'s log there
+    /// neither offline nor holding a damaged batch. The elections a broker's fate forces, and
+    /// unclean ones, prefer such a replica; a preferred election elects only such a replica.
     pub(super) fn answering(
         &self,
         broker: BrokerId,
         partition: &PartitionRecord,
         now: Instant,
     ) -> bool {
-        let window = (self.config.heartbeat_interval * ELECTABLE_SILENCE_HEARTBEATS)
-            .min(self.config.session_timeout);
-        self.heard.get(&broker).is_some_and(|h| {
-            now.saturating_duration_since(h.at) <= window
-                && !h.offline.contains(&(partition.topic_id, partition.partition))
-        })
+        let key = (partition.topic_id, partition.partition);
+        self.heard_lately(broker, partition, now).is_some_and(|h| !h.damaged.contains(&key))
     }
 }

@@ -3,10 +3,11 @@
 //! to partitions that have no leader; and unclean elections where a topic allows them.
 //!
 //! Each picks among the live replicas it may elect. Where several qualify, it prefers one the
-//! controller has heard from lately that did not report the partition's log offline (see
-//! [`Answering`]): a broker that died a moment ago is live until its session ends, and a
-//! partition handed to it would wait for that fence; a replica whose log is offline would hand
-//! the partition on at its next heartbeat. Where none answers (a controller that has just taken
+//! controller has heard from lately whose log there is neither offline nor known to hold a
+//! damaged batch (see [`Answering`]): a broker that died a moment ago is live until its session
+//! ends, and a partition handed to it would wait for that fence; a replica whose log is offline
+//! or damaged would hand the partition on, at its next heartbeat or at the first read of the
+//! damage. Where none answers (a controller that has just taken
 //! over has heard from no one yet), the first that qualifies is picked as before: failover never
 //! waits for a heartbeat.
 
@@ -15,8 +16,9 @@ use crate::config::TopicConfig;
 use crate::controller::records::{BrokerId, PartitionRecord};
 use crate::log::config::FlushPolicy;
 
-/// Whether the controller has heard from a broker lately, and its last heartbeat did not
-/// report the partition's log offline (see [`super::ControllerLogic::answering`]).
+/// Whether the controller has heard from a broker lately, and its last heartbeat reported the
+/// partition's log neither offline nor holding a damaged batch (see
+/// [`super::ControllerLogic::answering`]).
 pub(super) type Answering<'a> = &'a dyn Fn(BrokerId, &PartitionRecord) -> bool;
 
 /// The first of `candidates` that answers for `p`, else the first of them.

@@ -13,6 +13,7 @@ use super::records::{
     BrokerEpoch, BrokerId, BrokerRegistration, Incarnation, MetadataRecord, NO_LEADER,
     PartitionRecord,
 };
+use super::rpc::LogReports;
 use crate::catalog::TOPIC_PARTITIONS_MAX;
 use crate::config::{ConfigError, TopicConfig};
 use crate::io::Instant;
@@ -152,6 +153,15 @@ struct Heard {
     at: Instant,
     /// The partitions it reported offline there.
     offline: BTreeSet<(TopicId, i32)>,
+    /// The partitions it reported holding a damaged batch there.
+    damaged: BTreeSet<(TopicId, i32)>,
+}
+
+impl Heard {
+    /// Heard at `at`, reporting every log whole.
+    fn whole(at: Instant) -> Heard {
+        Heard { at, offline: BTreeSet::new(), damaged: BTreeSet::new() }
+    }
 }
 
 impl ControllerLogic {
@@ -199,7 +209,7 @@ impl ControllerLogic {
     ) -> Vec<MetadataRecord> {
         let id = registration.broker_id;
         self.heartbeats.insert(id, now);
-        self.heard.insert(id, Heard { at: now, offline: BTreeSet::new() });
+        self.heard.insert(id, Heard::whole(now));
         let restarted = image
             .brokers
             .get(&id)
@@ -246,7 +256,7 @@ impl ControllerLogic {
         broker_id: BrokerId,
         incarnation: Incarnation,
         shutdown: bool,
-        offline: &[(TopicId, i32)],
+        reports: &LogReports,
         now: Instant,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
         let broker = image
@@ -267,8 +277,13 @@ impl ControllerLogic {
             out.extend(leadership_away_from(image, broker_id, defaults, &answering, |_| true));
             return Ok(out);
         }
-        let reported = offline.iter().copied().collect();
-        self.heard.insert(broker_id, Heard { at: now, offline: reported });
+        let LogReports { offline, damaged } = reports;
+        let heard = Heard {
+            at: now,
+            offline: offline.iter().copied().collect(),
+            damaged: damaged.iter().copied().collect(),
+        };
+        self.heard.insert(broker_id, heard);
         let gone = |p: &PartitionRecord| offline.contains(&(p.topic_id, p.partition));
         let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
         let defaults = &self.config.topic_defaults;

@@ -13,10 +13,9 @@ use super::client::{ControllerClient, Lane};
 use super::image::MetadataImage;
 use super::logic::ControllerError;
 use super::records::{BrokerId, BrokerRegistration, Incarnation};
-use super::rpc::{Request, Response};
+use super::rpc::{LogReports, Request, Response};
 use super::service::decode_entry;
 use crate::io::{Env, Instant, timeout};
-use crate::model::TopicId;
 
 /// How long a metadata fetch waits at the controller for something new.
 pub const METADATA_WAIT: Duration = Duration::from_millis(1_000);
@@ -60,8 +59,8 @@ pub struct Membership {
     /// Zero: none.
     rejoin_at: AtomicU64,
     shutting_down: AtomicBool,
-    /// Partitions whose log here went offline, reported with every heartbeat.
-    offline: Mutex<Vec<(TopicId, i32)>>,
+    /// What every heartbeat reports of this broker's logs.
+    reports: Mutex<LogReports>,
     /// Woken whenever the image changes.
     pub changed: Notify,
 }
@@ -89,7 +88,7 @@ impl Membership {
             last_heartbeat: Mutex::new(None),
             rejoin_at: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
-            offline: Mutex::new(Vec::new()),
+            reports: Mutex::new(LogReports::default()),
             changed: Notify::new(),
         });
         env.spawn("broker-heartbeat", heartbeat_loop(Arc::downgrade(&membership)));
@@ -97,11 +96,9 @@ impl Membership {
         membership
     }
 
-    /// Sets the partitions whose log here went offline (a failed write or sync): every
-    /// heartbeat reports them, and the controller moves their leadership and ISR membership
-    /// to other replicas, as Kafka does for a failed log directory.
-    pub fn set_offline(&self, partitions: Vec<(TopicId, i32)>) {
-        *self.offline.lock().unwrap_or_else(|p| p.into_inner()) = partitions;
+    /// Sets what every heartbeat reports of this broker's logs (see [`LogReports`]).
+    pub fn set_log_reports(&self, reports: LogReports) {
+        *self.reports.lock().unwrap_or_else(|p| p.into_inner()) = reports;
     }
 
     /// This broker's id.
@@ -194,7 +191,7 @@ impl Membership {
             broker_id: self.node(),
             incarnation: self.registration.incarnation,
             shutdown: true,
-            offline: Vec::new(),
+            reports: LogReports::default(),
             lapsed: false,
         };
         match self.call(&request, limit).await {
@@ -262,7 +259,7 @@ async fn heartbeat_loop(membership: Weak<Membership>) {
                 broker_id: m.node(),
                 incarnation: m.registration.incarnation,
                 shutdown: false,
-                offline: m.offline.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                reports: m.reports.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                 lapsed,
             }
         } else {

@@ -29,6 +29,10 @@ const ALTER_PARTITION: u8 = 9;
 const ALTER_PARTITION_JOINING: u8 = 12;
 /// Request type of an operator's leader election.
 const ELECT_LEADERS: u8 = 13;
+/// Request type of a heartbeat from before damaged logs were reported, or reporting none.
+const HEARTBEAT: u8 = 2;
+/// Request type of a heartbeat reporting logs known to hold a damaged batch.
+const HEARTBEAT_WITH_DAMAGE: u8 = 14;
 
 /// Largest frame accepted (a metadata snapshot of a large cluster fits).
 pub const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -67,6 +71,18 @@ pub struct Hello {
     pub channel: Channel,
 }
 
+/// What a broker's heartbeats report of its logs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogReports {
+    /// Partitions whose log here went offline (a failed write or sync, a partition that could
+    /// not open, or damage met while leading): the controller moves their leadership and ISR
+    /// membership to other replicas, as Kafka does for a failed log directory.
+    pub offline: Vec<(TopicId, i32)>,
+    /// Partitions whose log here is known to hold a damaged batch: the controller prefers other
+    /// replicas as their leaders.
+    pub damaged: Vec<(TopicId, i32)>,
+}
+
 /// A broker's request to the controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -80,9 +96,8 @@ pub enum Request {
         incarnation: Incarnation,
         /// Whether it asks for a controlled shutdown.
         shutdown: bool,
-        /// Partitions whose log here went offline (a failed write or sync): leadership and
-        /// ISR membership move away from this broker for them.
-        offline: Vec<(TopicId, i32)>,
+        /// What it reports of its logs.
+        reports: LogReports,
         /// The broker's session may have lapsed since its last answered heartbeat: the
         /// controller answers only once an entry it proposed commits, with that entry's index,
         /// so that the answer comes from a controller that still leads and the broker can wait
@@ -275,6 +290,17 @@ impl Hello {
     }
 }
 
+fn write_partitions(w: &mut Writer, partitions: &[(TopicId, i32)]) {
+    w.u32(partitions.len() as u32);
+    for (topic_id, partition) in partitions {
+        w.topic_id(*topic_id).i32(*partition);
+    }
+}
+
+fn read_partitions(r: &mut Reader, what: &'static str) -> Result<Vec<(TopicId, i32)>, DecodeError> {
+    r.list(what, 20, |r| Ok((r.topic_id("topic id")?, r.i32("partition")?)))
+}
+
 fn write_topic(w: &mut Writer, t: &NewTopic) {
     w.str(&t.name)
         .i32(t.partitions)
@@ -300,13 +326,15 @@ impl Request {
                 w.u8(if b.directory.is_some() { REGISTER_IN_DIRECTORY } else { REGISTER });
                 write_registration(&mut w, b);
             }
-            Request::Heartbeat { broker_id, incarnation, shutdown, offline, lapsed } => {
-                w.u8(2).i32(*broker_id).u128(incarnation.0).bool(*shutdown);
-                w.u32(offline.len() as u32);
-                for (topic_id, partition) in offline {
-                    w.topic_id(*topic_id).i32(*partition);
-                }
+            Request::Heartbeat { broker_id, incarnation, shutdown, reports, lapsed } => {
+                let LogReports { offline, damaged } = reports;
+                w.u8(if damaged.is_empty() { HEARTBEAT } else { HEARTBEAT_WITH_DAMAGE });
+                w.i32(*broker_id).u128(incarnation.0).bool(*shutdown);
+                write_partitions(&mut w, offline);
                 w.bool(*lapsed);
+                if !damaged.is_empty() {
+                    write_partitions(&mut w, damaged);
+                }
             }
             Request::CreateTopic { topic, validate_only } => {
                 w.u8(3);
@@ -376,15 +404,20 @@ impl Request {
         let request = match r.u8("request type")? {
             REGISTER => Request::Register(read_registration(&mut r, false)?),
             REGISTER_IN_DIRECTORY => Request::Register(read_registration(&mut r, true)?),
-            2 => Request::Heartbeat {
-                broker_id: r.i32("broker id")?,
-                incarnation: Incarnation(r.u128("incarnation")?),
-                shutdown: r.bool("shutdown")?,
-                offline: r.list("offline partitions", 20, |r| {
-                    Ok((r.topic_id("topic id")?, r.i32("partition")?))
-                })?,
-                lapsed: r.bool("lapsed")?,
-            },
+            kind @ (HEARTBEAT | HEARTBEAT_WITH_DAMAGE) => {
+                let broker_id = r.i32("broker id")?;
+                let incarnation = Incarnation(r.u128("incarnation")?);
+                let shutdown = r.bool("shutdown")?;
+                let offline = read_partitions(&mut r, "offline partitions")?;
+                let lapsed = r.bool("lapsed")?;
+                let damaged = if kind == HEARTBEAT_WITH_DAMAGE {
+                    read_partitions(&mut r, "damaged partitions")?
+                } else {
+                    Vec::new()
+                };
+                let reports = LogReports { offline, damaged };
+                Request::Heartbeat { broker_id, incarnation, shutdown, reports, lapsed }
+            }
             3 => Request::CreateTopic {
                 topic: read_topic(&mut r)?,
                 validate_only: r.bool("validate only")?,
@@ -558,8 +591,18 @@ mod tests {
                 broker_id: 3,
                 incarnation: Incarnation(5),
                 shutdown: true,
-                offline: vec![(TopicId([7; 16]), 2)],
+                reports: LogReports { offline: vec![(TopicId([7; 16]), 2)], damaged: Vec::new() },
                 lapsed: true,
+            },
+            Request::Heartbeat {
+                broker_id: 3,
+                incarnation: Incarnation(5),
+                shutdown: false,
+                reports: LogReports {
+                    offline: Vec::new(),
+                    damaged: vec![(TopicId([8; 16]), 0), (TopicId([9; 16]), 4)],
+                },
+                lapsed: false,
             },
             Request::CreateTopic {
                 topic: NewTopic {

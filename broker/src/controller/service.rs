@@ -310,8 +310,8 @@ impl Controller {
         };
         let outcome = match request {
             Request::Register(registration) => Ok(logic.register(&image, registration, now)),
-            Request::Heartbeat { broker_id, incarnation, shutdown, offline, .. } => {
-                logic.heartbeat(&image, broker_id, incarnation, shutdown, &offline, now)
+            Request::Heartbeat { broker_id, incarnation, shutdown, reports, .. } => {
+                logic.heartbeat(&image, broker_id, incarnation, shutdown, &reports, now)
             }
             Request::CreateTopic { topic, validate_only } => {
                 let mut id = [0u8; 16];

@@ -219,11 +219,16 @@ impl Partition {
     /// were never served).
     pub fn producer_damage(&self) -> Option<Offset> {
         // The load first: every idempotent produce asks, and almost none has damage to find.
+        self.producer_damage_passed().filter(|_| {
+            self.env.clock.now() < self.opened_at + PRODUCER_RETRY_WINDOW
+                && self.tp.topic != crate::topics::OFFSETS_TOPIC
+        })
+    }
+
+    /// The last offset of the damaged batch the producer state's rebuild passed over, if any.
+    fn producer_damage_passed(&self) -> Option<Offset> {
         let at = self.producer_damage.load(std::sync::atomic::Ordering::Acquire);
-        (at >= 0
-            && self.env.clock.now() < self.opened_at + PRODUCER_RETRY_WINDOW
-            && self.tp.topic != crate::topics::OFFSETS_TOPIC)
-            .then_some(Offset(at))
+        (at >= 0).then_some(Offset(at))
     }
 
     /// The leader epoch this broker writes with.
@@ -359,6 +364,7 @@ impl Partition {
         let mut state = self.producers.lock().await;
         self.refuse_if_leading()?;
         let end = self.log.truncate_to(offset).await?;
+        self.forget_damage_from(end);
         // The cut state first, so that a rebuild that fails (a read error) leaves no batch
         // past the log end behind; then Kafka's exact state, rebuilt from what remains.
         state.truncate_from(end);
@@ -388,6 +394,7 @@ impl Partition {
         let mut state = self.producers.lock().await;
         self.refuse_if_leading()?;
         self.log.restart_at(start).await?;
+        self.forget_damage_from(Offset(0));
         producers::remove_all(&*self.env.disk, self.log.dir()).await?;
         *state = ProducerStateManager::new();
         self.set_producer_damage(&state);

@@ -47,6 +47,9 @@ pub struct ReplicaState {
     /// Where a read met a damaged batch since this broker took the lead (see
     /// [`Partition::damage_found`]).
     damage_seen: Option<Offset>,
+    /// Where a read met a damaged batch in this log, in any role: kept across role changes,
+    /// forgotten once a cut removes it (see [`Partition::lasting_damage`]).
+    damage_known: Option<Offset>,
 }
 
 /// How long an ISR change may go without its outcome reaching the image before it is sent
@@ -60,6 +63,7 @@ impl ReplicaState {
             follower_high_watermark: high_watermark,
             isr_asked_at: None,
             damage_seen: None,
+            damage_known: None,
         }
     }
 
@@ -122,6 +126,7 @@ impl Partition {
     /// and to followers catching up past it (see [`Partition::damage_while_leading`]).
     pub fn damage_found(&self, offset: Offset) {
         let mut state = self.replica_state();
+        state.damage_known.get_or_insert(offset);
         if matches!(state.role, Role::Leader { .. }) && state.damage_seen.is_none() {
             tracing::error!(partition = %self.tp, %offset, "damaged data in the log led here");
             state.damage_seen = Some(offset);
@@ -138,6 +143,22 @@ impl Partition {
             return None;
         }
         state.damage_seen.or_else(|| self.producer_damage())
+    }
+
+    /// Where this log is known to hold a damaged batch, in any role: a read met it, or the
+    /// rebuild of the producer state passed over it. The damage lasts (nothing repairs a copy),
+    /// so the controller is told, in every heartbeat, not to prefer this replica as leader: it
+    /// would hand the partition over again at the first read of the batch. Forgotten once the
+    /// batch is no longer in the log (cut, or deleted by retention).
+    pub fn lasting_damage(&self) -> Option<Offset> {
+        let known = self.replica_state().damage_known.or_else(|| self.producer_damage_passed());
+        known.filter(|&at| at >= self.log.log_start_offset() && at < self.log.log_end_offset())
+    }
+
+    /// Forgets damage known at or past `end`: the log was cut there.
+    pub(super) fn forget_damage_from(&self, end: Offset) {
+        let mut state = self.replica_state();
+        state.damage_known = state.damage_known.filter(|&at| at < end);
     }
 
     /// Whether this broker leads with another replica in the committed ISR.
