@@ -4,50 +4,18 @@
 
 mod support;
 
-use std::time::Duration;
-
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes, encode_request_header_into_buffer};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use support::TestBroker;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::wire::{frame, read_response, request, send_raw};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// Hostile array counts must not abort the process (see weir::runtime::alloc).
 #[global_allocator]
 static ALLOCATOR: weir::runtime::alloc::LazyHugeAlloc = weir::runtime::alloc::LazyHugeAlloc;
-
-const WAIT: Duration = Duration::from_secs(10);
-
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = (body.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(body);
-    out
-}
-
-fn request<R: Encodable>(key: ApiKey, version: i16, correlation: i32, body: &R) -> Vec<u8> {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = correlation;
-    header.client_id = Some(StrBytes::from_static_str("bad-input-test"));
-    let mut buf = BytesMut::new();
-    encode_request_header_into_buffer(&mut buf, &header).unwrap();
-    body.encode(&mut buf, version).unwrap();
-    frame(&buf)
-}
-
-/// Reads one response frame, or `None` if the broker closed the connection.
-async fn read_response(stream: &mut TcpStream) -> Option<Bytes> {
-    let read = async {
-        let size = stream.read_u32().await.ok()?;
-        let mut buf = vec![0u8; size as usize];
-        stream.read_exact(&mut buf).await.ok()?;
-        Some(Bytes::from(buf))
-    };
-    tokio::time::timeout(WAIT, read).await.unwrap_or(None)
-}
 
 /// Whether the broker closed the connection (EOF or reset) rather than answering.
 async fn closed(stream: &mut TcpStream) -> bool {
@@ -66,12 +34,6 @@ async fn still_serves(broker: &TestBroker) {
     assert_eq!(header.correlation_id, 7);
     let body = ApiVersionsResponse::decode(&mut response, 3).unwrap();
     assert_eq!(body.error_code, 0);
-}
-
-async fn send_raw(broker: &TestBroker, bytes: &[u8]) -> TcpStream {
-    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
-    stream.write_all(bytes).await.unwrap();
-    stream
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

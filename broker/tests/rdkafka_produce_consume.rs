@@ -1,12 +1,17 @@
 //! librdkafka (the `rdkafka` crate) against an in-process broker over real TCP: keyed produce
 //! and ordered consume, every acks setting, idempotent producers, a restart that keeps topics
-//! and data, and LogAppendTime topics.
+//! and data, LogAppendTime topics, and the log sizes DescribeLogDirs reports of what it wrote.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
 
 use std::time::Duration;
 
+use kafka_protocol::messages::{
+    ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, ResponseHeader, TopicName,
+    describe_log_dirs_request::DescribableLogDirTopic,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -15,6 +20,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use support::TestBroker;
+use support::wire::{read_response, request, send_raw};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -236,4 +242,66 @@ async fn log_append_time_topics_carry_the_brokers_time() {
     let sent: Vec<String> =
         codecs.iter().flat_map(|c| (0..5).map(move |i| format!("{c}-{i}"))).collect();
     assert_eq!(values, sent);
+}
+
+/// DescribeLogDirs in `version` for `topics` (`None`: all): each topic's partitions listed, as
+/// (topic, partition, bytes).
+async fn log_dirs(
+    broker: &TestBroker,
+    version: i16,
+    topics: Option<&[(&str, &[i32])]>,
+) -> (String, Vec<(String, i32, i64)>) {
+    let mut asked = DescribeLogDirsRequest::default();
+    asked.topics = topics.map(|topics| {
+        let topic = |(name, partitions): &(&str, &[i32])| {
+            let mut topic = DescribableLogDirTopic::default();
+            topic.topic = TopicName(StrBytes::from_string((*name).to_owned()));
+            topic.partitions = partitions.to_vec();
+            topic
+        };
+        topics.iter().map(topic).collect()
+    });
+    let bytes = request(ApiKey::DescribeLogDirs, version, 5, &asked);
+    let mut stream = send_raw(broker, &bytes).await;
+    let mut response = read_response(&mut stream).await.expect("no answer");
+    let header_version = ApiKey::DescribeLogDirs.response_header_version(version);
+    ResponseHeader::decode(&mut response, header_version).unwrap();
+    let answer = DescribeLogDirsResponse::decode(&mut response, version).unwrap();
+    assert_eq!(answer.error_code, 0);
+    let [dir] = &answer.results[..] else { panic!("one data folder: {answer:?}") };
+    assert_eq!(dir.error_code, 0);
+    let listed = dir.topics.iter().flat_map(|t| {
+        t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index, p.partition_size))
+    });
+    (dir.log_dir.to_string(), listed.collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_dirs_list_each_partition_held_with_its_size() {
+    let broker = TestBroker::start().await;
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "sized", 2, &[]).await;
+    create_topic(&bootstrap, "other", 1, &[]).await;
+    let producer = producer(&bootstrap, &[]);
+    let value = vec![b'x'; 1000];
+    for i in 0..100 {
+        let key = format!("k{i}");
+        let record = FutureRecord::to("sized").partition(0).key(&key).payload(&value);
+        producer.send(record, WAIT).await.unwrap();
+    }
+    let (dir, all) = log_dirs(&broker, 4, None).await;
+    assert_eq!(dir, broker.dir.display().to_string());
+    let size = |listed: &[(String, i32, i64)], topic: &str, partition: i32| {
+        listed.iter().find(|(t, p, _)| t == topic && *p == partition).map(|(_, _, bytes)| *bytes)
+    };
+    let written = size(&all, "sized", 0).expect("sized-0 not listed");
+    assert!(written >= 100 * 1000, "100 records of 1000 bytes in {written} bytes");
+    assert_eq!(size(&all, "sized", 1), Some(0));
+    assert_eq!(size(&all, "other", 0), Some(0));
+    // Only what is named, and held here; in the first version too.
+    let named: &[(&str, &[i32])] = &[("sized", &[0, 7]), ("missing", &[0])];
+    let (_, some) = log_dirs(&broker, 1, Some(named)).await;
+    assert_eq!(some, vec![("sized".to_owned(), 0, written)]);
+    let (_, none) = log_dirs(&broker, 4, Some(&[])).await;
+    assert!(none.is_empty(), "{none:?}");
 }

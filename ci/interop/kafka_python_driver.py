@@ -8,7 +8,9 @@ default (only if that inferred version is 0.11 or later). Checks, each PASS or F
   3. a KafkaConsumer in a group reads back exactly what was acked (partition, offset, key,
      value), commits synchronously, and committed() equals the partitions' end offsets;
   4. a new consumer in the same group receives only messages produced after the commit;
-  5. list_topics (admin) and topics() (consumer) include the topic.
+  5. list_topics (admin) and topics() (consumer) include the topic;
+  6. describe_log_dirs lists the topic's partitions in the broker's data folder, with sizes that
+     hold what was acked (and nothing for a topic not named).
 WEIR_INTEROP_DEBUG=1 logs kafka-python's wire traffic at DEBUG level.
 """
 
@@ -150,6 +152,19 @@ def list_topics(state):
     return f"{len(topics)} topics, {TOPIC} among them"
 
 
+def log_dirs(state):
+    answers = state["admin"].describe_log_dirs({TOPIC: list(range(PARTITIONS))})
+    expect(len(answers) == 1, f"describe_log_dirs asked one broker, answered {answers}")
+    dirs = answers[0]["log_dirs"]
+    expect(len(dirs) == 1 and dirs[0]["error_code"] == 0, f"one data folder, no error: {dirs}")
+    topics = {t["name"]: t["partitions"] for t in dirs[0]["topics"]}
+    expect(list(topics) == [TOPIC], f"only {TOPIC} was named, listed {sorted(topics)}")
+    sizes = {p["partition_index"]: p["partition_size"] for p in topics[TOPIC]}
+    expect(sorted(sizes) == list(range(PARTITIONS)), f"partitions listed: {sorted(sizes)}")
+    expect(sum(sizes.values()) > (N_FIRST + N_SECOND) * 10, f"sizes {sizes} too small for what was acked")
+    return f"{dirs[0]['log_dir']}: {TOPIC} partitions {sizes} bytes"
+
+
 def main():
     checks = Checks("kafka-python")
     state = {}
@@ -159,6 +174,7 @@ def main():
                                consume_commit, state)
         ok and checks.run("new group member resumes after the committed offsets", resume, state)
         checks.run("KafkaAdminClient.list_topics", list_topics, state)
+        checks.run("KafkaAdminClient.describe_log_dirs", log_dirs, state)
         state["admin"].close()
     checks.finish()
 

@@ -89,6 +89,7 @@ apis! {
     InitProducerId: InitProducerIdRequest => InitProducerIdResponse, 0..=5;
     OffsetForLeaderEpoch: OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse, 2..=4;
     DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse, 1..=4;
+    DescribeLogDirs: DescribeLogDirsRequest => DescribeLogDirsResponse, 1..=4;
     AlterConfigs: AlterConfigsRequest => AlterConfigsResponse, 0..=2;
     CreatePartitions: CreatePartitionsRequest => CreatePartitionsResponse, 0..=3;
     DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse, 0..=2;

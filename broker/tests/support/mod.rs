@@ -12,6 +12,8 @@ use weir::io::TaskHandle;
 use weir::node::Broker;
 use weir::runtime::production_env;
 
+pub mod wire;
+
 /// A broker running in this process.
 pub struct TestBroker {
     pub broker: Arc<Broker>,

@@ -16,6 +16,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod log_dirs;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -109,6 +110,9 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
         }
         Request::DescribeCluster(r) => {
             Reply::Now(Response::DescribeCluster(admin::describe_cluster(broker, &r)))
+        }
+        Request::DescribeLogDirs(r) => {
+            Reply::Now(Response::DescribeLogDirs(log_dirs::describe(broker, r)))
         }
         Request::DescribeConfigs(r) => {
             Reply::Now(Response::DescribeConfigs(configs::describe(broker, r)))
