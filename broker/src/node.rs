@@ -24,6 +24,7 @@ use crate::identity::{self, IdentityError};
 use crate::io::{Env, Listener, timeout};
 use crate::log::error::{MaintenanceError, Offline};
 use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
+use crate::log::{CleanOutcome, CleanStats};
 use crate::partition::Partition;
 use crate::partition::read_ahead::{READ_AHEAD_BYTES_MAX, ReadAheadBudget};
 use crate::partition::replica::Role as ReplicaRole;
@@ -414,10 +415,14 @@ impl Broker {
     async fn enforce_retention(&self) {
         for partition in self.partitions() {
             let hw = partition.high_watermark();
-            if partition.log.config().cleanup_policy.compacts()
-                && let Err(e) = partition.log.clean(self.env.clock.wall_ms(), hw).await
-            {
-                tracing::warn!(partition = %partition.tp, "compaction failed: {e}");
+            if partition.log.config().cleanup_policy.compacts() {
+                match partition.log.clean(self.env.clock.wall_ms(), hw).await {
+                    Ok(CleanOutcome::Cleaned(CleanStats { damaged_at: Some(at), .. })) => {
+                        partition.note_damage(at);
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(partition = %partition.tp, "compaction failed: {e}"),
+                }
             }
             if let Err(e) = partition.log.apply_retention(hw).await {
                 tracing::warn!(partition = %partition.tp, "retention failed: {e}");

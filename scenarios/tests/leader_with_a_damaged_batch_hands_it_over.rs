@@ -11,7 +11,8 @@
 //! was down rejoins the ISR; and a read of the whole partition from the new leader returns every
 //! acknowledged record. The damage lasts (nothing repairs the copy), and the damaged replica is
 //! the partition's preferred one: leader rebalancing, every few seconds here, must not give it
-//! the partition back (it did, at every pass, until its heartbeats reported the damage).
+//! the partition back (it did, at every pass, until its heartbeats reported the damage); once
+//! DeleteRecords has removed the damaged batch, it must.
 
 use std::time::Duration;
 
@@ -74,7 +75,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(below.len() >= 2, || format!("{} batches below {recovery}", below.len()))?;
     // Not the first batch: a follower starts from some offset past 0 only after it.
     let pick = (seed.wrapping_mul(SPREAD) >> 33) as usize;
-    let (at, len, base, _) = below[1 + pick % (below.len() - 1)];
+    let (at, len, base, last) = below[1 + pick % (below.len() - 1)];
     c.sim
         .corrupt_durable_file(c.nodes[leader], &segment, (at + len - 1) as u64)
         .map_err(|e| format!("damaging the leader's batch at {base}: {e}"))?;
@@ -137,6 +138,21 @@ fn scenario(seed: u64) -> Result<(), String> {
             format!("node{}, back from being down, does not hold the leader's bytes", down + 1)
         })?;
     }
+    // Once the damaged batch is deleted, nothing holds its replica back: rebalancing gives it
+    // the partition again.
+    let addr = c.addr(c.ix_of(now).ok_or("no leader")?);
+    c.client_call(Duration::from_secs(30), move |env| async move {
+        let mut client = weir_sim::client::Client::new(env, addr, "admin");
+        client.delete_records("t", 0, last + 1, Duration::from_secs(10)).await
+    })
+    .ok_or("no answer to DeleteRecords")?
+    .map_err(|e| format!("DeleteRecords: {e}"))?;
+    let back = c.run_until(Duration::from_secs(REBALANCE_SECS * 4), |c| {
+        c.committed_partition("t", 0).is_some_and(|p| p.leader == before.leader)
+    });
+    ensure(back, || {
+        format!("node{} does not lead again once its damaged batch is deleted", before.leader)
+    })?;
     c.watch_verdict()
 }
 

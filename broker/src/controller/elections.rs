@@ -18,7 +18,8 @@ pub const PREFERRED_ELECTIONS_MAX: usize = 1_000;
 /// Which leader an election picks (Kafka's ElectLeaders election types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Election {
-    /// The preferred replica, if it is in sync and electable, in place of another leader.
+    /// The preferred replica, if it is in sync, electable and not known to hold damage, in
+    /// place of another leader.
     Preferred,
     /// For a partition without a leader: an electable replica, in sync if one is, else any.
     Unclean,
@@ -28,12 +29,12 @@ impl ControllerLogic {
     /// Partition records giving each partition's leadership back to its preferred replica, the
     /// first of its assignment, where another replica leads it and the preferred one is in sync,
     /// electable (see [`ControllerLogic::electable`]) and not known to hold a damaged batch of
-    /// it (it would hand the partition over again at the first read of that batch): automatic leader rebalancing, as
-    /// Kafka's controller does it (`auto.leader.rebalance.enable`), so that leadership moved
-    /// away by failovers spreads back over the brokers once they return. The election is clean
-    /// (the new leader is in the ISR, so it holds everything the high watermark counts); the old
-    /// leader stays in the ISR and follows. At most [`PREFERRED_ELECTIONS_MAX`] partitions at a
-    /// time.
+    /// it (it would hand the partition over again at the first read of that batch): automatic
+    /// leader rebalancing, as Kafka's controller does it (`auto.leader.rebalance.enable`), so
+    /// that leadership moved away by failovers spreads back over the brokers once they return.
+    /// The election is clean (the new leader is in the ISR, so it holds everything the high
+    /// watermark counts); the old leader stays in the ISR and follows. At most
+    /// [`PREFERRED_ELECTIONS_MAX`] partitions at a time.
     pub fn preferred_leaders(&self, image: &MetadataImage, now: Instant) -> Vec<MetadataRecord> {
         self.elect_leaders(image, Election::Preferred, now, |_, _| true)
     }
@@ -42,8 +43,8 @@ impl ControllerLogic {
     /// and index), at most [`PREFERRED_ELECTIONS_MAX`], for an operator's ElectLeaders. Only
     /// an electable replica is picked (see [`ControllerLogic::electable`]).
     /// - [`Election::Preferred`]: the preferred replica, where another replica leads and it is
-    ///   in sync and whole (see [`ControllerLogic::preferred_leaders`]). A partition without a leader is
-    ///   left to the registration or return of a replica that may lead it, as before.
+    ///   in sync and whole (see [`ControllerLogic::preferred_leaders`]). A partition without a
+    ///   leader is left to the registration or return of a replica that may lead it, as before.
     /// - [`Election::Unclean`]: for a partition without a leader, an in-sync replica if one is
     ///   electable, else any electable replica, which becomes the whole ISR (accepting the loss
     ///   of what only the others held), whatever the topic's `unclean.leader.election.enable`.

@@ -274,3 +274,52 @@ fn a_replica_known_to_hold_damage_is_not_preferred_as_leader() {
     let [_, MetadataRecord::Partition(next)] = &records[..] else { panic!("{records:?}") };
     assert_eq!(next.leader, third);
 }
+
+#[test]
+fn unclean_elections_prefer_a_replica_not_known_to_hold_damage() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("trio", 1, 3), 1);
+    let p = image.partition("trio", 0).unwrap().clone();
+    let [first, second, third] = p.replicas[..] else { panic!("{p:?}") };
+    let incarnation = |b: BrokerId| Incarnation(b as u128 * 100);
+    let damaged = LogReports { offline: Vec::new(), damaged: vec![(p.topic_id, 0)] };
+    logic.heartbeat(&image, second, incarnation(second), false, &damaged, at(1)).unwrap();
+    beat(&mut logic, &image, &[third], 1);
+    let leader_of = |records: &[MetadataRecord]| {
+        let elected = records.iter().find_map(|r| match r {
+            MetadataRecord::Partition(p) => Some((p.leader, p.isr.clone())),
+            _ => None,
+        });
+        elected.unwrap()
+    };
+    let everything = |_: &str, _: i32| true;
+    // Leaderless with both followers in sync: the whole one of them.
+    let orphan = changed(&image, "trio", |p| {
+        p.leader = NO_LEADER;
+        p.isr = vec![second, third];
+    });
+    apply(&mut image, &orphan);
+    let records = logic.elect_leaders(&image, Election::Unclean, at(1), everything);
+    assert_eq!(leader_of(&records), (third, vec![second, third]));
+    // Leaderless with only the first in sync, and it down: out of the ISR, the whole one, by
+    // ElectLeaders or by a topic allowing unclean elections.
+    let fence = MetadataRecord::FenceBroker { broker_id: first, incarnation: incarnation(first) };
+    let alone = changed(&image, "trio", |p| p.isr = vec![first]);
+    apply(&mut image, &[vec![fence], alone].concat());
+    let records = logic.elect_leaders(&image, Election::Unclean, at(1), everything);
+    assert_eq!(leader_of(&records), (third, vec![third]));
+    let unclean = [("unclean.leader.election.enable".to_owned(), "true".to_owned())];
+    let records = logic.alter_configs(&image, "trio", unclean.into(), false, at(1)).unwrap();
+    assert_eq!(leader_of(&records[1..]), (third, vec![third]));
+    // A leader alone in the ISR of such a topic shuts down, the damaged replica next in
+    // order: the whole one takes over.
+    apply(&mut image, &records);
+    let back = MetadataRecord::UnfenceBroker { broker_id: first, incarnation: incarnation(first) };
+    let led_alone = changed(&image, "trio", |p| {
+        p.leader = first;
+        p.isr = vec![first];
+    });
+    apply(&mut image, &[vec![back], led_alone].concat());
+    let shutdown = logic.heartbeat(&image, first, incarnation(first), true, &NONE, at(1));
+    assert_eq!(leader_of(&shutdown.unwrap()[1..]), (third, vec![third]));
+}

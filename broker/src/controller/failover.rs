@@ -42,10 +42,10 @@ fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
 
 /// Partition records moving leadership away from `broker` (fenced, shutting down, or with its
 /// log offline), for the partitions `only` admits: the next live in-sync replica after it in
-/// the assignment's order that answers leads, or the next that does not; with none, a live out-of-sync replica where the topic allows
-/// unclean election (it becomes the whole ISR), else none. The broker leaves the ISR unless it
-/// is the last member (the last member keeps the partition's committed data: only it may lead
-/// again, cleanly).
+/// the assignment's order that answers leads, or the next that does not; with none, a live
+/// out-of-sync replica where the topic allows unclean election (it becomes the whole ISR), else
+/// none. The broker leaves the ISR unless it is the last member (the last member keeps the
+/// partition's committed data: only it may lead again, cleanly).
 pub(super) fn leadership_away_from(
     image: &MetadataImage,
     broker: BrokerId,
@@ -185,9 +185,10 @@ fn flushes_on_interval(topic: &TopicImage, defaults: &TopicConfig) -> bool {
 
 /// Partition records electing, in `topic` (whose config now allows unclean election), a leader
 /// for each partition that has none and no live in-sync replica: its first live replica that
-/// answers, else its first live replica, which becomes the whole ISR. An operator enabling `unclean.leader.election.enable` on a partition
-/// stuck without a leader (its in-sync replicas gone, or its last one back on a new disk) gets
-/// it served again at once, as in Kafka, at the cost of whatever only those replicas held.
+/// answers, else its first live replica, which becomes the whole ISR. An operator enabling
+/// `unclean.leader.election.enable` on a partition stuck without a leader (its in-sync replicas
+/// gone, or its last one back on a new disk) gets it served again at once, as in Kafka, at the
+/// cost of whatever only those replicas held.
 pub(super) fn unclean_elections(
     image: &MetadataImage,
     topic: &TopicImage,

@@ -143,7 +143,8 @@ pub struct ControllerLogic {
     /// Rotates the first broker of each placement.
     placement_start: usize,
     /// For each broker that registered or heartbeated to this controller since it became
-    /// active: when last, and the partitions its last heartbeat reported offline there.
+    /// active: when last, and the partitions its last heartbeat reported offline or damaged
+    /// there.
     heard: BTreeMap<BrokerId, Heard>,
 }
 

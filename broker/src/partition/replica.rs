@@ -125,8 +125,8 @@ impl Partition {
     /// leadership to move to another in-sync replica, whose copy serves the batch to consumers
     /// and to followers catching up past it (see [`Partition::damage_while_leading`]).
     pub fn damage_found(&self, offset: Offset) {
+        self.note_damage(offset);
         let mut state = self.replica_state();
-        state.damage_known.get_or_insert(offset);
         if matches!(state.role, Role::Leader { .. }) && state.damage_seen.is_none() {
             tracing::error!(partition = %self.tp, %offset, "damaged data in the log led here");
             state.damage_seen = Some(offset);
@@ -135,7 +135,7 @@ impl Partition {
 
     /// Where a read met damage since this broker took the lead, or where the rebuild of its
     /// producer state passed over damage while a retry of the damaged batch may still come (it
-    /// is refused here while another in-sync replica could lead: see [`Partition::produce`]),
+    /// is refused here, where another replica may hold the batch: see [`Partition::produce`]),
     /// while it still leads.
     pub fn damage_while_leading(&self) -> Option<Offset> {
         let state = self.replica_state();
@@ -145,14 +145,30 @@ impl Partition {
         state.damage_seen.or_else(|| self.producer_damage())
     }
 
-    /// Where this log is known to hold a damaged batch, in any role: a read met it, or the
-    /// rebuild of the producer state passed over it. The damage lasts (nothing repairs a copy),
-    /// so the controller is told, in every heartbeat, not to prefer this replica as leader: it
-    /// would hand the partition over again at the first read of the batch. Forgotten once the
-    /// batch is no longer in the log (cut, or deleted by retention).
+    /// Records that this log holds a damaged batch at `offset` (met by a read or a compaction
+    /// pass, in any role), without asking for leadership to move: see
+    /// [`Partition::lasting_damage`]. Damage already known and still in the log is kept.
+    pub fn note_damage(&self, offset: Offset) {
+        let start = self.log.log_start_offset();
+        let mut state = self.replica_state();
+        if state.damage_known.is_none_or(|at| at < start) {
+            state.damage_known = Some(offset);
+        }
+    }
+
+    /// Where this log is known to hold a damaged batch, in any role: a read or a compaction
+    /// pass met it, or the rebuild of the producer state passed over it. The damage lasts
+    /// (nothing repairs a copy), so while the broker runs the controller is told, in every
+    /// heartbeat, not to prefer this replica as leader: it would hand the partition over again
+    /// at the first read of the batch. Forgotten once the batch is no longer in the log (cut,
+    /// or deleted by retention), and at a restart, until something meets it again.
     pub fn lasting_damage(&self) -> Option<Offset> {
-        let known = self.replica_state().damage_known.or_else(|| self.producer_damage_passed());
-        known.filter(|&at| at >= self.log.log_start_offset() && at < self.log.log_end_offset())
+        let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+        let known = self.replica_state().damage_known;
+        [known, self.producer_damage_passed()]
+            .into_iter()
+            .flatten()
+            .find(|&at| at >= start && at < end)
     }
 
     /// Forgets damage known at or past `end`: the log was cut there.

@@ -380,7 +380,7 @@ pub async fn elect_leaders(
                         (Some(true), _) => None,
                         (Some(false), Election::Preferred) => Some((
                             ResponseError::PreferredLeaderNotAvailable,
-                            "the preferred replica is not live and in sync".to_owned(),
+                            "the preferred replica is not live, in sync and whole".to_owned(),
                         )),
                         (Some(false), Election::Unclean) => Some((
                             ResponseError::EligibleLeadersNotAvailable,
