@@ -1,5 +1,6 @@
 //! Shared helpers for the fault scenarios in `tests/`.
 
+pub mod admin;
 pub mod group;
 pub mod log;
 pub mod writes;

@@ -16,41 +16,19 @@
 //! without one. An unclean election then makes the follower leader (the whole ISR), and a
 //! second answers ELECTION_NOT_NEEDED.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir::controller::records::NO_LEADER;
+use weir_scenarios::admin::{answers, elect};
 use weir_scenarios::writes::Writes;
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::client::{Client, codes};
+use weir_sim::client::codes;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, node_id};
 
 /// Partitions of the preferred-election topic, one preferred by each node.
 const PARTITIONS: i32 = 3;
 /// How long a node may take to be fenced, or to be back in an ISR.
 const MOVE_BOUND: Duration = Duration::from_secs(60);
-
-type Answers = BTreeMap<(String, i32), i16>;
-
-/// ElectLeaders through node `via`.
-fn elect(
-    c: &mut Cluster,
-    via: usize,
-    unclean: bool,
-    partitions: Option<Vec<(&'static str, i32)>>,
-) -> Result<Answers, String> {
-    let addr = c.addr(via);
-    c.client_call(Duration::from_secs(40), move |env| async move {
-        let mut client = Client::new(env, addr, "operator");
-        client.elect_leaders(unclean, partitions.as_deref()).await
-    })
-    .ok_or("ElectLeaders was not answered")?
-    .map_err(|e| format!("ElectLeaders: {e}"))
-}
-
-fn answers(pairs: &[(&str, i32, i16)]) -> Answers {
-    pairs.iter().map(|&(t, p, code)| ((t.to_owned(), p), code)).collect()
-}
 
 fn scenario(seed: u64) -> Result<(), String> {
     // Five voters: the unclean part has two nodes down at once.

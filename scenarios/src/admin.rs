@@ -1,0 +1,32 @@
+//! An operator's requests to a cluster, as the scenarios send them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use weir_sim::client::Client;
+use weir_sim::workload::cluster::Cluster;
+
+/// ElectLeaders' answers: each partition's error code, by topic and index.
+pub type Answers = BTreeMap<(String, i32), i16>;
+
+/// ElectLeaders through node `via`: preferred, or `unclean`; for the partitions named, or for
+/// every partition that needs it (`None`).
+pub fn elect(
+    c: &mut Cluster,
+    via: usize,
+    unclean: bool,
+    partitions: Option<Vec<(&'static str, i32)>>,
+) -> Result<Answers, String> {
+    let addr = c.addr(via);
+    c.client_call(Duration::from_secs(40), move |env| async move {
+        let mut client = Client::new(env, addr, "operator");
+        client.elect_leaders(unclean, partitions.as_deref()).await
+    })
+    .ok_or("ElectLeaders was not answered")?
+    .map_err(|e| format!("ElectLeaders: {e}"))
+}
+
+/// [`Answers`] from (topic, partition, code) triples.
+pub fn answers(pairs: &[(&str, i32, i16)]) -> Answers {
+    pairs.iter().map(|&(t, p, code)| ((t.to_owned(), p), code)).collect()
+}
