@@ -247,3 +247,24 @@ async fn leader_elections_refuse_unknown_types_and_too_many_partitions() {
     assert_eq!(two.iter().map(|p| p.error_code).collect::<Vec<_>>(), vec![3, 3]);
     still_serves(&broker).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_dirs_asked_for_many_partitions_of_a_long_name_answer_what_is_held() {
+    let broker = TestBroker::start().await;
+    // A name of the longest a v1 string holds, with 20,000 partitions and the same again.
+    let long = "x".repeat(32_000);
+    let mut topic = describe_log_dirs_request::DescribableLogDirTopic::default();
+    topic.topic = TopicName(StrBytes::from_string(long));
+    topic.partitions = (0..20_000).collect();
+    let mut request = DescribeLogDirsRequest::default();
+    request.topics = Some(vec![topic.clone(), topic]);
+    let mut stream =
+        send_raw(&broker, &self::request(ApiKey::DescribeLogDirs, 1, 13, &request)).await;
+    let mut response = read_response(&mut stream).await.expect("no answer");
+    ResponseHeader::decode(&mut response, 0).unwrap();
+    let answer = DescribeLogDirsResponse::decode(&mut response, 1).unwrap();
+    assert_eq!(answer.results.len(), 1);
+    assert_eq!(answer.results[0].error_code, 0);
+    assert!(answer.results[0].topics.is_empty(), "no such topic is held");
+    still_serves(&broker).await;
+}

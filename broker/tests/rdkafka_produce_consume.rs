@@ -270,6 +270,10 @@ async fn log_dirs(
     assert_eq!(answer.error_code, 0);
     let [dir] = &answer.results[..] else { panic!("one data folder: {answer:?}") };
     assert_eq!(dir.error_code, 0);
+    assert_eq!((dir.total_bytes, dir.usable_bytes), (-1, -1), "the volume is not measured");
+    for p in dir.topics.iter().flat_map(|t| &t.partitions) {
+        assert_eq!((p.offset_lag, p.is_future_key), (0, false), "{p:?}");
+    }
     let listed = dir.topics.iter().flat_map(|t| {
         t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index, p.partition_size))
     });

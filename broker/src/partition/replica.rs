@@ -47,9 +47,39 @@ pub struct ReplicaState {
     /// Where a read met a damaged batch since this broker took the lead (see
     /// [`Partition::damage_found`]).
     damage_seen: Option<Offset>,
-    /// Where a read met a damaged batch in this log, in any role: kept across role changes,
-    /// forgotten once a cut removes it (see [`Partition::lasting_damage`]).
-    damage_known: Option<Offset>,
+    /// Where reads met damaged batches in this log, in any role: kept across role changes,
+    /// forgotten once a cut removes them (see [`Partition::lasting_damage`]).
+    damage_known: KnownDamage,
+}
+
+/// The most damaged batches a partition remembers: past it, the lowest is forgotten (it is the
+/// first that retention deletes).
+pub const KNOWN_DAMAGE_MAX: usize = 64;
+
+/// The offsets of the damaged batches known in a log.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KnownDamage(std::collections::BTreeSet<Offset>);
+
+impl KnownDamage {
+    /// Adds damage at `offset`, forgetting any below `start`, the log start, and the lowest
+    /// past [`KNOWN_DAMAGE_MAX`].
+    pub(crate) fn note(&mut self, offset: Offset, start: Offset) {
+        self.0.insert(offset);
+        self.0.retain(|&at| at >= start);
+        while self.0.len() > KNOWN_DAMAGE_MAX {
+            self.0.pop_first();
+        }
+    }
+
+    /// Forgets damage at or past `end`: the log was cut there.
+    pub(crate) fn forget_from(&mut self, end: Offset) {
+        self.0.retain(|&at| at < end);
+    }
+
+    /// The lowest known damage in `[start, end)`, the log as it is now.
+    pub(crate) fn within(&self, start: Offset, end: Offset) -> Option<Offset> {
+        self.0.range(start..end).next().copied()
+    }
 }
 
 /// How long an ISR change may go without its outcome reaching the image before it is sent
@@ -63,7 +93,7 @@ impl ReplicaState {
             follower_high_watermark: high_watermark,
             isr_asked_at: None,
             damage_seen: None,
-            damage_known: None,
+            damage_known: KnownDamage::default(),
         }
     }
 
@@ -147,13 +177,10 @@ impl Partition {
 
     /// Records that this log holds a damaged batch at `offset` (met by a read or a compaction
     /// pass, in any role), without asking for leadership to move: see
-    /// [`Partition::lasting_damage`]. Damage already known and still in the log is kept.
+    /// [`Partition::lasting_damage`].
     pub fn note_damage(&self, offset: Offset) {
         let start = self.log.log_start_offset();
-        let mut state = self.replica_state();
-        if state.damage_known.is_none_or(|at| at < start) {
-            state.damage_known = Some(offset);
-        }
+        self.replica_state().damage_known.note(offset, start);
     }
 
     /// Where this log is known to hold a damaged batch, in any role: a read or a compaction
@@ -164,17 +191,14 @@ impl Partition {
     /// or deleted by retention), and at a restart, until something meets it again.
     pub fn lasting_damage(&self) -> Option<Offset> {
         let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
-        let known = self.replica_state().damage_known;
-        [known, self.producer_damage_passed()]
-            .into_iter()
-            .flatten()
-            .find(|&at| at >= start && at < end)
+        let known = self.replica_state().damage_known.within(start, end);
+        let passed = self.producer_damage_passed().filter(|&at| at >= start && at < end);
+        known.or(passed)
     }
 
     /// Forgets damage known at or past `end`: the log was cut there.
     pub(super) fn forget_damage_from(&self, end: Offset) {
-        let mut state = self.replica_state();
-        state.damage_known = state.damage_known.filter(|&at| at < end);
+        self.replica_state().damage_known.forget_from(end);
     }
 
     /// Whether this broker leads with another replica in the committed ISR.
@@ -472,4 +496,30 @@ pub enum FollowerFetchError {
     /// The fetcher is no replica of the partition.
     #[error(transparent)]
     Replication(#[from] ReplicationError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_damage_keeps_every_batch_still_in_the_log() {
+        let mut known = KnownDamage::default();
+        known.note(Offset(30), Offset(0));
+        known.note(Offset(80), Offset(0));
+        assert_eq!(known.within(Offset(0), Offset(100)), Some(Offset(30)));
+        // Deleted past the first: the second is still there.
+        assert_eq!(known.within(Offset(40), Offset(100)), Some(Offset(80)));
+        // Cut below the second: only the first.
+        known.forget_from(Offset(50));
+        assert_eq!(known.within(Offset(0), Offset(100)), Some(Offset(30)));
+        assert_eq!(known.within(Offset(40), Offset(100)), None);
+        // Damage below the log start is dropped as new damage is noted; at most the newest
+        // KNOWN_DAMAGE_MAX are kept.
+        for at in 100..100 + KNOWN_DAMAGE_MAX as i64 + 1 {
+            known.note(Offset(at), Offset(40));
+        }
+        assert_eq!(known.within(Offset(0), Offset(1_000)), Some(Offset(101)));
+        assert_eq!(known.0.len(), KNOWN_DAMAGE_MAX);
+    }
 }
