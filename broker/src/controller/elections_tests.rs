@@ -3,6 +3,24 @@
 
 use super::*;
 
+/// Three brokers and a topic of one partition on all three: the partition as placed.
+fn trio() -> (MetadataImage, ControllerLogic, PartitionRecord) {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("trio", 1, 3), 1);
+    let p = image.partition("trio", 0).unwrap().clone();
+    (image, logic, p)
+}
+
+/// A heartbeat reporting `p`'s log there damaged.
+fn damaged(p: &PartitionRecord) -> LogReports {
+    LogReports { offline: Vec::new(), damaged: vec![(p.topic_id, p.partition)] }
+}
+
+/// The run `registration` gives broker `b`.
+fn incarnation(b: BrokerId) -> Incarnation {
+    Incarnation(b as u128 * 100)
+}
+
 #[test]
 fn leadership_goes_back_to_preferred_replicas_once_they_are_in_sync() {
     let (mut image, mut logic) = cluster(&[None, None, None]);
@@ -194,9 +212,7 @@ fn an_unclean_election_picks_a_live_replica_only_for_partitions_without_a_leader
 
 #[test]
 fn failover_prefers_a_replica_heard_from_lately_without_its_log_offline() {
-    let (mut image, mut logic) = cluster(&[None, None, None]);
-    create(&mut image, &mut logic, topic("trio", 1, 3), 1);
-    let p = image.partition("trio", 0).unwrap().clone();
+    let (mut image, mut logic, p) = trio();
     let [first, second, third] = p.replicas[..] else { panic!("{p:?}") };
     assert_eq!(p.leader, first);
     let leader_after = |records: &[MetadataRecord]| {
@@ -214,7 +230,6 @@ fn failover_prefers_a_replica_heard_from_lately_without_its_log_offline() {
     assert_eq!(leader_after(&fenced), third);
     // A controlled shutdown, the next replica reporting the log offline there.
     let offline = [(p.topic_id, 0)];
-    let incarnation = |b: BrokerId| Incarnation(b as u128 * 100);
     logic
         .heartbeat(&image, second, incarnation(second), false, &offline_only(&offline), at(10))
         .unwrap();
@@ -243,12 +258,9 @@ fn failover_prefers_a_replica_heard_from_lately_without_its_log_offline() {
 
 #[test]
 fn a_replica_known_to_hold_damage_is_not_preferred_as_leader() {
-    let (mut image, mut logic) = cluster(&[None, None, None]);
-    create(&mut image, &mut logic, topic("trio", 1, 3), 1);
-    let p = image.partition("trio", 0).unwrap().clone();
+    let (mut image, mut logic, p) = trio();
     let [first, second, third] = p.replicas[..] else { panic!("{p:?}") };
-    let incarnation = |b: BrokerId| Incarnation(b as u128 * 100);
-    let damaged = LogReports { offline: Vec::new(), damaged: vec![(p.topic_id, 0)] };
+    let damaged = damaged(&p);
     // The preferred replica handed the lead to the next after meeting damage in its log; its
     // heartbeats, now as a follower, say the damage lasts.
     let moved = changed(&image, "trio", |p| {
@@ -277,12 +289,9 @@ fn a_replica_known_to_hold_damage_is_not_preferred_as_leader() {
 
 #[test]
 fn unclean_elections_prefer_a_replica_not_known_to_hold_damage() {
-    let (mut image, mut logic) = cluster(&[None, None, None]);
-    create(&mut image, &mut logic, topic("trio", 1, 3), 1);
-    let p = image.partition("trio", 0).unwrap().clone();
+    let (mut image, mut logic, p) = trio();
     let [first, second, third] = p.replicas[..] else { panic!("{p:?}") };
-    let incarnation = |b: BrokerId| Incarnation(b as u128 * 100);
-    let damaged = LogReports { offline: Vec::new(), damaged: vec![(p.topic_id, 0)] };
+    let damaged = damaged(&p);
     logic.heartbeat(&image, second, incarnation(second), false, &damaged, at(1)).unwrap();
     beat(&mut logic, &image, &[third], 1);
     let leader_of = |records: &[MetadataRecord]| {
