@@ -143,6 +143,14 @@ impl ControllerLogic {
         })
     }
 
+    /// [`ControllerLogic::answering`] as of `now`, for the elections a broker's fate forces.
+    pub(super) fn answering_at(
+        &self,
+        now: Instant,
+    ) -> impl Fn(BrokerId, &PartitionRecord) -> bool + '_ {
+        move |broker, partition| self.answering(broker, partition, now)
+    }
+
     /// Whether this controller has heard from `broker` lately (see
     /// [`ControllerLogic::electable`]), and its last heartbeat reported `partition`'s log there
     /// neither offline nor holding a damaged batch. The elections a broker's fate forces, and

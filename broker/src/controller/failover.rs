@@ -11,9 +11,10 @@
 //! over has heard from no one yet), the first that qualifies is picked as before: failover never
 //! waits for a heartbeat.
 
-use super::{MetadataImage, MetadataRecord, NO_LEADER, TopicImage};
+use super::{ControllerLogic, MetadataImage, MetadataRecord, NO_LEADER, TopicImage};
 use crate::config::TopicConfig;
 use crate::controller::records::{BrokerId, PartitionRecord};
+use crate::io::Instant;
 use crate::log::config::FlushPolicy;
 
 /// Whether the controller has heard from a broker lately, and its last heartbeat reported the
@@ -31,6 +32,21 @@ fn pick(
     candidates.into_iter().find(|&b| answering(b, p)).or_else(|| first.next())
 }
 
+impl ControllerLogic {
+    /// [`leadership_away_from`] with this controller's topic defaults and its
+    /// preference for replicas that answer as of `now`.
+    pub(super) fn leadership_away_from(
+        &self,
+        image: &MetadataImage,
+        broker: BrokerId,
+        now: Instant,
+        only: impl Fn(&PartitionRecord) -> bool,
+    ) -> Vec<MetadataRecord> {
+        let defaults = &self.config.topic_defaults;
+        leadership_away_from(image, broker, defaults, &self.answering_at(now), only)
+    }
+}
+
 /// Whether `topic` may elect a leader from outside its ISR (`unclean.leader.election.enable`,
 /// its override or the default).
 fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
@@ -46,7 +62,7 @@ fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
 /// out-of-sync replica where the topic allows unclean election (it becomes the whole ISR), else
 /// none. The broker leaves the ISR unless it is the last member (the last member keeps the
 /// partition's committed data: only it may lead again, cleanly).
-pub(super) fn leadership_away_from(
+fn leadership_away_from(
     image: &MetadataImage,
     broker: BrokerId,
     defaults: &TopicConfig,

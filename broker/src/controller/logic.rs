@@ -230,9 +230,8 @@ impl ControllerLogic {
         }
         let mut out = vec![MetadataRecord::RegisterBroker(registration)];
         if restarted {
-            let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
             let defaults = &self.config.topic_defaults;
-            out.extend(restarted_records(image, id, came_back, defaults, &answering));
+            out.extend(restarted_records(image, id, came_back, defaults, &self.answering_at(now)));
         }
         let changed: BTreeSet<(TopicId, i32)> = out
             .iter()
@@ -273,9 +272,7 @@ impl ControllerLogic {
                 return Ok(Vec::new());
             }
             let mut out = vec![MetadataRecord::ShutdownBroker { broker_id, incarnation }];
-            let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
-            let defaults = &self.config.topic_defaults;
-            out.extend(leadership_away_from(image, broker_id, defaults, &answering, |_| true));
+            out.extend(self.leadership_away_from(image, broker_id, now, |_| true));
             return Ok(out);
         }
         let LogReports { offline, damaged } = reports;
@@ -286,9 +283,7 @@ impl ControllerLogic {
         };
         self.heard.insert(broker_id, heard);
         let gone = |p: &PartitionRecord| offline.contains(&(p.topic_id, p.partition));
-        let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
-        let defaults = &self.config.topic_defaults;
-        let away = leadership_away_from(image, broker_id, defaults, &answering, gone);
+        let away = self.leadership_away_from(image, broker_id, now, gone);
         if !away.is_empty() {
             tracing::warn!(
                 broker_id,
@@ -316,9 +311,7 @@ impl ControllerLogic {
             if now.saturating_duration_since(last) > self.config.session_timeout {
                 let incarnation = broker.registration.incarnation;
                 let mut batch = vec![MetadataRecord::FenceBroker { broker_id: id, incarnation }];
-                let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
-                let defaults = &self.config.topic_defaults;
-                batch.extend(leadership_away_from(image, id, defaults, &answering, |_| true));
+                batch.extend(self.leadership_away_from(image, id, now, |_| true));
                 return Some(batch);
             }
         }
@@ -506,8 +499,7 @@ impl ControllerLogic {
             configs: config.overrides().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         }];
         if config.unclean_leader_election() {
-            let answering = |b, p: &PartitionRecord| self.answering(b, p, now);
-            out.extend(unclean_elections(image, topic, &answering));
+            out.extend(unclean_elections(image, topic, &self.answering_at(now)));
         }
         Ok(out)
     }
@@ -574,9 +566,7 @@ mod elections;
 #[path = "failover.rs"]
 mod failover;
 pub use elections::{ELECTABLE_SILENCE_HEARTBEATS, Election, PREFERRED_ELECTIONS_MAX};
-use failover::{
-    Restart, leaderless_to, leadership_away_from, restarted_records, unclean_elections,
-};
+use failover::{Restart, leaderless_to, restarted_records, unclean_elections};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
