@@ -17,6 +17,7 @@
 //! ([`crate::replication::catch_up`]): after each fetch it waits as long as the budget says, so
 //! a replica restarted far behind does not take its leader's capacity from clients.
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -30,13 +31,14 @@ use kafka_protocol::messages::{BrokerId as WireBrokerId, TopicName};
 use kafka_protocol::messages::{FetchRequest, OffsetForLeaderEpochRequest};
 use kafka_protocol::protocol::StrBytes;
 
+use bytes::Bytes;
 use uuid::Uuid;
 
 use crate::client::{CallError, Connection};
 use crate::controller::records::{BrokerEpoch, BrokerId};
 use crate::log::batch::parse_header;
 use crate::log::split::split_batches;
-use crate::log::{AppendError, FlushPolicy, Log, MaintenanceError};
+use crate::log::{AppendError, FlushPolicy, Log, MaintenanceError, Repair};
 use crate::model::{LeaderEpoch, Offset};
 use crate::node::Broker;
 use crate::partition::{Partition, TruncateError};
@@ -50,6 +52,8 @@ pub const FETCH_MAX_BYTES: i32 = 8 << 20;
 /// `replica.fetch.max.bytes` default): the copy arrives in small steps that interleave with
 /// the leader's and this broker's other work, instead of in bursts that hold a core.
 pub const CATCH_UP_FETCH_MAX_BYTES: i32 = 1 << 20;
+/// Batches one repair asks the leader for, going back to where the damage begins.
+const REPAIR_ROUNDS_MAX: usize = 2;
 /// Pause after a failed step before starting over.
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a call may take beyond the fetch's own wait.
@@ -93,6 +97,8 @@ pub async fn follow(
 ) {
     let mut conn: Option<Connection> = None;
     let mut diverged_checked = false;
+    // The damaged offsets this task has asked the leader to repair, each once.
+    let mut repairs_asked = BTreeSet::new();
     loop {
         let Some(b) = broker.upgrade() else { return };
         if !still_following(&b, &partition, leader, epoch) {
@@ -120,6 +126,7 @@ pub async fn follow(
             if diverged_checked {
                 let max_bytes =
                     if catching_up { CATCH_UP_FETCH_MAX_BYTES } else { FETCH_MAX_BYTES };
+                repair_damage(c, &partition, (leader, epoch), &mut repairs_asked).await;
                 fetch_once(c, &partition, ((me, my_epoch), leader, epoch), max_bytes).await
             } else {
                 diverged_checked = truncate_divergence(c, &partition, me, leader, epoch).await?;
@@ -355,4 +362,93 @@ async fn fetch_once(
         partition.log.delete_records_before(leader_start, partition.high_watermark()).await?;
     }
     Ok(batches.iter().map(|b| b.len() as u64).sum())
+}
+
+/// Asks the leader for an intact copy of each batch this log is known to hold damaged below
+/// the high watermark, and writes it over the damaged one ([`Partition::repair`]): a damaged
+/// copy does not stay damaged while an intact one exists. Each damaged offset is asked about
+/// once by this task (its leader and epoch): a leader whose copy is damaged too, or whose batch
+/// does not fit, is not asked again. Where the damage begins at an earlier batch, that one is
+/// asked for instead. A failure leaves the damage as it was, to be asked about under the next
+/// leader.
+async fn repair_damage(
+    conn: &mut Connection,
+    partition: &Partition,
+    (leader, epoch): (BrokerId, LeaderEpoch),
+    asked: &mut BTreeSet<Offset>,
+) {
+    for known in partition.damage_to_repair(partition.high_watermark()) {
+        if !asked.insert(known) {
+            continue;
+        }
+        let mut wanted = known;
+        for _ in 0..REPAIR_ROUNDS_MAX {
+            let copy = match fetch_copy(conn, partition, wanted, epoch).await {
+                Ok(Some(copy)) => copy,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(partition = %partition.tp, %wanted, "repair: no copy from the leader: {e}");
+                    return;
+                }
+            };
+            let _follow = partition.follow.lock().await;
+            if !partition.follows(leader, epoch) {
+                return;
+            }
+            match partition.repair(known, copy).await {
+                Ok(Repair::Earlier(at)) if at < wanted && asked.insert(at) => wanted = at,
+                Ok(Repair::Repaired { .. } | Repair::Intact) => break,
+                Ok(outcome) => {
+                    tracing::info!(partition = %partition.tp, %wanted, ?outcome, "repair: the leader's copy does not fit");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %partition.tp, %wanted, "repair failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One consumer's fetch of the batch holding `offset` from the leader (below its high
+/// watermark): as a consumer, so that the leader does not take the offset for this replica's
+/// position. `None` if the leader answered with an error (its copy may be damaged too) or
+/// without that batch.
+async fn fetch_copy(
+    conn: &mut Connection,
+    partition: &Partition,
+    offset: Offset,
+    epoch: LeaderEpoch,
+) -> Result<Option<Bytes>, StepError> {
+    let mut request = FetchRequest::default();
+    request.replica_state.replica_id = WireBrokerId(-1);
+    request.replica_state.replica_epoch = -1;
+    request.max_wait_ms = 0;
+    request.min_bytes = 0;
+    request.max_bytes = FETCH_MAX_BYTES;
+    request.session_epoch = -1;
+    let mut topic = FetchTopic::default();
+    topic.topic_id = Uuid::from_bytes(partition.topic_id.0);
+    let mut wanted = FetchPartition::default();
+    wanted.partition = partition.tp.partition.0;
+    wanted.current_leader_epoch = epoch.0;
+    wanted.fetch_offset = offset.0;
+    wanted.last_fetched_epoch = -1;
+    wanted.log_start_offset = -1;
+    // The first batch comes whole whatever the budget: only it is wanted.
+    wanted.partition_max_bytes = 1;
+    topic.partitions.push(wanted);
+    request.topics.push(topic);
+    let response = conn.call(&request, FETCH_VERSION, CALL_MARGIN).await?;
+    let data = response.responses.first().and_then(|t| t.partitions.first());
+    let Some(data) = data.filter(|d| response.error_code == 0 && d.error_code == 0) else {
+        return Ok(None);
+    };
+    let records = data.records.clone().unwrap_or_default();
+    let first = split_batches(&records).next().and_then(Result::ok);
+    Ok(first.filter(|batch| {
+        parse_header(batch)
+            .is_ok_and(|h| h.base_offset() <= offset.0 && offset.0 <= h.last_offset())
+    }))
 }

@@ -9,10 +9,12 @@
 //!
 //! Within a few seconds of the read leadership must have moved; writes go on; the follower that
 //! was down rejoins the ISR; and a read of the whole partition from the new leader returns every
-//! acknowledged record. The damage lasts (nothing repairs the copy), and the damaged replica is
-//! the partition's preferred one: leader rebalancing, every few seconds here, must not give it
-//! the partition back (it did, at every pass, until its heartbeats reported the damage); once
-//! DeleteRecords has removed the damaged batch, it must.
+//! acknowledged record. The damaged replica is the partition's preferred one. Following now, it
+//! asks the new leader for the damaged batch and writes the intact copy over its own (until
+//! this repair, its copy stayed damaged for good); until then it reports the damage, and leader
+//! rebalancing, every few seconds here, must not give it the partition back (it did, at every
+//! pass, until its heartbeats reported the damage). Once repaired, rebalancing must give it the
+//! partition back, and every acknowledged record must read back from it.
 
 use std::time::Duration;
 
@@ -34,6 +36,8 @@ const MOVE_BOUND: Duration = Duration::from_secs(10);
 const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
 /// How long the follower that was down may take to rejoin the ISR.
 const REJOIN_BOUND: Duration = Duration::from_secs(60);
+/// How long the damaged replica may take to repair its copy once the ISR is whole.
+const REPAIR_BOUND: Duration = Duration::from_secs(10);
 /// `leader.imbalance.check.interval.seconds` here.
 const REBALANCE_SECS: u64 = 5;
 
@@ -75,7 +79,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(below.len() >= 2, || format!("{} batches below {recovery}", below.len()))?;
     // Not the first batch: a follower starts from some offset past 0 only after it.
     let pick = (seed.wrapping_mul(SPREAD) >> 33) as usize;
-    let (at, len, base, last) = below[1 + pick % (below.len() - 1)];
+    let (at, len, base, _) = below[1 + pick % (below.len() - 1)];
     c.sim
         .corrupt_durable_file(c.nodes[leader], &segment, (at + len - 1) as u64)
         .map_err(|e| format!("damaging the leader's batch at {base}: {e}"))?;
@@ -114,11 +118,35 @@ fn scenario(seed: u64) -> Result<(), String> {
         let p = c.committed_partition("t", 0);
         format!("the ISR is not whole again after the move: {p:?}")
     })?;
+    // The damaged replica, following now, writes the new leader's intact copy over its own;
+    // until then it reports the damage, so rebalancing must not give it the partition back.
+    let original = bytes.get(at..at + len).ok_or("the batch is outside the segment")?.to_vec();
+    let whole = |c: &Cluster| {
+        let now = c.sim.durable_contents(c.nodes[leader], &segment);
+        now.is_ok_and(|now| now.get(at..at + len) == Some(&original[..]))
+    };
+    let early = std::cell::Cell::new(false);
+    let repaired = c.run_until(REPAIR_BOUND, |c| {
+        let leads = c.committed_partition("t", 0).is_some_and(|p| p.leader == before.leader);
+        let whole = whole(c);
+        early.set(early.get() || (leads && !whole));
+        whole
+    });
+    ensure(!early.get(), || {
+        format!("node{} leads again, its damaged batch at {base} unrepaired", before.leader)
+    })?;
+    ensure(repaired, || {
+        format!(
+            "node{} did not repair its damaged batch at {base} from the new leader",
+            before.leader
+        )
+    })?;
+    // Whole again, it is given the partition back by rebalancing, and serves every record.
     let back = c.run_until(Duration::from_secs(REBALANCE_SECS * 4), |c| {
         c.committed_partition("t", 0).is_some_and(|p| p.leader == before.leader)
     });
-    ensure(!back, || {
-        format!("node{} leads again, its damaged batch at {base} unrepaired", before.leader)
+    ensure(back, || {
+        format!("node{} does not lead again once its damaged batch is repaired", before.leader)
     })?;
     let acked_then = producer.acked().len();
     c.run_for(Duration::from_secs(3));
@@ -126,7 +154,10 @@ fn scenario(seed: u64) -> Result<(), String> {
     producer.stop();
     c.run_for(Duration::from_secs(2));
     let now = c.committed_partition("t", 0).ok_or("no partition")?.leader;
-    let read = c.read_all(c.ix_of(now).ok_or("no leader")?, "t", 0)?;
+    ensure(now == before.leader, || {
+        format!("node{now} leads, not the repaired node{}", before.leader)
+    })?;
+    let read = c.read_all(leader, "t", 0)?;
     acked_read_back("t-0", &read, &producer.acked())?;
     if catching_up {
         // The follower copied the batch from a replica that holds it intact.
@@ -138,21 +169,6 @@ fn scenario(seed: u64) -> Result<(), String> {
             format!("node{}, back from being down, does not hold the leader's bytes", down + 1)
         })?;
     }
-    // Once the damaged batch is deleted, nothing holds its replica back: rebalancing gives it
-    // the partition again.
-    let addr = c.addr(c.ix_of(now).ok_or("no leader")?);
-    c.client_call(Duration::from_secs(30), move |env| async move {
-        let mut client = weir_sim::client::Client::new(env, addr, "admin");
-        client.delete_records("t", 0, last + 1, Duration::from_secs(10)).await
-    })
-    .ok_or("no answer to DeleteRecords")?
-    .map_err(|e| format!("DeleteRecords: {e}"))?;
-    let back = c.run_until(Duration::from_secs(REBALANCE_SECS * 4), |c| {
-        c.committed_partition("t", 0).is_some_and(|p| p.leader == before.leader)
-    });
-    ensure(back, || {
-        format!("node{} does not lead again once its damaged batch is deleted", before.leader)
-    })?;
     c.watch_verdict()
 }
 

@@ -52,12 +52,12 @@ pub struct ReadResult {
 }
 
 /// Where a read starts within one segment.
-struct Plan {
-    base: Offset,
-    log: Arc<dyn File>,
-    end: u64,
+pub(super) struct Plan {
+    pub(super) base: Offset,
+    pub(super) log: Arc<dyn File>,
+    pub(super) end: u64,
     /// The offset after the segment's last batch, as `end` was taken.
-    end_offset: Offset,
+    pub(super) end_offset: Offset,
     index: Lookup,
 }
 
@@ -164,7 +164,11 @@ impl Log {
     /// Where the batches after the damaged one at byte `damaged` of the planned segment must
     /// chain to for a read to walk past it: the first index entry after it, else the segment's
     /// end as planned.
-    async fn chain_end(&self, plan: &Plan, damaged: u64) -> Result<(u64, Offset), ReadError> {
+    pub(super) async fn chain_end(
+        &self,
+        plan: &Plan,
+        damaged: u64,
+    ) -> Result<(u64, Offset), ReadError> {
         let at =
             |e: OffsetEntry| (u64::from(e.position), Offset(plan.base.0 + i64::from(e.relative)));
         let within = |e: &OffsetEntry| u64::from(e.position) < plan.end;
@@ -198,7 +202,7 @@ impl Log {
         Ok(entry.unwrap_or((plan.end, plan.end_offset)))
     }
 
-    fn plan(&self, offset: Offset) -> Option<Plan> {
+    pub(super) fn plan(&self, offset: Offset) -> Option<Plan> {
         let state: std::sync::MutexGuard<'_, State> = self.state();
         let seg = state.segment_for(offset).or_else(|| state.segments.values().next())?;
         let relative = seg.relative(offset.max(seg.base)).unwrap_or(u32::MAX);
@@ -305,7 +309,7 @@ impl Log {
 
 impl Plan {
     /// A batch boundary at or before `offset`, and the base offset of the batch there.
-    async fn start_position(&self, offset: Offset) -> Result<(u64, Offset), ReadError> {
+    pub(super) async fn start_position(&self, offset: Offset) -> Result<(u64, Offset), ReadError> {
         let relative = u32::try_from(offset.0.saturating_sub(self.base.0)).unwrap_or(u32::MAX);
         let entry = match &self.index {
             Lookup::Position(position, expected) => return Ok((*position, *expected)),

@@ -6,10 +6,12 @@
 
 use std::sync::MutexGuard;
 
+use bytes::Bytes;
+
 use super::{Acks, CompletionError, Partition, ProduceError};
 use crate::controller::records::{BrokerEpoch, BrokerId, NO_LEADER};
 use crate::io::Instant;
-use crate::log::FlushPolicy;
+use crate::log::{FlushPolicy, ReadError, Repair};
 use crate::model::{LeaderEpoch, Offset};
 use crate::replication::{
     AckStatus, Assignment, IsrProposal, LeaderConfig, LeaderReplica, LogEnds, ReplicationError,
@@ -74,6 +76,11 @@ impl KnownDamage {
     /// Forgets damage at or past `end`: the log was cut there.
     pub(crate) fn forget_from(&mut self, end: Offset) {
         self.0.retain(|&at| at < end);
+    }
+
+    /// Forgets damage in `first..=last`: that batch was repaired, or reads intact.
+    pub(crate) fn forget(&mut self, first: Offset, last: Offset) {
+        self.0.retain(|&at| at < first || at > last);
     }
 
     /// The lowest known damage in `[start, end)`, the log as it is now.
@@ -184,11 +191,13 @@ impl Partition {
     }
 
     /// Where this log is known to hold a damaged batch, in any role: a read or a compaction
-    /// pass met it, or the rebuild of the producer state passed over it. The damage lasts
-    /// (nothing repairs a copy), so while the broker runs the controller is told, in every
-    /// heartbeat, not to prefer this replica as leader: it would hand the partition over again
-    /// at the first read of the batch. Forgotten once the batch is no longer in the log (cut,
-    /// or deleted by retention), and at a restart, until something meets it again.
+    /// pass met it, or the rebuild of the producer state passed over it. Until the batch is
+    /// repaired from the leader's copy ([`Partition::repair`]), while the broker runs, the
+    /// controller is told in every heartbeat not to prefer this replica as leader: it would
+    /// hand the partition over again at the first read of the batch. Forgotten once repaired or
+    /// no longer in the log (cut, or deleted by retention), and at a restart, until something
+    /// meets it again. Damage the producer state's rebuild passed over stays reported after a
+    /// repair: the state still lacks what the batch held.
     pub fn lasting_damage(&self) -> Option<Offset> {
         let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
         let known = self.replica_state().damage_known.within(start, end);
@@ -199,6 +208,35 @@ impl Partition {
     /// Forgets damage known at or past `end`: the log was cut there.
     pub(super) fn forget_damage_from(&self, end: Offset) {
         self.replica_state().damage_known.forget_from(end);
+    }
+
+    /// Where this log is known to hold damage below `upper` (the high watermark, below which
+    /// the leader serves every batch): each offset a read or a compaction pass met damage at,
+    /// and the last offset of the damaged batch the producer state's rebuild passed over. What
+    /// a follower asks its leader to repair ([`Partition::repair`]).
+    pub fn damage_to_repair(&self, upper: Offset) -> Vec<Offset> {
+        let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset().min(upper));
+        let mut offsets = self.replica_state().damage_known.0.clone();
+        offsets.extend(self.producer_damage_passed());
+        offsets.range(start..end.max(start)).copied().collect()
+    }
+
+    /// Writes `copy`, the leader's intact copy of the batch holding `asked` (an offset from
+    /// [`Partition::damage_to_repair`]), over this log's damaged one ([`Log::repair`]), and
+    /// forgets the damage known in that batch; or forgets `asked` if its batch reads intact.
+    /// The producer state is left as it is: if its rebuild passed over the batch, it still
+    /// lacks what the batch held. The caller holds the follow lock and still follows.
+    ///
+    /// [`Log::repair`]: crate::log::Log::repair
+    pub async fn repair(&self, asked: Offset, copy: Bytes) -> Result<Repair, ReadError> {
+        let repair = self.log.repair(copy).await?;
+        let mut state = self.replica_state();
+        match repair {
+            Repair::Repaired { base, last } => state.damage_known.forget(base, last),
+            Repair::Intact => state.damage_known.forget(asked, asked),
+            Repair::Earlier(_) | Repair::Mismatch(_) => {}
+        }
+        Ok(repair)
     }
 
     /// Whether this broker leads with another replica in the committed ISR.

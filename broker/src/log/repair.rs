@@ -1,0 +1,177 @@
+//! Repair of a damaged batch in place, from an intact copy another replica holds.
+//!
+//! A batch that fails its checks however often it is read (a latent sector error: bits changed
+//! on the device after they were synced) stays damaged in this log for good, though the
+//! replicas hold it byte for byte alike: the leader's copy, its offsets and leader epoch
+//! stamped, is what every follower appended. So a follower that knows of damage in its log asks
+//! its leader for that batch and writes the intact copy over the damaged one, where it fits
+//! exactly:
+//! - the walk to the copy's base offset (past damage before it, as reads walk past it) meets
+//!   damage, and the damaged bytes begin where a batch with that base offset begins: the walk
+//!   expects that offset there, or the damaged header still states it, there, where the length
+//!   fields of the damaged batches before it lead, or the copy's length before where reads go
+//!   on past the damage;
+//! - what lies there now is not an intact batch;
+//! - the copy ends where the damaged batch did: at the segment's end, which is the offset after
+//!   the copy's last, or where an intact batch past the copy's last offset begins;
+//! - the copy passes every check a replicated batch does, its leader epoch included.
+//!
+//! The copy is synced before the repair is reported, and read back. A torn or failed write
+//! leaves the batch as damaged as it was: its checks still fail, so nothing changes for a
+//! reader. The offsets, positions and indexes stay as they are.
+
+use bytes::Bytes;
+
+use super::batch;
+use super::batch::BATCH_HEADER_BYTES;
+use super::error::ReadError;
+use super::partition_log::Log;
+use super::segment;
+use super::walk::{DAMAGED_IN_A_ROW_MAX, Epochs, WalkStop, Walker, states_base_at, walk_past};
+use crate::io::File;
+use crate::model::Offset;
+
+/// What a repair did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// The damaged batch holding `base..=last` was replaced by the intact copy.
+    Repaired {
+        /// The batch's first offset.
+        base: Offset,
+        /// Its last offset.
+        last: Offset,
+    },
+    /// The batch holding the copy's base offset reads intact here: nothing to repair.
+    Intact,
+    /// The walk to the copy's base offset met damage that begins at this earlier offset: that
+    /// batch must be repaired first.
+    Earlier(Offset),
+    /// The copy does not fit the damaged bytes (or lies outside the log): left as it was.
+    Mismatch(&'static str),
+}
+
+impl Log {
+    /// Writes `copy`, another replica's intact copy of a batch, over this log's damaged copy of
+    /// it, if it fits exactly (see the module documentation), and syncs it.
+    pub async fn repair(&self, copy: Bytes) -> Result<Repair, ReadError> {
+        let Ok(header) = batch::validate(&copy, copy.len()) else {
+            return Ok(Repair::Mismatch("the copy is not an intact batch"));
+        };
+        let (base, last) = (Offset(header.base_offset()), Offset(header.last_offset()));
+        let length = copy.len() as u64;
+        // Held by whatever changes the set of segments (roll, cut, retention, the cleaner's
+        // swap): the segment planned is the one written.
+        let _files = self.files_lock.lock().await;
+        let (log_start, log_end, epochs) = {
+            let state = self.state();
+            state.check_online()?;
+            (state.log_start, state.log_end, state.epochs.clone())
+        };
+        if base < log_start || last >= log_end {
+            return Ok(Repair::Mismatch("the copy lies outside the log"));
+        }
+        if epochs.epoch_for(base).is_some_and(|e| e.0 != header.partition_leader_epoch()) {
+            return Ok(Repair::Mismatch("the copy's leader epoch disagrees with the history"));
+        }
+        let Some(plan) = self.plan(base) else { return Ok(Repair::Mismatch("no segment")) };
+        let (from, expected) = plan.start_position(base).await?;
+        let file = &*plan.log;
+        let dense = self.dense();
+        let exact = (from, expected) != (0, plan.base);
+        let verify = || Epochs::Verify(epochs.clone());
+        let mut walker =
+            Walker::new(file, from, plan.end, expected, dense, verify()).starting_at_entry(exact);
+        let position = loop {
+            let (position, damaged_from) = match walker.next().await {
+                Ok(Some(walked)) if walked.header.last_offset() >= base.0 => {
+                    return Ok(Repair::Intact);
+                }
+                Ok(Some(_)) => continue,
+                Ok(None) => return Ok(Repair::Mismatch("the segment ends before the copy")),
+                Err(WalkStop::Io(e)) => return Err(e.into()),
+                Err(WalkStop::Invalid { position, .. }) => (position, walker.expected()),
+            };
+            if damaged_from > base {
+                return Ok(Repair::Mismatch("the walk passed the copy's base offset"));
+            }
+            if let Some(slot) = slot(file, (position, damaged_from), base, plan.end).await? {
+                break slot;
+            }
+            // Where reads go on past the damage: before the copy, the walk goes on there; just
+            // after it, the copy ends there, if the damaged header there states its base.
+            let until = self.chain_end(&plan, position).await?;
+            let damaged = (position, damaged_from);
+            match walk_past(file, damaged, until, Some(&epochs)).await? {
+                Some((at, next)) if next <= base => {
+                    walker = Walker::new(file, at, plan.end, next, dense, verify())
+                        .starting_at_entry(true);
+                }
+                Some((at, next))
+                    if next.0 == last.0 + 1
+                        && at >= position + length
+                        && states_base_at(file, (at - length, base)).await? =>
+                {
+                    break at - length;
+                }
+                _ => return Ok(Repair::Earlier(damaged_from)),
+            }
+        };
+        let after = position + length;
+        let ends_there = if after == plan.end {
+            plan.end_offset == Offset(last.0 + 1)
+        } else if after < plan.end {
+            let mut next = Walker::new(file, after, plan.end, Offset(last.0 + 1), dense, verify());
+            matches!(next.next().await, Ok(Some(w)) if w.position == after)
+        } else {
+            false
+        };
+        if !ends_there {
+            return Ok(Repair::Mismatch("the damaged batch does not end where the copy does"));
+        }
+        let held = file.read_at(position, copy.len()).await?;
+        if held == copy {
+            return Ok(Repair::Intact);
+        }
+        if batch::validate(&held, held.len()).is_ok() {
+            return Ok(Repair::Mismatch("an intact batch of another content lies there"));
+        }
+        file.write_at(position, copy.clone()).await?;
+        file.sync_data().await?;
+        let mut check = Walker::new(file, position, plan.end, base, dense, verify());
+        match check.next().await {
+            Ok(Some(w)) if w.position == position && w.bytes == copy => {
+                tracing::warn!(log = %self.dir.display(), %base, %last, "repaired a damaged batch from another replica's copy");
+                Ok(Repair::Repaired { base, last })
+            }
+            Err(WalkStop::Io(e)) => Err(e.into()),
+            _ => Ok(Repair::Mismatch("the copy did not read back")),
+        }
+    }
+}
+
+/// Where the damaged batch with base offset `base` starts, the walk having met damage at byte
+/// `at`, where a batch with offset `from` or later starts: there if the walk expected `base`
+/// there or the header there states it; else, as long as the headers from there state no
+/// offset past `base`, where their length fields lead, for as many damaged batches in a row
+/// as a read crosses ([`DAMAGED_IN_A_ROW_MAX`]). `None` if no header on the way states `base`.
+async fn slot(
+    file: &dyn File,
+    (mut at, from): (u64, Offset),
+    base: Offset,
+    end: u64,
+) -> Result<Option<u64>, ReadError> {
+    if from == base {
+        return Ok(Some(at));
+    }
+    for _ in 0..=DAMAGED_IN_A_ROW_MAX {
+        if states_base_at(file, (at, base)).await? {
+            return Ok(Some(at));
+        }
+        let head = file.read_at(at, BATCH_HEADER_BYTES).await?;
+        match segment::frame_len(&head) {
+            Some(len) if at + (len as u64) < end => at += len as u64,
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
