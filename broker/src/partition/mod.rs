@@ -4,6 +4,7 @@
 //! the durability and replication waits kept outside that ordering, so that group commit can
 //! gather many producers' batches into one sync.
 
+pub mod damage;
 pub mod producers;
 pub mod read_ahead;
 pub mod replica;
@@ -186,7 +187,9 @@ impl Partition {
         let state = producers::recover(&log, &*env.disk).await?;
         let producer_damage = state.damage_passed().map_or(-1, |o| o.0);
         let opened_at = env.clock.now();
-        let replica = ReplicaState::new(log.recorded_high_watermark().min(log.log_end_offset()));
+        let known = damage::load(&log, &*env.disk).await;
+        let replica =
+            ReplicaState::new(log.recorded_high_watermark().min(log.log_end_offset()), known);
         Ok(Partition {
             tp,
             topic_id,
@@ -413,13 +416,18 @@ impl Partition {
             let end = self.log.log_end_offset();
             (state.encode_snapshot(end), end)
         };
-        if saved.as_ref() == Some(&(end, bytes.clone())) {
-            // The newest snapshot on disk already says exactly this.
-            return Ok(());
+        // The newest snapshot on disk may already say exactly this.
+        if saved.as_ref() != Some(&(end, bytes.clone())) {
+            *saved = None;
+            producers::save(bytes.clone(), end, &*self.env.disk, self.log.dir()).await?;
+            *saved = Some((end, bytes));
         }
-        *saved = None;
-        producers::save(bytes.clone(), end, &*self.env.disk, self.log.dir()).await?;
-        *saved = Some((end, bytes));
+        // Under the snapshot lock, so that an older set is never written after a newer one.
+        let unsaved = self.replica_state().damage_known.unsaved();
+        if let Some((changes, offsets)) = unsaved {
+            damage::store(&*self.env.disk, self.log.dir(), &offsets).await?;
+            self.replica_state().damage_known.saved(changes);
+        }
         Ok(())
     }
 

@@ -8,6 +8,7 @@ use std::sync::MutexGuard;
 
 use bytes::Bytes;
 
+use super::damage::KnownDamage;
 use super::{Acks, CompletionError, Partition, ProduceError};
 use crate::controller::records::{BrokerEpoch, BrokerId, NO_LEADER};
 use crate::io::Instant;
@@ -51,42 +52,7 @@ pub struct ReplicaState {
     damage_seen: Option<Offset>,
     /// Where reads met damaged batches in this log, in any role: kept across role changes,
     /// forgotten once a cut removes them (see [`Partition::lasting_damage`]).
-    damage_known: KnownDamage,
-}
-
-/// The most damaged batches a partition remembers: past it, the lowest is forgotten (it is the
-/// first that retention deletes).
-pub const KNOWN_DAMAGE_MAX: usize = 64;
-
-/// The offsets of the damaged batches known in a log.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct KnownDamage(std::collections::BTreeSet<Offset>);
-
-impl KnownDamage {
-    /// Adds damage at `offset`, forgetting any below `start`, the log start, and the lowest
-    /// past [`KNOWN_DAMAGE_MAX`].
-    pub(crate) fn note(&mut self, offset: Offset, start: Offset) {
-        self.0.insert(offset);
-        self.0.retain(|&at| at >= start);
-        while self.0.len() > KNOWN_DAMAGE_MAX {
-            self.0.pop_first();
-        }
-    }
-
-    /// Forgets damage at or past `end`: the log was cut there.
-    pub(crate) fn forget_from(&mut self, end: Offset) {
-        self.0.retain(|&at| at < end);
-    }
-
-    /// Forgets damage in `first..=last`: that batch was repaired, or reads intact.
-    pub(crate) fn forget(&mut self, first: Offset, last: Offset) {
-        self.0.retain(|&at| at < first || at > last);
-    }
-
-    /// The lowest known damage in `[start, end)`, the log as it is now.
-    pub(crate) fn within(&self, start: Offset, end: Offset) -> Option<Offset> {
-        self.0.range(start..end).next().copied()
-    }
+    pub(super) damage_known: KnownDamage,
 }
 
 /// How long an ISR change may go without its outcome reaching the image before it is sent
@@ -94,13 +60,13 @@ impl KnownDamage {
 pub const ISR_RESEND_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl ReplicaState {
-    pub(super) fn new(high_watermark: Offset) -> ReplicaState {
+    pub(super) fn new(high_watermark: Offset, damage_known: KnownDamage) -> ReplicaState {
         ReplicaState {
             role: Role::Unassigned,
             follower_high_watermark: high_watermark,
             isr_asked_at: None,
             damage_seen: None,
-            damage_known: KnownDamage::default(),
+            damage_known,
         }
     }
 
@@ -195,9 +161,9 @@ impl Partition {
     /// repaired from the leader's copy ([`Partition::repair`]), while the broker runs, the
     /// controller is told in every heartbeat not to prefer this replica as leader: it would
     /// hand the partition over again at the first read of the batch. Forgotten once repaired or
-    /// no longer in the log (cut, or deleted by retention), and at a restart, until something
-    /// meets it again. Damage the producer state's rebuild passed over stays reported after a
-    /// repair: the state still lacks what the batch held.
+    /// no longer in the log (cut, or deleted by retention); kept across a restart by the
+    /// known-damage checkpoint ([`super::damage`]). Damage the producer state's rebuild passed
+    /// over stays reported after a repair: the state still lacks what the batch held.
     pub fn lasting_damage(&self) -> Option<Offset> {
         let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
         let known = self.replica_state().damage_known.within(start, end);
@@ -216,7 +182,7 @@ impl Partition {
     /// a follower asks its leader to repair ([`Partition::repair`]).
     pub fn damage_to_repair(&self, upper: Offset) -> Vec<Offset> {
         let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset().min(upper));
-        let mut offsets = self.replica_state().damage_known.0.clone();
+        let mut offsets = self.replica_state().damage_known.offsets();
         offsets.extend(self.producer_damage_passed());
         offsets.range(start..end.max(start)).copied().collect()
     }
@@ -534,30 +500,4 @@ pub enum FollowerFetchError {
     /// The fetcher is no replica of the partition.
     #[error(transparent)]
     Replication(#[from] ReplicationError),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn known_damage_keeps_every_batch_still_in_the_log() {
-        let mut known = KnownDamage::default();
-        known.note(Offset(30), Offset(0));
-        known.note(Offset(80), Offset(0));
-        assert_eq!(known.within(Offset(0), Offset(100)), Some(Offset(30)));
-        // Deleted past the first: the second is still there.
-        assert_eq!(known.within(Offset(40), Offset(100)), Some(Offset(80)));
-        // Cut below the second: only the first.
-        known.forget_from(Offset(50));
-        assert_eq!(known.within(Offset(0), Offset(100)), Some(Offset(30)));
-        assert_eq!(known.within(Offset(40), Offset(100)), None);
-        // Damage below the log start is dropped as new damage is noted; at most the newest
-        // KNOWN_DAMAGE_MAX are kept.
-        for at in 100..100 + KNOWN_DAMAGE_MAX as i64 + 1 {
-            known.note(Offset(at), Offset(40));
-        }
-        assert_eq!(known.within(Offset(0), Offset(1_000)), Some(Offset(101)));
-        assert_eq!(known.0.len(), KNOWN_DAMAGE_MAX);
-    }
 }
