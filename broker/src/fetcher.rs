@@ -17,7 +17,7 @@
 //! ([`crate::replication::catch_up`]): after each fetch it waits as long as the budget says, so
 //! a replica restarted far behind does not take its leader's capacity from clients.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -52,8 +52,15 @@ pub const FETCH_MAX_BYTES: i32 = 8 << 20;
 /// `replica.fetch.max.bytes` default): the copy arrives in small steps that interleave with
 /// the leader's and this broker's other work, instead of in bursts that hold a core.
 pub const CATCH_UP_FETCH_MAX_BYTES: i32 = 1 << 20;
-/// Batches one repair asks the leader for, going back to where the damage begins.
-const REPAIR_ROUNDS_MAX: usize = 2;
+/// Copies one repair asks the leader for: the batch where the damage begins, if earlier, then
+/// the one asked about (once more, should the first answer be stale).
+const REPAIR_ROUNDS_MAX: usize = 3;
+/// Times a fetcher task asks about one damaged offset whose asking failed for want of an
+/// answer.
+const REPAIR_ATTEMPTS_MAX: u32 = 3;
+/// The rack a replica's fetch of a batch to repair names (Fetch v11's `rack_id`, which Weir
+/// otherwise ignores): damage the read meets on the leader does not move leadership.
+pub const REPAIR_RACK_ID: &str = "weir-repair";
 /// Pause after a failed step before starting over.
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a call may take beyond the fetch's own wait.
@@ -97,8 +104,8 @@ pub async fn follow(
 ) {
     let mut conn: Option<Connection> = None;
     let mut diverged_checked = false;
-    // The damaged offsets this task has asked the leader to repair, each once.
-    let mut repairs_asked = BTreeSet::new();
+    // The damaged offsets this task has asked the leader to repair, with the times asked.
+    let mut repairs_asked = BTreeMap::new();
     loop {
         let Some(b) = broker.upgrade() else { return };
         if !still_following(&b, &partition, leader, epoch) {
@@ -366,26 +373,33 @@ async fn fetch_once(
 
 /// Asks the leader for an intact copy of each batch this log is known to hold damaged below
 /// the high watermark, and writes it over the damaged one ([`Partition::repair`]): a damaged
-/// copy does not stay damaged while an intact one exists. Each damaged offset is asked about
-/// once by this task (its leader and epoch): a leader whose copy is damaged too, or whose batch
-/// does not fit, is not asked again. Where the damage begins at an earlier batch, that one is
-/// asked for instead. A failure leaves the damage as it was, to be asked about under the next
-/// leader.
+/// copy does not stay damaged while an intact one exists. Where the damage begins at an earlier
+/// batch, that one is repaired first, then the one asked about. An offset repaired, found
+/// intact, or that the leader's copy cannot repair (damaged there too, or not fitting) is not
+/// asked about again by this task (its leader and epoch: the damage the producer state's
+/// rebuild passed over stays listed after its repair); one whose asking failed otherwise (no
+/// answer, an error) is asked again at later steps, at most [`REPAIR_ATTEMPTS_MAX`] times.
 async fn repair_damage(
     conn: &mut Connection,
     partition: &Partition,
     (leader, epoch): (BrokerId, LeaderEpoch),
-    asked: &mut BTreeSet<Offset>,
+    asked: &mut BTreeMap<Offset, u32>,
 ) {
     for known in partition.damage_to_repair(partition.high_watermark()) {
-        if !asked.insert(known) {
+        let attempts = asked.entry(known).or_default();
+        if *attempts >= REPAIR_ATTEMPTS_MAX {
             continue;
         }
+        *attempts += 1;
         let mut wanted = known;
         for _ in 0..REPAIR_ROUNDS_MAX {
             let copy = match fetch_copy(conn, partition, wanted, epoch).await {
-                Ok(Some(copy)) => copy,
-                Ok(None) => break,
+                Ok(Copy::Batch(copy)) => copy,
+                Ok(Copy::Damaged) => {
+                    asked.insert(known, REPAIR_ATTEMPTS_MAX);
+                    break;
+                }
+                Ok(Copy::Unavailable) => break,
                 Err(e) => {
                     tracing::debug!(partition = %partition.tp, %wanted, "repair: no copy from the leader: {e}");
                     return;
@@ -395,11 +409,19 @@ async fn repair_damage(
             if !partition.follows(leader, epoch) {
                 return;
             }
-            match partition.repair(known, copy).await {
-                Ok(Repair::Earlier(at)) if at < wanted && asked.insert(at) => wanted = at,
-                Ok(Repair::Repaired { .. } | Repair::Intact) => break,
+            match partition.repair(copy).await {
+                Ok(Repair::Earlier(at)) if at < wanted && wanted == known => wanted = at,
+                // The earlier batch done: now the one asked about.
+                Ok(Repair::Repaired { .. } | Repair::Intact { .. }) if wanted != known => {
+                    wanted = known;
+                }
+                Ok(Repair::Repaired { .. } | Repair::Intact { .. }) => {
+                    asked.insert(known, REPAIR_ATTEMPTS_MAX);
+                    break;
+                }
                 Ok(outcome) => {
                     tracing::info!(partition = %partition.tp, %wanted, ?outcome, "repair: the leader's copy does not fit");
+                    asked.insert(known, REPAIR_ATTEMPTS_MAX);
                     break;
                 }
                 Err(e) => {
@@ -411,16 +433,26 @@ async fn repair_damage(
     }
 }
 
-/// One consumer's fetch of the batch holding `offset` from the leader (below its high
-/// watermark): as a consumer, so that the leader does not take the offset for this replica's
-/// position. `None` if the leader answered with an error (its copy may be damaged too) or
-/// without that batch.
+/// What the leader answered when asked for a copy of a batch.
+enum Copy {
+    /// The batch.
+    Batch(Bytes),
+    /// Its copy is damaged too (CORRUPT_MESSAGE).
+    Damaged,
+    /// No such batch, or another error: it may be there later.
+    Unavailable,
+}
+
+/// One fetch of the batch holding `offset` from the leader, below its high watermark: as a
+/// consumer (so that the leader does not take the offset for this replica's position) naming
+/// [`REPAIR_RACK_ID`] (so that damage the read meets on the leader is noted there without
+/// moving leadership, see `server::handlers::fetch`).
 async fn fetch_copy(
     conn: &mut Connection,
     partition: &Partition,
     offset: Offset,
     epoch: LeaderEpoch,
-) -> Result<Option<Bytes>, StepError> {
+) -> Result<Copy, StepError> {
     let mut request = FetchRequest::default();
     request.replica_state.replica_id = WireBrokerId(-1);
     request.replica_state.replica_epoch = -1;
@@ -428,6 +460,7 @@ async fn fetch_copy(
     request.min_bytes = 0;
     request.max_bytes = FETCH_MAX_BYTES;
     request.session_epoch = -1;
+    request.rack_id = StrBytes::from_static_str(REPAIR_RACK_ID);
     let mut topic = FetchTopic::default();
     topic.topic_id = Uuid::from_bytes(partition.topic_id.0);
     let mut wanted = FetchPartition::default();
@@ -441,14 +474,20 @@ async fn fetch_copy(
     topic.partitions.push(wanted);
     request.topics.push(topic);
     let response = conn.call(&request, FETCH_VERSION, CALL_MARGIN).await?;
-    let data = response.responses.first().and_then(|t| t.partitions.first());
-    let Some(data) = data.filter(|d| response.error_code == 0 && d.error_code == 0) else {
-        return Ok(None);
+    let Some(data) = response.responses.first().and_then(|t| t.partitions.first()) else {
+        return Ok(Copy::Unavailable);
     };
+    if data.error_code == ResponseError::CorruptMessage.code() {
+        return Ok(Copy::Damaged);
+    }
+    if response.error_code != 0 || data.error_code != 0 {
+        return Ok(Copy::Unavailable);
+    }
     let records = data.records.clone().unwrap_or_default();
     let first = split_batches(&records).next().and_then(Result::ok);
-    Ok(first.filter(|batch| {
+    let holds = |batch: &Bytes| {
         parse_header(batch)
             .is_ok_and(|h| h.base_offset() <= offset.0 && offset.0 <= h.last_offset())
-    }))
+    };
+    Ok(first.filter(holds).map_or(Copy::Unavailable, Copy::Batch))
 }

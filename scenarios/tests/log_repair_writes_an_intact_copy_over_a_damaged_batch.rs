@@ -24,7 +24,7 @@ use weir_scenarios::log::{
     BATCH_RECORDS, all_batches, batch, check_reads_around_damage, damage_batch, dir, log_of_batches,
 };
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::Sim;
+use weir_sim::{DiskFaults, Sim};
 
 /// Batches in the segment.
 const BATCHES: u8 = 20;
@@ -76,9 +76,9 @@ fn scenario(seed: u64) -> Result<(), String> {
         let (log, stored, damaged) = (log2, stored2, damaged2);
         let target = *damaged.last().expect("one damaged");
         let (base, last) = offsets(target);
-        let intact = (0..BATCHES).find(|n| !damaged.contains(n)).expect("an intact batch");
+        let whole = (0..BATCHES).find(|n| !damaged.contains(n)).expect("an intact batch");
         let refused = [
-            ("an intact batch's copy", stored[usize::from(intact)].clone(), true),
+            ("an intact batch's copy", stored[usize::from(whole)].clone(), true),
             ("another epoch", batch(target, Some((base, LeaderEpoch(1)))), false),
             ("another length", other_batch(base, 3, LeaderEpoch(0)), false),
             ("past the end", other_batch(log.log_end_offset(), 1, LeaderEpoch(0)), false),
@@ -86,7 +86,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         for (what, copy, intact) in refused {
             let outcome = repair(&log, copy).await?;
             let fine = if intact {
-                outcome == Repair::Intact
+                outcome == Repair::Intact { base: offsets(whole).0, last: offsets(whole).1 }
             } else {
                 matches!(outcome, Repair::Mismatch(_) | Repair::Earlier(_))
             };
@@ -137,4 +137,138 @@ fn scenario(seed: u64) -> Result<(), String> {
 #[test]
 fn log_repair_writes_an_intact_copy_over_a_damaged_batch() {
     for_each_seed("log_repair_writes_an_intact_copy_over_a_damaged_batch", 0..160, scenario);
+}
+
+/// A batch of batch 1's offsets, its records' values sized so that the whole is `want` bytes.
+fn copy_of_len(want: usize) -> Result<Bytes, String> {
+    let (base, _) = offsets(1);
+    for first in 0..2_000usize {
+        let specs: Vec<RecordSpec> = (0..BATCH_RECORDS as i32)
+            .map(|i| RecordSpec {
+                offset_delta: i,
+                timestamp: 1_000,
+                key: Some(Bytes::from(format!("k1-{i}"))),
+                value: Some(Bytes::from(vec![1u8; if i == 0 { first } else { 200 }])),
+                headers: Vec::new(),
+            })
+            .collect();
+        let options = BatchOptions { base_offset: base.0, leader_epoch: 0, ..Default::default() };
+        let bytes = encode_batch(&specs, &options).map_err(|e| e.to_string())?;
+        if bytes.len() == want {
+            return Ok(bytes);
+        }
+    }
+    Err(format!("no copy of {want} bytes"))
+}
+
+/// In a compacted log each replica compacts its own copy, so the leader's copy of a batch may
+/// be longer than the follower's damaged one (not compacted yet), and by seed exactly as long as
+/// the damaged batch and the intact one after it. Such a copy ends on a batch boundary and past
+/// the batch's offsets a gap is allowed: it must not be written over the intact batch. The
+/// damaged batch's own length field, which disagrees, tells. The copy of the right length is
+/// then written.
+fn compacted_scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let config = LogConfig { retention_ms: -1, ..weir_scenarios::log::compacted() };
+    let config = LogConfig { segment_bytes: 1 << 20, ..config };
+    let stored: Vec<Bytes> =
+        (0..6u8).map(|n| batch(n, Some((offsets(n).0, LeaderEpoch(0))))).collect();
+    let log = sim
+        .block_on(host, Duration::from_secs(60), move |env| async move {
+            let log = Log::open(env, dir(), config).await.map_err(|e| e.to_string())?;
+            for n in 0..6u8 {
+                log.append(batch(n, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(Arc::new(log))
+        })
+        .ok_or("the appends did not finish")??;
+    damage_batch(&sim, host, &stored, 1, 61 + seed as usize % 40)?;
+    let longer =
+        copy_of_len(stored[1].len() + if seed.is_multiple_of(2) { stored[2].len() } else { 0 })?;
+    let segment = dir().join(format!("{:020}.log", 0));
+    let before = sim.durable_contents(host, &segment).map_err(|e| e.to_string())?;
+    let (l, right) = (Arc::clone(&log), stored[1].clone());
+    let outcome = sim
+        .block_on(host, Duration::from_secs(60), move |_env| async move {
+            let outcome = repair(&l, longer).await?;
+            let now = all_batches(&l).await.err();
+            Ok::<_, String>((outcome, now))
+        })
+        .ok_or("the repair did not finish")??;
+    if seed.is_multiple_of(2) {
+        ensure(matches!(outcome.0, Repair::Mismatch(_)), || format!("longer: {outcome:?}"))?;
+        let now = sim.durable_contents(host, &segment).map_err(|e| e.to_string())?;
+        ensure(now == before, || "the longer copy changed the segment".to_owned())?;
+        let l = Arc::clone(&log);
+        let fixed =
+            sim.block_on(host, Duration::from_secs(60), move |_env| async move {
+                repair(&l, right).await
+            })
+            .ok_or("the repair did not finish")??;
+        ensure(matches!(fixed, Repair::Repaired { .. }), || format!("right copy: {fixed:?}"))?;
+    } else {
+        // Same length, other records (as the leader's compaction may leave): it fits.
+        ensure(matches!(outcome.0, Repair::Repaired { .. }), || format!("{outcome:?}"))?;
+    }
+    let read = sim
+        .block_on(host, Duration::from_secs(60), move |_env| async move { all_batches(&log).await })
+        .ok_or("the read did not finish")??;
+    let bases: Vec<i64> = read
+        .iter()
+        .map(|b| weir::log::batch::parse_header(b).map(|h| h.base_offset()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let want: Vec<i64> = (0..6u8).map(|n| offsets(n).0.0).collect();
+    ensure(bases == want, || format!("batches read back start at {bases:?}, not {want:?}"))
+}
+
+#[test]
+fn log_repair_of_a_compacted_log_never_reaches_over_an_intact_batch() {
+    for_each_seed(
+        "log_repair_of_a_compacted_log_never_reaches_over_an_intact_batch",
+        0..8,
+        compacted_scenario,
+    );
+}
+
+/// A repair whose write or sync fails takes the log offline, as a failed append does: the
+/// failed sync may have dropped the unsynced appends after it (fsyncgate), and a later sync
+/// must not report them durable.
+fn failed_sync_scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let (log, stored) = log_of_batches(&sim, host, 5, false)?;
+    damage_batch(&sim, host, &stored, 1, 61 + seed as usize % 40)?;
+    let l = Arc::clone(&log);
+    sim.block_on(host, Duration::from_secs(60), move |_env| async move {
+        for n in 5..9 {
+            l.append_unsynced(batch(n, None), LeaderEpoch(0)).await.map_err(|e| e.to_string())?;
+        }
+        Ok::<_, String>(())
+    })
+    .ok_or("the appends did not finish")??;
+    let faults = if seed.is_multiple_of(2) {
+        DiskFaults { sync_error: 1.0, ..DiskFaults::default() }
+    } else {
+        DiskFaults { write_error: 1.0, ..DiskFaults::default() }
+    };
+    sim.set_disk_faults(host, faults.clone());
+    let (l, copy) = (Arc::clone(&log), stored[1].clone());
+    let outcome = sim
+        .block_on(host, Duration::from_secs(60), move |_env| async move { l.repair(copy).await })
+        .ok_or("the repair did not finish")?;
+    sim.set_disk_faults(host, DiskFaults::default());
+    ensure(outcome.is_err() && log.offline().is_some(), || {
+        format!("a repair under {faults:?} gave {outcome:?}, the log offline: {:?}", log.offline())
+    })
+}
+
+#[test]
+fn log_repair_that_fails_to_write_takes_the_log_offline() {
+    for_each_seed(
+        "log_repair_that_fails_to_write_takes_the_log_offline",
+        0..4,
+        failed_sync_scenario,
+    );
 }

@@ -4,28 +4,37 @@
 //! on the device after they were synced) stays damaged in this log for good, though the
 //! replicas hold it byte for byte alike: the leader's copy, its offsets and leader epoch
 //! stamped, is what every follower appended. So a follower that knows of damage in its log asks
-//! its leader for that batch and writes the intact copy over the damaged one, where it fits
-//! exactly:
-//! - the walk to the copy's base offset (past damage before it, as reads walk past it) meets
-//!   damage, and the damaged bytes begin where a batch with that base offset begins: the walk
-//!   expects that offset there, or the damaged header still states it, there, where the length
-//!   fields of the damaged batches before it lead, or the copy's length before where reads go
-//!   on past the damage;
+//! its leader for that batch and writes the intact copy over the damaged one where it fits
+//! exactly. Where that is:
+//! - the walk to the copy's base offset, past damage before it as reads walk past it, meets
+//!   damage;
+//! - the damaged bytes there begin where a batch with the copy's base offset begins: the walk
+//!   expects that offset there; or the damaged header states it, there or where the length
+//!   fields of the damaged batches before it lead; or it lies the copy's length before where
+//!   reads go on past the damage.
+//!
+//! What it takes for the copy to fit:
 //! - what lies there now is not an intact batch;
 //! - the copy ends where the damaged batch did: at the segment's end, which is the offset after
-//!   the copy's last, or where an intact batch past the copy's last offset begins;
+//!   the copy's last, or where an intact batch begins with the offset after the copy's last (or
+//!   a later one, where offsets may have gaps);
+//! - in a log that may have gaps in its offsets (compacted), the damaged batch's own length
+//!   field also states the copy's length: there, each replica compacts its own copy, and a
+//!   longer copy could otherwise reach over intact batches whose offsets a gap hides;
 //! - the copy passes every check a replicated batch does, its leader epoch included.
 //!
-//! The copy is synced before the repair is reported, and read back. A torn or failed write
-//! leaves the batch as damaged as it was: its checks still fail, so nothing changes for a
-//! reader. The offsets, positions and indexes stay as they are.
+//! The copy is synced before the repair is reported, and read back. A failed write or sync
+//! takes the log offline, as any failed write does: a sync that failed may have dropped other
+//! writes not yet synced. A torn write leaves the batch as damaged as it was: its checks still
+//! fail, so nothing changes for a reader. The offsets, positions and indexes stay as they are.
 
 use bytes::Bytes;
 
 use super::batch;
 use super::batch::BATCH_HEADER_BYTES;
-use super::error::ReadError;
+use super::error::{Offline, ReadError};
 use super::partition_log::Log;
+use super::read::Plan;
 use super::segment;
 use super::walk::{DAMAGED_IN_A_ROW_MAX, Epochs, WalkStop, Walker, states_base_at, walk_past};
 use crate::io::File;
@@ -41,13 +50,27 @@ pub enum Repair {
         /// Its last offset.
         last: Offset,
     },
-    /// The batch holding the copy's base offset reads intact here: nothing to repair.
-    Intact,
+    /// This log's batch holding `base..=last`, where the copy's base offset lies, reads intact:
+    /// nothing to repair.
+    Intact {
+        /// The batch's first offset.
+        base: Offset,
+        /// Its last offset.
+        last: Offset,
+    },
     /// The walk to the copy's base offset met damage that begins at this earlier offset: that
     /// batch must be repaired first.
     Earlier(Offset),
     /// The copy does not fit the damaged bytes (or lies outside the log): left as it was.
     Mismatch(&'static str),
+}
+
+/// Where the walk to a copy's base offset ended.
+enum Found {
+    /// The damaged batch the copy may replace starts at this byte.
+    Slot(u64),
+    /// The answer without a write.
+    Done(Repair),
 }
 
 impl Log {
@@ -74,32 +97,95 @@ impl Log {
             return Ok(Repair::Mismatch("the copy's leader epoch disagrees with the history"));
         }
         let Some(plan) = self.plan(base) else { return Ok(Repair::Mismatch("no segment")) };
-        let (from, expected) = plan.start_position(base).await?;
+        let position = match self.find_slot(&plan, (base, last), length).await? {
+            Found::Slot(position) => position,
+            Found::Done(repair) => return Ok(repair),
+        };
         let file = &*plan.log;
-        let dense = self.dense();
-        let exact = (from, expected) != (0, plan.base);
+        let (dense, verify) = (self.dense(), || Epochs::Verify(epochs.clone()));
+        let after = position + length;
+        let ends_there = if after == plan.end {
+            plan.end_offset == Offset(last.0 + 1)
+        } else if after < plan.end {
+            let next = Offset(last.0 + 1);
+            let mut next = Walker::new(file, after, plan.end, next, dense, verify());
+            matches!(next.next().await, Ok(Some(w)) if w.position == after)
+        } else {
+            false
+        };
+        if !ends_there {
+            return Ok(Repair::Mismatch("the damaged batch does not end where the copy does"));
+        }
+        let held = file.read_at(position, copy.len()).await?;
+        if held == copy {
+            return Ok(Repair::Intact { base, last });
+        }
+        if batch::validate(&held, held.len()).is_ok() {
+            return Ok(Repair::Mismatch("an intact batch of another content lies there"));
+        }
+        if !dense && segment::frame_len(&held) != Some(copy.len()) {
+            return Ok(Repair::Mismatch("the damaged batch states another length"));
+        }
+        if let Err(e) = file.write_at(position, copy.clone()).await {
+            return Err(self.go_offline(Offline::WriteFailed(e.kind())).into());
+        }
+        if let Err(e) = file.sync_data().await {
+            return Err(self.go_offline(Offline::SyncFailed(e.kind())).into());
+        }
+        let mut check = Walker::new(file, position, plan.end, base, dense, verify());
+        match check.next().await {
+            Ok(Some(w)) if w.position == position && w.bytes == copy => {
+                tracing::warn!(log = %self.dir.display(), %base, %last, "repaired a damaged batch from another replica's copy");
+                Ok(Repair::Repaired { base, last })
+            }
+            Err(WalkStop::Io(e)) => Err(e.into()),
+            _ => Ok(Repair::Mismatch("the copy did not read back")),
+        }
+    }
+
+    /// Walks the planned segment to the copy of `base..=last` (`length` bytes), as a read
+    /// walks, to find where the damaged batch it may replace starts.
+    async fn find_slot(
+        &self,
+        plan: &Plan,
+        (base, last): (Offset, Offset),
+        length: u64,
+    ) -> Result<Found, ReadError> {
+        let epochs = self.epochs();
+        let (file, dense) = (&*plan.log, self.dense());
         let verify = || Epochs::Verify(epochs.clone());
+        let (from, expected) = plan.start_position(base).await?;
+        let mut exact = (from, expected) != (0, plan.base);
         let mut walker =
             Walker::new(file, from, plan.end, expected, dense, verify()).starting_at_entry(exact);
-        let position = loop {
+        loop {
             let (position, damaged_from) = match walker.next().await {
-                Ok(Some(walked)) if walked.header.last_offset() >= base.0 => {
-                    return Ok(Repair::Intact);
+                Ok(Some(w)) if w.header.last_offset() >= base.0 => {
+                    let found = (Offset(w.header.base_offset()), Offset(w.header.last_offset()));
+                    return Ok(Found::Done(Repair::Intact { base: found.0, last: found.1 }));
                 }
                 Ok(Some(_)) => continue,
-                Ok(None) => return Ok(Repair::Mismatch("the segment ends before the copy")),
+                Ok(None) => return Ok(Found::Done(Repair::Mismatch("the segment ends first"))),
                 Err(WalkStop::Io(e)) => return Err(e.into()),
                 Err(WalkStop::Invalid { position, .. }) => (position, walker.expected()),
             };
+            if exact && position == from {
+                // The index is only a hint and may have been misread: walk from the segment's
+                // start instead, as a read does.
+                exact = false;
+                walker = Walker::new(file, 0, plan.end, plan.base, dense, verify());
+                continue;
+            }
+            exact = false;
             if damaged_from > base {
-                return Ok(Repair::Mismatch("the walk passed the copy's base offset"));
+                return Ok(Found::Done(Repair::Mismatch("the walk passed the copy's base")));
             }
             if let Some(slot) = slot(file, (position, damaged_from), base, plan.end).await? {
-                break slot;
+                return Ok(Found::Slot(slot));
             }
             // Where reads go on past the damage: before the copy, the walk goes on there; just
             // after it, the copy ends there, if the damaged header there states its base.
-            let until = self.chain_end(&plan, position).await?;
+            let until = self.chain_end(plan, position).await?;
             let damaged = (position, damaged_from);
             match walk_past(file, damaged, until, Some(&epochs)).await? {
                 Some((at, next)) if next <= base => {
@@ -111,49 +197,19 @@ impl Log {
                         && at >= position + length
                         && states_base_at(file, (at - length, base)).await? =>
                 {
-                    break at - length;
+                    return Ok(Found::Slot(at - length));
                 }
-                _ => return Ok(Repair::Earlier(damaged_from)),
+                _ => return Ok(Found::Done(Repair::Earlier(damaged_from))),
             }
-        };
-        let after = position + length;
-        let ends_there = if after == plan.end {
-            plan.end_offset == Offset(last.0 + 1)
-        } else if after < plan.end {
-            let mut next = Walker::new(file, after, plan.end, Offset(last.0 + 1), dense, verify());
-            matches!(next.next().await, Ok(Some(w)) if w.position == after)
-        } else {
-            false
-        };
-        if !ends_there {
-            return Ok(Repair::Mismatch("the damaged batch does not end where the copy does"));
-        }
-        let held = file.read_at(position, copy.len()).await?;
-        if held == copy {
-            return Ok(Repair::Intact);
-        }
-        if batch::validate(&held, held.len()).is_ok() {
-            return Ok(Repair::Mismatch("an intact batch of another content lies there"));
-        }
-        file.write_at(position, copy.clone()).await?;
-        file.sync_data().await?;
-        let mut check = Walker::new(file, position, plan.end, base, dense, verify());
-        match check.next().await {
-            Ok(Some(w)) if w.position == position && w.bytes == copy => {
-                tracing::warn!(log = %self.dir.display(), %base, %last, "repaired a damaged batch from another replica's copy");
-                Ok(Repair::Repaired { base, last })
-            }
-            Err(WalkStop::Io(e)) => Err(e.into()),
-            _ => Ok(Repair::Mismatch("the copy did not read back")),
         }
     }
 }
 
 /// Where the damaged batch with base offset `base` starts, the walk having met damage at byte
 /// `at`, where a batch with offset `from` or later starts: there if the walk expected `base`
-/// there or the header there states it; else, as long as the headers from there state no
-/// offset past `base`, where their length fields lead, for as many damaged batches in a row
-/// as a read crosses ([`DAMAGED_IN_A_ROW_MAX`]). `None` if no header on the way states `base`.
+/// there; else the first header that states `base`, from there on where the length fields of
+/// the damaged batches lead, while none states an offset past `base`, for as many damaged
+/// batches in a row as a read crosses ([`DAMAGED_IN_A_ROW_MAX`]). `None` if none is found.
 async fn slot(
     file: &dyn File,
     (mut at, from): (u64, Offset),
@@ -164,10 +220,13 @@ async fn slot(
         return Ok(Some(at));
     }
     for _ in 0..=DAMAGED_IN_A_ROW_MAX {
-        if states_base_at(file, (at, base)).await? {
-            return Ok(Some(at));
-        }
         let head = file.read_at(at, BATCH_HEADER_BYTES).await?;
+        let stated = head.get(..8).and_then(|b| b.try_into().ok()).map(i64::from_be_bytes);
+        match stated {
+            Some(stated) if stated == base.0 => return Ok(Some(at)),
+            Some(stated) if stated < base.0 => {}
+            _ => return Ok(None),
+        }
         match segment::frame_len(&head) {
             Some(len) if at + (len as u64) < end => at += len as u64,
             _ => return Ok(None),

@@ -187,19 +187,20 @@ impl Partition {
         offsets.range(start..end.max(start)).copied().collect()
     }
 
-    /// Writes `copy`, the leader's intact copy of the batch holding `asked` (an offset from
-    /// [`Partition::damage_to_repair`]), over this log's damaged one ([`Log::repair`]), and
-    /// forgets the damage known in that batch; or forgets `asked` if its batch reads intact.
-    /// The producer state is left as it is: if its rebuild passed over the batch, it still
-    /// lacks what the batch held. The caller holds the follow lock and still follows.
+    /// Writes `copy`, the leader's intact copy of a batch this log is known to hold damaged
+    /// (see [`Partition::damage_to_repair`]), over this log's damaged one ([`Log::repair`]),
+    /// and forgets the damage known in that batch, as in a batch found to read intact. The
+    /// producer state is left as it is: if its rebuild passed over the batch, it still lacks
+    /// what the batch held. The caller holds the follow lock and still follows.
     ///
     /// [`Log::repair`]: crate::log::Log::repair
-    pub async fn repair(&self, asked: Offset, copy: Bytes) -> Result<Repair, ReadError> {
+    pub async fn repair(&self, copy: Bytes) -> Result<Repair, ReadError> {
         let repair = self.log.repair(copy).await?;
         let mut state = self.replica_state();
         match repair {
-            Repair::Repaired { base, last } => state.damage_known.forget(base, last),
-            Repair::Intact => state.damage_known.forget(asked, asked),
+            Repair::Repaired { base, last } | Repair::Intact { base, last } => {
+                state.damage_known.forget(base, last);
+            }
             Repair::Earlier(_) | Repair::Mismatch(_) => {}
         }
         Ok(repair)

@@ -18,6 +18,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::controller::records::BrokerEpoch;
+use crate::fetcher::REPAIR_RACK_ID;
 use crate::io::timeout;
 use crate::log::ReadError;
 use crate::model::{Offset, TopicId};
@@ -74,6 +75,7 @@ async fn read_all(
         .then_some(BrokerEpoch(request.replica_state.replica_epoch));
     // Once per request: every partition of it comes from the same run.
     let current = replica.is_some_and(|f| current_run(broker, f, replica_epoch));
+    let repair = replica.is_none() && version >= 11 && &*request.rack_id == REPAIR_RACK_ID;
     let (mut total, mut failed) = (0usize, false);
     for wanted in &request.topics {
         let topic = if version >= 13 {
@@ -92,7 +94,7 @@ async fn read_all(
                 broker,
                 name,
                 topic.as_ref(),
-                Asker { version, replica, replica_epoch, current },
+                Asker { version, replica, replica_epoch, current, repair },
                 part,
                 limit,
                 first,
@@ -117,6 +119,10 @@ struct Asker {
     replica_epoch: Option<BrokerEpoch>,
     /// A replica fetch from the follower's current run (see [`current_run`]).
     current: bool,
+    /// A replica's read of a batch to repair its copy with ([`REPAIR_RACK_ID`]): read afresh,
+    /// and damage it meets here is noted without moving leadership (the replica asking knows
+    /// its own copy is damaged: handing the partition to it would help no reader).
+    repair: bool,
 }
 
 /// Whether a replica fetch naming broker epoch `epoch` comes from `follower`'s current run as
@@ -140,7 +146,7 @@ async fn read_partition(
     limit: usize,
     first: bool,
 ) -> PartitionData {
-    let Asker { version, replica, replica_epoch, current } = asker;
+    let Asker { version, replica, replica_epoch, current, repair } = asker;
     let mut data = PartitionData::default();
     data.partition_index = part.partition;
     data.records = Some(Bytes::new());
@@ -215,8 +221,10 @@ async fn read_partition(
         return data;
     }
     let read = match replica {
-        None => partition.read_in_order(offset, limit.max(1), upto, &broker.read_ahead).await,
-        Some(_) => partition.log.read(offset, limit.max(1), upto).await,
+        None if !repair => {
+            partition.read_in_order(offset, limit.max(1), upto, &broker.read_ahead).await
+        }
+        _ => partition.log.read(offset, limit.max(1), upto).await,
     };
     match read {
         Ok(result) => {
@@ -232,8 +240,10 @@ async fn read_partition(
         // application rather than retrying in silence.
         Err(error @ ReadError::Corrupt { .. }) => {
             tracing::error!(partition = %partition.tp, "fetch found damaged data: {error}");
-            if let ReadError::Corrupt { offset, .. } = error {
-                partition.damage_found(offset);
+            match error {
+                ReadError::Corrupt { offset, .. } if repair => partition.note_damage(offset),
+                ReadError::Corrupt { offset, .. } => partition.damage_found(offset),
+                _ => {}
             }
             data.error_code = code(ResponseError::CorruptMessage);
         }
