@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir_sim::client::Client;
-use weir_sim::workload::cluster::Cluster;
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
 /// ElectLeaders' answers: each partition's error code, by topic and index.
 pub type Answers = BTreeMap<(String, i32), i16>;
@@ -29,4 +29,24 @@ pub fn elect(
 /// [`Answers`] from (topic, partition, code) triples.
 pub fn answers(pairs: &[(&str, i32, i16)]) -> Answers {
     pairs.iter().map(|&(t, p, code)| ((t.to_owned(), p), code)).collect()
+}
+
+/// A settled cluster of four nodes, three of them voters, whose controller rebalances leaders
+/// every `rebalance_secs`, with topic `t` of one partition on `replication` replicas
+/// (`flush.policy=ack`, `min.insync.replicas` as given).
+pub fn rebalancing_cluster(
+    seed: u64,
+    rebalance_secs: u64,
+    replication: i16,
+    min_insync_replicas: &str,
+) -> Result<Cluster, String> {
+    let spec = ClusterSpec {
+        voters: 3,
+        leader_rebalance_secs: Some(rebalance_secs),
+        ..ClusterSpec::combined(4)
+    };
+    let mut c = Cluster::new_settled(seed, spec)?;
+    let configs = [("flush.policy", "ack"), ("min.insync.replicas", min_insync_replicas)];
+    c.create_replicated_topic(0, "t", 1, replication, &configs).map_err(|e| e.to_string())?;
+    Ok(c)
 }

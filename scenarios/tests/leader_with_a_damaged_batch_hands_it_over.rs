@@ -18,13 +18,14 @@
 
 use std::time::Duration;
 
+use weir_scenarios::admin::rebalancing_cluster;
 use weir_scenarios::log::{durable_recovery_point, segment_batches};
 use weir_scenarios::{acked_read_back, ensure, for_each_seed};
 use weir_sim::client::codes;
 use weir_sim::client::fetch::FetchWant;
 use weir_sim::client::produce::Acks;
+use weir_sim::workload::cluster::Cluster;
 use weir_sim::workload::cluster::producer::SteadyProducer;
-use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
 /// Records the leader's checkpoint must cover before a batch is damaged.
 const COVERED: i64 = 40;
@@ -43,14 +44,7 @@ const REBALANCE_SECS: u64 = 5;
 
 fn scenario(seed: u64) -> Result<(), String> {
     // Four nodes, three of them voters; the partition's replicas are any three.
-    let spec = ClusterSpec {
-        voters: 3,
-        leader_rebalance_secs: Some(REBALANCE_SECS),
-        ..ClusterSpec::combined(4)
-    };
-    let mut c = Cluster::new_settled(seed, spec)?;
-    let configs = [("flush.policy", "ack"), ("min.insync.replicas", "2")];
-    c.create_replicated_topic(0, "t", 1, 3, &configs).map_err(|e| e.to_string())?;
+    let mut c = rebalancing_cluster(seed, REBALANCE_SECS, 3, "2")?;
     let before = c.committed_partition("t", 0).ok_or("no partition")?;
     let leader = c.ix_of(before.leader).ok_or("no leader")?;
     // By seed, a follower is down from the start, and catches up past the damage later.

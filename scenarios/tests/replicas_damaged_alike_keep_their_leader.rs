@@ -12,12 +12,12 @@
 use std::time::Duration;
 
 use weir::fetcher::REPAIR_RACK_ID;
+use weir_scenarios::admin::rebalancing_cluster;
 use weir_scenarios::log::{durable_recovery_point, segment_batches};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::fetch::FetchWant;
 use weir_sim::client::produce::Acks;
 use weir_sim::workload::cluster::producer::SteadyProducer;
-use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
 /// Records every replica's checkpoint must cover before the batch is damaged.
 const COVERED: i64 = 40;
@@ -29,14 +29,7 @@ const WATCH: Duration = Duration::from_secs(60);
 const REBALANCE_SECS: u64 = 5;
 
 fn scenario(seed: u64) -> Result<(), String> {
-    let spec = ClusterSpec {
-        voters: 3,
-        leader_rebalance_secs: Some(REBALANCE_SECS),
-        ..ClusterSpec::combined(4)
-    };
-    let mut c = Cluster::new_settled(seed, spec)?;
-    let configs = [("flush.policy", "ack"), ("min.insync.replicas", "1")];
-    c.create_replicated_topic(0, "t", 1, 2, &configs).map_err(|e| e.to_string())?;
+    let mut c = rebalancing_cluster(seed, REBALANCE_SECS, 2, "1")?;
     let before = c.committed_partition("t", 0).ok_or("no partition")?;
     let replicas: Vec<usize> = before.replicas.iter().filter_map(|&r| c.ix_of(r)).collect();
     let leader = c.ix_of(before.leader).ok_or("no leader")?;
