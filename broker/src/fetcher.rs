@@ -55,8 +55,7 @@ pub const CATCH_UP_FETCH_MAX_BYTES: i32 = 1 << 20;
 /// Copies one repair asks the leader for: the batch where the damage begins, if earlier, then
 /// the one asked about (once more, should the first answer be stale).
 const REPAIR_ROUNDS_MAX: usize = 3;
-/// Times a fetcher task asks about one damaged offset whose asking failed for want of an
-/// answer.
+/// Times a fetcher task asks about one damaged offset.
 const REPAIR_ATTEMPTS_MAX: u32 = 3;
 /// The rack a replica's fetch of a batch to repair names (Fetch v11's `rack_id`, which Weir
 /// otherwise ignores): damage the read meets on the leader does not move leadership.
@@ -375,62 +374,94 @@ async fn fetch_once(
 /// the high watermark, and writes it over the damaged one ([`Partition::repair`]): a damaged
 /// copy does not stay damaged while an intact one exists. Where the damage begins at an earlier
 /// batch, that one is repaired first, then the one asked about. An offset repaired, found
-/// intact, or that the leader's copy cannot repair (damaged there too, or not fitting) is not
-/// asked about again by this task (its leader and epoch: the damage the producer state's
-/// rebuild passed over stays listed after its repair); one whose asking failed otherwise (no
-/// answer, an error) is asked again at later steps, at most [`REPAIR_ATTEMPTS_MAX`] times.
+/// intact, or whose copy on the leader is damaged too is not asked about again by this task
+/// (its leader and epoch: the damage the producer state's rebuild passed over stays listed
+/// after its repair); one whose asking failed otherwise (no copy, a copy that did not fit) is
+/// asked again at later steps, at most [`REPAIR_ATTEMPTS_MAX`] times in all.
 async fn repair_damage(
     conn: &mut Connection,
     partition: &Partition,
     (leader, epoch): (BrokerId, LeaderEpoch),
     asked: &mut BTreeMap<Offset, u32>,
 ) {
-    for known in partition.damage_to_repair(partition.high_watermark()) {
-        let attempts = asked.entry(known).or_default();
-        if *attempts >= REPAIR_ATTEMPTS_MAX {
-            continue;
-        }
-        *attempts += 1;
-        let mut wanted = known;
-        for _ in 0..REPAIR_ROUNDS_MAX {
-            let copy = match fetch_copy(conn, partition, wanted, epoch).await {
-                Ok(Copy::Batch(copy)) => copy,
-                Ok(Copy::Damaged) => {
-                    asked.insert(known, REPAIR_ATTEMPTS_MAX);
-                    break;
-                }
-                Ok(Copy::Unavailable) => break,
-                Err(e) => {
-                    tracing::debug!(partition = %partition.tp, %wanted, "repair: no copy from the leader: {e}");
-                    return;
-                }
-            };
-            let _follow = partition.follow.lock().await;
-            if !partition.follows(leader, epoch) {
-                return;
+    // The highest first: a copy fits only where an intact batch follows it, so damage in
+    // adjacent batches comes undone from its end; and again while a pass repairs anything.
+    let mut progress = true;
+    while progress {
+        progress = false;
+        for known in partition.damage_to_repair(partition.high_watermark()).into_iter().rev() {
+            let attempts = asked.entry(known).or_default();
+            if *attempts >= REPAIR_ATTEMPTS_MAX {
+                continue;
             }
-            match partition.repair(copy).await {
-                Ok(Repair::Earlier(at)) if at < wanted && wanted == known => wanted = at,
-                // The earlier batch done: now the one asked about.
-                Ok(Repair::Repaired { .. } | Repair::Intact { .. }) if wanted != known => {
-                    wanted = known;
-                }
-                Ok(Repair::Repaired { .. } | Repair::Intact { .. }) => {
+            *attempts += 1;
+            match repair_one(conn, partition, (leader, epoch), known).await {
+                Some(Asked::Done) => {
                     asked.insert(known, REPAIR_ATTEMPTS_MAX);
-                    break;
+                    progress = true;
                 }
-                Ok(outcome) => {
-                    tracing::info!(partition = %partition.tp, %wanted, ?outcome, "repair: the leader's copy does not fit");
+                Some(Asked::Refused) => {
                     asked.insert(known, REPAIR_ATTEMPTS_MAX);
-                    break;
                 }
-                Err(e) => {
-                    tracing::warn!(partition = %partition.tp, %wanted, "repair failed: {e}");
-                    return;
-                }
+                Some(Asked::Again) => {}
+                None => return,
             }
         }
     }
+}
+
+/// How asking about one damaged offset ended.
+enum Asked {
+    /// Repaired, or found to read intact.
+    Done,
+    /// The leader's copy is damaged too.
+    Refused,
+    /// Not repaired this time (no copy, or it did not fit yet): ask again at a later step.
+    Again,
+}
+
+/// Asks the leader for the batch holding `known` (first for an earlier damaged batch, where
+/// the walk to it meets one) and repairs this log's copy. `None` if the fetcher should stop
+/// (no longer following, a failed call or repair).
+async fn repair_one(
+    conn: &mut Connection,
+    partition: &Partition,
+    (leader, epoch): (BrokerId, LeaderEpoch),
+    known: Offset,
+) -> Option<Asked> {
+    let mut wanted = known;
+    for _ in 0..REPAIR_ROUNDS_MAX {
+        let copy = match fetch_copy(conn, partition, wanted, epoch).await {
+            Ok(Copy::Batch(copy)) => copy,
+            Ok(Copy::Damaged) => return Some(Asked::Refused),
+            Ok(Copy::Unavailable) => return Some(Asked::Again),
+            Err(e) => {
+                tracing::debug!(partition = %partition.tp, %wanted, "repair: no copy from the leader: {e}");
+                return None;
+            }
+        };
+        let _follow = partition.follow.lock().await;
+        if !partition.follows(leader, epoch) {
+            return None;
+        }
+        match partition.repair(copy).await {
+            Ok(Repair::Earlier(at)) if at < wanted && wanted == known => wanted = at,
+            // The earlier batch done: now the one asked about.
+            Ok(Repair::Repaired { .. } | Repair::Intact { .. }) if wanted != known => {
+                wanted = known;
+            }
+            Ok(Repair::Repaired { .. } | Repair::Intact { .. }) => return Some(Asked::Done),
+            Ok(outcome) => {
+                tracing::info!(partition = %partition.tp, %wanted, ?outcome, "repair: the leader's copy does not fit");
+                return Some(Asked::Again);
+            }
+            Err(e) => {
+                tracing::warn!(partition = %partition.tp, %wanted, "repair failed: {e}");
+                return None;
+            }
+        }
+    }
+    Some(Asked::Again)
 }
 
 /// What the leader answered when asked for a copy of a batch.

@@ -417,8 +417,10 @@ impl Broker {
             let hw = partition.high_watermark();
             if partition.log.config().cleanup_policy.compacts() {
                 match partition.log.clean(self.env.clock.wall_ms(), hw).await {
-                    Ok(CleanOutcome::Cleaned(CleanStats { damaged_at: Some(at), .. })) => {
-                        partition.note_damage(at);
+                    Ok(CleanOutcome::Cleaned(CleanStats { damage_met, .. })) => {
+                        for at in damage_met {
+                            partition.note_damage(at);
+                        }
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(partition = %partition.tp, "compaction failed: {e}"),

@@ -226,7 +226,7 @@ fn scenario(seed: u64, damaged: bool) -> Result<(), String> {
         ensure(corrupt == unreadable, || {
             format!("after pass {pass}: offsets {corrupt:?} read as corrupt, not {unreadable:?}")
         })?;
-        check_stats(pass, damaged, damaged_base, &stats)?;
+        check_stats(pass, damaged, (damaged_base, Offset(first)), &stats)?;
         if damaged {
             let now = sim.durable_contents(host, &path).map_err(|e| e.to_string())?;
             ensure(now == before, || format!("pass {pass} changed the damaged segment"))?;
@@ -235,7 +235,18 @@ fn scenario(seed: u64, damaged: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn check_stats(pass: u8, damaged: bool, at: Offset, stats: &CleanStats) -> Result<(), String> {
+fn check_stats(
+    pass: u8,
+    damaged: bool,
+    (at, batch): (Offset, Offset),
+    stats: &CleanStats,
+) -> Result<(), String> {
+    // What the partition is told of: the damaged batch itself, not its segment.
+    let met = &stats.damage_met;
+    ensure(
+        if damaged { !met.is_empty() && met.iter().all(|&o| o == batch) } else { met.is_empty() },
+        || format!("pass {pass} met damage at {met:?}, not at {batch} ({stats:?})"),
+    )?;
     let removed = (stats.records_superseded, stats.tombstones_removed);
     let (superseded, tombstones) = match (pass, damaged) {
         (1, true) => (4, 0),

@@ -21,7 +21,8 @@ use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::{Log, LogConfig, Repair};
 use weir::model::{LeaderEpoch, Offset};
 use weir_scenarios::log::{
-    BATCH_RECORDS, all_batches, batch, check_reads_around_damage, damage_batch, dir, log_of_batches,
+    BATCH_RECORDS, all_batches, batch, check_reads_around_damage, compacted, damage_batch, dir,
+    log_of_batches,
 };
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{DiskFaults, Sim};
@@ -170,7 +171,7 @@ fn copy_of_len(want: usize) -> Result<Bytes, String> {
 fn compacted_scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
     let host = sim.add_client("broker");
-    let config = LogConfig { retention_ms: -1, ..weir_scenarios::log::compacted() };
+    let config = LogConfig { retention_ms: -1, ..compacted() };
     let config = LogConfig { segment_bytes: 1 << 20, ..config };
     let stored: Vec<Bytes> =
         (0..6u8).map(|n| batch(n, Some((offsets(n).0, LeaderEpoch(0))))).collect();
@@ -270,5 +271,92 @@ fn log_repair_that_fails_to_write_takes_the_log_offline() {
         "log_repair_that_fails_to_write_takes_the_log_offline",
         0..4,
         failed_sync_scenario,
+    );
+}
+
+/// A compacted follower log `[0..=2] [6..=8] [9..=11] [12..=14]` (its cleaner removed 3..=5,
+/// which the leader still holds) with 6..=8 damaged: the walk meets the damage expecting offset
+/// 3 or later. The leader's 3..=5, as long as the damaged batch, must not be taken for it
+/// (offsets 6..=8 would be gone without a word); the leader's 6..=8 is then written.
+fn compacted_gap_scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let config = LogConfig { retention_ms: -1, segment_bytes: 1 << 20, ..compacted() };
+    let stored = |n: u8, at: i64| batch(n, Some((Offset(at), LeaderEpoch(0))));
+    let held: Vec<Bytes> = vec![stored(0, 0), stored(2, 6), stored(3, 9), stored(4, 12)];
+    let (gone, damaged) = (stored(1, 3), held[1].clone());
+    ensure(gone.len() == damaged.len(), || "the batches differ in length".to_owned())?;
+    let file: Vec<u8> = held.iter().flat_map(|b| b.iter().copied()).collect();
+    let segment = dir().join(format!("{:020}.log", 0));
+    let path = segment.clone();
+    let log = sim
+        .block_on(host, Duration::from_secs(60), move |env| async move {
+            env.disk.create_dir(&dir()).await.map_err(|e| e.to_string())?;
+            let f = env.disk.create(&path).await.map_err(|e| e.to_string())?;
+            f.write_at(0, Bytes::from(file)).await.map_err(|e| e.to_string())?;
+            f.sync_data().await.map_err(|e| e.to_string())?;
+            env.disk.sync_dir(&dir()).await.map_err(|e| e.to_string())?;
+            Log::open(env, dir(), config).await.map_err(|e| e.to_string())
+        })
+        .ok_or("the open did not finish")??;
+    let at = held[0].len() + 61 + seed as usize % 40;
+    sim.corrupt_file(host, &segment, at as u64).map_err(|e| e.to_string())?;
+    let before = sim.durable_contents(host, &segment).map_err(|e| e.to_string())?;
+    let log = Arc::new(log);
+    let l = Arc::clone(&log);
+    let outcome = sim
+        .block_on(host, Duration::from_secs(60), move |_env| async move { repair(&l, gone).await })
+        .ok_or("the repair did not finish")??;
+    ensure(!matches!(outcome, Repair::Repaired { .. }), || format!("3..=5: {outcome:?}"))?;
+    let now = sim.durable_contents(host, &segment).map_err(|e| e.to_string())?;
+    ensure(now == before, || "the copy of 3..=5 changed the segment".to_owned())?;
+    let read = sim
+        .block_on(host, Duration::from_secs(60), move |_env| async move {
+            let fixed = repair(&log, damaged).await?;
+            ensure(matches!(fixed, Repair::Repaired { .. }), || format!("6..=8: {fixed:?}"))?;
+            all_batches(&log).await
+        })
+        .ok_or("the repair did not finish")??;
+    ensure(read == held, || format!("{} batches read back, not as held", read.len()))
+}
+
+#[test]
+fn log_repair_never_takes_a_batch_a_gap_hides_for_the_damaged_one() {
+    for_each_seed(
+        "log_repair_never_takes_a_batch_a_gap_hides_for_the_damaged_one",
+        0..8,
+        compacted_gap_scenario,
+    );
+}
+
+/// Two adjacent batches damaged (as one bad sector damages several small batches), each in its
+/// records or in its length field: the first is repaired while the second is still damaged (its
+/// header states where it starts), then the second.
+fn adjacent_scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let (log, stored) = log_of_batches(&sim, host, BATCHES, seed % 2 == 1)?;
+    let first = 1 + (seed / 2 % u64::from(BATCHES - 2)) as u8;
+    for (i, n) in [first, first + 1].into_iter().enumerate() {
+        let within = if (seed >> (2 + i)) % 2 == 1 { 8 + seed as usize % 4 } else { 61 };
+        damage_batch(&sim, host, &stored, usize::from(n), within)?;
+    }
+    sim.block_on(host, Duration::from_secs(60), move |_env| async move {
+        for n in [first, first + 1] {
+            let outcome = repair(&log, stored[usize::from(n)].clone()).await?;
+            let (base, last) = offsets(n);
+            ensure(outcome == Repair::Repaired { base, last }, || format!("{n}: {outcome:?}"))?;
+        }
+        check_reads_around_damage(&log, &stored, &[]).await
+    })
+    .ok_or("the repairs did not finish")?
+}
+
+#[test]
+fn log_repair_of_adjacent_damaged_batches_goes_in_either_order() {
+    for_each_seed(
+        "log_repair_of_adjacent_damaged_batches_goes_in_either_order",
+        0..32,
+        adjacent_scenario,
     );
 }

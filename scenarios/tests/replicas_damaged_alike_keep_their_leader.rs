@@ -1,10 +1,11 @@
 //! Fault scenario: both replicas of a partition (replication factor 2) hold the same batch
 //! damaged in place. A consumer's read of it from the leader moves leadership once, to the
 //! other replica, whose copy may serve it (it cannot: it is damaged too). The replica now
-//! following asks its new leader for a copy to repair its own with; that read meets the damage
-//! on the leader too, and must not move leadership again: a replica's read for a repair is
-//! named as such (`REPAIR_RACK_ID`), and the leader only notes the damage. Without that, each
-//! repair read handed the partition back and the next follower asked again, dozens of times a
+//! following asks its new leader for a copy to repair its own with; that read finds the damage
+//! on the leader, which moves leadership back, once: a replica's read for a repair is named as
+//! such (`REPAIR_RACK_ID`), and damage already known on the leader is only noted. So at most two
+//! moves: without that, each repair read handed the partition back and the next follower asked
+//! again, dozens of times a
 //! minute. Writes go on meanwhile. Both replicas report the damage, so leader rebalancing does
 //! not move the partition back to its preferred replica either, until DeleteRecords removes the
 //! damaged batch: then it must.
@@ -73,7 +74,7 @@ fn scenario(seed: u64) -> Result<(), String> {
             moves.push(now.map(|p| p.leader));
         }
     }
-    ensure(moves.len() <= 1, || {
+    ensure(moves.len() <= 2, || {
         format!(
             "leadership moved {} times after one read (rack {REPAIR_RACK_ID}): {moves:?}",
             moves.len()

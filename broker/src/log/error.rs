@@ -128,6 +128,14 @@ pub enum MaintenanceError {
     /// Stored data failed its checksum.
     #[error("corrupt data: {0}")]
     Corrupt(#[from] BatchError),
+    /// A stored batch, starting at `offset` as far as a walk could tell, fails its checks.
+    #[error("the stored batch at offset {offset} is corrupt: {cause}")]
+    Damaged {
+        /// Where the batch starts.
+        offset: Offset,
+        /// What failed.
+        cause: BatchError,
+    },
     /// The compaction cleaner's offset map cannot hold even the first key of the dirty section,
     /// so no pass could ever make progress.
     #[error(

@@ -9,7 +9,8 @@
 //! - the walk to the copy's base offset, past damage before it as reads walk past it, meets
 //!   damage;
 //! - the damaged bytes there begin where a batch with the copy's base offset begins: the walk
-//!   expects that offset there; or the damaged header states it, there or where the length
+//!   expects exactly that offset there (in a log without gaps in its offsets); or the damaged
+//!   header states it, there or where the length
 //!   fields of the damaged batches before it lead; or it lies the copy's length before where
 //!   reads go on past the damage.
 //!
@@ -17,7 +18,8 @@
 //! - what lies there now is not an intact batch;
 //! - the copy ends where the damaged batch did: at the segment's end, which is the offset after
 //!   the copy's last, or where an intact batch begins with the offset after the copy's last (or
-//!   a later one, where offsets may have gaps);
+//!   a later one, where offsets may have gaps), or a damaged one whose header states exactly
+//!   that offset;
 //! - in a log that may have gaps in its offsets (compacted), the damaged batch's own length
 //!   field also states the copy's length: there, each replica compacts its own copy, and a
 //!   longer copy could otherwise reach over intact batches whose offsets a gap hides;
@@ -108,8 +110,16 @@ impl Log {
             plan.end_offset == Offset(last.0 + 1)
         } else if after < plan.end {
             let next = Offset(last.0 + 1);
-            let mut next = Walker::new(file, after, plan.end, next, dense, verify());
-            matches!(next.next().await, Ok(Some(w)) if w.position == after)
+            let mut walker = Walker::new(file, after, plan.end, next, dense, verify());
+            match walker.next().await {
+                Ok(Some(w)) => w.position == after,
+                // Damaged too (as adjacent batches on one bad sector are): where its header
+                // states the offset after the copy's last.
+                Err(WalkStop::Invalid { position, .. }) if position == after => {
+                    states_base_at(file, (after, next)).await?
+                }
+                _ => false,
+            }
         } else {
             false
         };
@@ -180,7 +190,8 @@ impl Log {
             if damaged_from > base {
                 return Ok(Found::Done(Repair::Mismatch("the walk passed the copy's base")));
             }
-            if let Some(slot) = slot(file, (position, damaged_from), base, plan.end).await? {
+            let exactly = dense.then_some(damaged_from);
+            if let Some(slot) = slot(file, (position, exactly), base, plan.end).await? {
                 return Ok(Found::Slot(slot));
             }
             // Where reads go on past the damage: before the copy, the walk goes on there; just
@@ -206,17 +217,20 @@ impl Log {
 }
 
 /// Where the damaged batch with base offset `base` starts, the walk having met damage at byte
-/// `at`, where a batch with offset `from` or later starts: there if the walk expected `base`
-/// there; else the first header that states `base`, from there on where the length fields of
-/// the damaged batches lead, while none states an offset past `base`, for as many damaged
-/// batches in a row as a read crosses ([`DAMAGED_IN_A_ROW_MAX`]). `None` if none is found.
+/// `at`, where a batch with offset `exactly` starts, if the log has no gaps in its offsets:
+/// there if that is `base`; else the first header that states `base`, from there on where the
+/// length fields of the damaged batches lead, while none states an offset past `base`, for as
+/// many damaged batches in a row as a read crosses ([`DAMAGED_IN_A_ROW_MAX`]). `None` if none
+/// is found. (Where offsets may have gaps, the walk knows only the least offset the damaged
+/// batch may start at: a compaction may have removed the batch the copy is of, here and not
+/// on the leader.)
 async fn slot(
     file: &dyn File,
-    (mut at, from): (u64, Offset),
+    (mut at, exactly): (u64, Option<Offset>),
     base: Offset,
     end: u64,
 ) -> Result<Option<u64>, ReadError> {
-    if from == base {
+    if exactly == Some(base) {
         return Ok(Some(at));
     }
     for _ in 0..=DAMAGED_IN_A_ROW_MAX {

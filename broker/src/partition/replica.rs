@@ -156,6 +156,20 @@ impl Partition {
         self.replica_state().damage_known.note(offset, start);
     }
 
+    /// A replica's read of a batch to repair its own copy with met damage at `offset` here (see
+    /// `fetcher::REPAIR_RACK_ID`). Damage found so for the first time asks for leadership to
+    /// move, as any read's does ([`Partition::damage_found`]): the controller then prefers a
+    /// replica not known to be damaged, whose copy repairs the others. Damage known before
+    /// is only noted: leadership already moved for it, or had nowhere better to go, and moving
+    /// it again at every repair read would hand it back and forth between damaged copies.
+    pub fn damage_found_by_repair(&self, offset: Offset) {
+        if self.replica_state().damage_known.knows(offset) {
+            self.note_damage(offset);
+        } else {
+            self.damage_found(offset);
+        }
+    }
+
     /// Where this log is known to hold a damaged batch, in any role: a read or a compaction
     /// pass met it, or the rebuild of the producer state passed over it. Until the batch is
     /// repaired from the leader's copy ([`Partition::repair`]), while the broker runs, the

@@ -141,7 +141,9 @@ pub(super) async fn write_cleaned(
     for source in group {
         let mut walker = walker(source, epochs);
         while let Some(walked) = next(&mut walker).await? {
-            let (filtered, gone) = filter::filter_batch(&walked.bytes, &walked.header, rules)?;
+            let offset = Offset(walked.header.base_offset());
+            let (filtered, gone) = filter::filter_batch(&walked.bytes, &walked.header, rules)
+                .map_err(|cause| MaintenanceError::Damaged { offset, cause })?;
             removed.superseded += gone.superseded;
             removed.tombstones += gone.tombstones;
             match filtered {
@@ -242,6 +244,8 @@ async fn next(walker: &mut Walker<'_>) -> Result<Option<Walked>, MaintenanceErro
     match walker.next().await {
         Ok(walked) => Ok(walked),
         Err(WalkStop::Io(e)) => Err(e.into()),
-        Err(WalkStop::Invalid { error, .. }) => Err(error.into()),
+        Err(WalkStop::Invalid { error, .. }) => {
+            Err(MaintenanceError::Damaged { offset: walker.expected(), cause: error })
+        }
     }
 }

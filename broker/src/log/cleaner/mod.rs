@@ -112,6 +112,9 @@ pub struct CleanStats {
     pub damaged_at: Option<Offset>,
     /// Groups left as they were because they hold damage.
     pub groups_left_damaged: usize,
+    /// Where each damaged batch the pass met begins, as far as its walk could tell: the first
+    /// the map passed over, and the first of each group left as it was.
+    pub damage_met: Vec<Offset>,
 }
 
 /// What became of one group of a pass.
@@ -123,7 +126,7 @@ enum GroupFate {
     /// A batch in it fails its checks however often it is read (a latent sector error): the
     /// group is left as it was, so the damage stays where reads report it, and nothing
     /// unreadable is dropped or rewritten under a fresh CRC.
-    Damaged(BatchError),
+    Damaged(Offset, BatchError),
 }
 
 /// Per-log state of the cleaner: the lock that serialises passes.
@@ -192,6 +195,7 @@ impl Log {
             map_full: mapped.full_at.is_some(),
             keys: map.len(),
             damaged_at: mapped.damaged_at,
+            damage_met: mapped.damaged_at.into_iter().collect(),
             ..CleanStats::default()
         };
         let rewrite: Vec<Source> = sources.into_iter().filter(|s| s.base < rules.map_end).collect();
@@ -207,10 +211,11 @@ impl Log {
                     stats.abandoned = true;
                     break;
                 }
-                GroupFate::Damaged(error) => {
+                GroupFate::Damaged(at, error) => {
                     let base = group.first().map_or(first_dirty, |s| s.base);
-                    tracing::error!(log = %self.dir.display(), segment = %base, %error, "cleaner: leaving a damaged segment as it is");
+                    tracing::error!(log = %self.dir.display(), segment = %base, %at, %error, "cleaner: leaving a damaged segment as it is");
                     stats.groups_left_damaged += 1;
+                    stats.damage_met.push(at);
                     clean::note_damage(&mut stats.damaged_at, base);
                 }
             }
@@ -249,7 +254,10 @@ impl Log {
                     tracing::warn!(log = %dir.display(), "removing a failed cleaned segment: {gone}");
                 }
                 return match e {
-                    MaintenanceError::Corrupt(error) => Ok(GroupFate::Damaged(error)),
+                    MaintenanceError::Damaged { offset, cause } => {
+                        Ok(GroupFate::Damaged(offset, cause))
+                    }
+                    MaintenanceError::Corrupt(error) => Ok(GroupFate::Damaged(base, error)),
                     e => Err(e),
                 };
             }

@@ -120,8 +120,8 @@ struct Asker {
     /// A replica fetch from the follower's current run (see [`current_run`]).
     current: bool,
     /// A replica's read of a batch to repair its copy with ([`REPAIR_RACK_ID`]): read afresh,
-    /// and damage it meets here is noted without moving leadership (the replica asking knows
-    /// its own copy is damaged: handing the partition to it would help no reader).
+    /// and damage it meets here moves leadership only if not known before (see
+    /// `Partition::damage_found_by_repair`).
     repair: bool,
 }
 
@@ -241,7 +241,9 @@ async fn read_partition(
         Err(error @ ReadError::Corrupt { .. }) => {
             tracing::error!(partition = %partition.tp, "fetch found damaged data: {error}");
             match error {
-                ReadError::Corrupt { offset, .. } if repair => partition.note_damage(offset),
+                ReadError::Corrupt { offset, .. } if repair => {
+                    partition.damage_found_by_repair(offset);
+                }
                 ReadError::Corrupt { offset, .. } => partition.damage_found(offset),
                 _ => {}
             }
