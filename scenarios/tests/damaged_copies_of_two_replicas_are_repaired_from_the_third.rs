@@ -11,16 +11,11 @@
 use std::time::Duration;
 
 use weir_scenarios::admin::rebalancing_cluster;
-use weir_scenarios::log::{durable_recovery_point, segment_batches};
+use weir_scenarios::replicas::{damage_alike, read_once};
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::client::fetch::FetchWant;
 use weir_sim::client::produce::Acks;
 use weir_sim::workload::cluster::producer::SteadyProducer;
 
-/// Records every replica's checkpoint must cover before the batch is damaged.
-const COVERED: i64 = 40;
-/// How long the checkpoints may take to cover them.
-const CHECKPOINT_BOUND: Duration = Duration::from_secs(180);
 /// How long the repairs may take.
 const WATCH: Duration = Duration::from_secs(90);
 /// `leader.imbalance.check.interval.seconds` here.
@@ -31,32 +26,10 @@ fn scenario(seed: u64) -> Result<(), String> {
     let before = c.committed_partition("t", 0).ok_or("no partition")?;
     let replicas: Vec<usize> = before.replicas.iter().filter_map(|&r| c.ix_of(r)).collect();
     let leader = c.ix_of(before.leader).ok_or("no leader")?;
-    ensure(replicas[0] == leader, || "leader is not the preferred replica".to_owned())?;
+    ensure(replicas.first() == Some(&leader), || "the leader is not the preferred replica".into())?;
     let producer = SteadyProducer::start(&c, "t", 0, Acks::All);
-    let dir = "t-0";
-    let covered = c.run_until(CHECKPOINT_BOUND, |c| {
-        let point = |r: usize| durable_recovery_point(&c.sim, c.nodes[r], dir);
-        replicas.iter().all(|&r| point(r).is_some_and(|p| p >= COVERED))
-    });
-    ensure(covered, || "checkpoints".to_owned())?;
-    let segment = std::path::Path::new(dir).join(format!("{:020}.log", 0));
-    let bytes = c.sim.durable_contents(c.nodes[leader], &segment).map_err(|e| e.to_string())?;
-    let batches = segment_batches(&bytes);
-    let (at, len, base, _last) = *batches.get(1 + seed as usize % 3).ok_or("too few batches")?;
-    let original = bytes[at..at + len].to_vec();
-    for &r in &replicas[..2] {
-        c.sim
-            .corrupt_durable_file(c.nodes[r], &segment, (at + len - 1) as u64)
-            .map_err(|e| format!("damaging node{}: {e}", r + 1))?;
-    }
-    let addr = c.addr(leader);
-    c.client_call(Duration::from_secs(10), move |env| async move {
-        let mut client = weir_sim::client::Client::new(env, addr, "reader");
-        let want = FetchWant { topic: "t".into(), partition: 0, offset: base };
-        client.fetch(&[want], Duration::ZERO).await
-    })
-    .ok_or("no answer to the fetch")?
-    .map_err(|e| format!("fetch: {e}"))?;
+    let damaged = damage_alike(&mut c, seed, (&replicas, &replicas[..2]), leader)?;
+    read_once(&mut c, leader, damaged.base)?;
     let mut leaders = Vec::new();
     let mut seen = None;
     for _ in 0..WATCH.as_millis() / 250 {
@@ -67,14 +40,10 @@ fn scenario(seed: u64) -> Result<(), String> {
             leaders.push(now);
         }
     }
-    let whole = |r: usize| {
-        c.sim
-            .durable_contents(c.nodes[r], &segment)
-            .is_ok_and(|now| now.get(at..at + len) == Some(&original[..]))
-    };
-    let state: Vec<(usize, bool)> = replicas.iter().map(|&r| (r + 1, whole(r))).collect();
+    let state: Vec<(usize, bool)> =
+        replicas.iter().map(|&r| (r + 1, damaged.whole_on(&c, r))).collect();
     producer.stop();
-    ensure(whole(replicas[0]) && whole(replicas[1]), || {
+    ensure(state.iter().all(|&(_, whole)| whole), || {
         format!(
             "damaged copies stay damaged while node{} holds it intact: leaders {leaders:?}, {state:?}",
             replicas[2] + 1

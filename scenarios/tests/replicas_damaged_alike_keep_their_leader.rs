@@ -14,16 +14,11 @@ use std::time::Duration;
 
 use weir::fetcher::REPAIR_RACK_ID;
 use weir_scenarios::admin::rebalancing_cluster;
-use weir_scenarios::log::{durable_recovery_point, segment_batches};
+use weir_scenarios::replicas::{damage_alike, read_once};
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::client::fetch::FetchWant;
 use weir_sim::client::produce::Acks;
 use weir_sim::workload::cluster::producer::SteadyProducer;
 
-/// Records every replica's checkpoint must cover before the batch is damaged.
-const COVERED: i64 = 40;
-/// How long the checkpoints may take to cover them.
-const CHECKPOINT_BOUND: Duration = Duration::from_secs(180);
 /// How long leadership is watched after the read.
 const WATCH: Duration = Duration::from_secs(60);
 /// `leader.imbalance.check.interval.seconds` here.
@@ -35,34 +30,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     let replicas: Vec<usize> = before.replicas.iter().filter_map(|&r| c.ix_of(r)).collect();
     let leader = c.ix_of(before.leader).ok_or("no leader")?;
     let producer = SteadyProducer::start(&c, "t", 0, Acks::All);
-    let dir = "t-0";
-    let covered = c.run_until(CHECKPOINT_BOUND, |c| {
-        let point = |r: usize| durable_recovery_point(&c.sim, c.nodes[r], dir);
-        replicas.iter().all(|&r| point(r).is_some_and(|p| p >= COVERED))
-    });
-    ensure(covered, || format!("the replicas' checkpoints did not reach {COVERED}"))?;
-    let segment = std::path::Path::new(dir).join(format!("{:020}.log", 0));
-    let bytes = c.sim.durable_contents(c.nodes[leader], &segment).map_err(|e| e.to_string())?;
-    let batches = segment_batches(&bytes);
-    let (at, len, base, last_offset) =
-        *batches.get(1 + seed as usize % 3).ok_or("too few batches")?;
-    for &r in &replicas {
-        let held = c.sim.durable_contents(c.nodes[r], &segment).map_err(|e| e.to_string())?;
-        ensure(held.get(at..at + len) == bytes.get(at..at + len), || {
-            format!("node{} holds other bytes at {at}", r + 1)
-        })?;
-        c.sim
-            .corrupt_durable_file(c.nodes[r], &segment, (at + len - 1) as u64)
-            .map_err(|e| format!("damaging node{}: {e}", r + 1))?;
-    }
-    let addr = c.addr(leader);
-    c.client_call(Duration::from_secs(10), move |env| async move {
-        let mut client = weir_sim::client::Client::new(env, addr, "reader");
-        let want = FetchWant { topic: "t".into(), partition: 0, offset: base };
-        client.fetch(&[want], Duration::ZERO).await
-    })
-    .ok_or("no answer to the fetch")?
-    .map_err(|e| format!("fetch: {e}"))?;
+    let damaged = damage_alike(&mut c, seed, (&replicas, &replicas), leader)?;
+    read_once(&mut c, leader, damaged.base)?;
     let mut seen = c.committed_partition("t", 0).map(|p| p.leader_epoch);
     let mut moves = Vec::new();
     let steps = WATCH.as_millis() / 250;
@@ -86,11 +55,12 @@ fn scenario(seed: u64) -> Result<(), String> {
     producer.stop();
     // Both report the damage, so rebalancing left the partition where the read put it. Once
     // DeleteRecords has removed the damaged batch, nothing holds the preferred replica back.
+    let last = damaged.last;
     let now = c.committed_partition("t", 0).ok_or("no partition")?.leader;
     let addr = c.addr(c.ix_of(now).ok_or("no leader")?);
     c.client_call(Duration::from_secs(30), move |env| async move {
         let mut client = weir_sim::client::Client::new(env, addr, "admin");
-        client.delete_records("t", 0, last_offset + 1, Duration::from_secs(10)).await
+        client.delete_records("t", 0, last + 1, Duration::from_secs(10)).await
     })
     .ok_or("no answer to DeleteRecords")?
     .map_err(|e| format!("DeleteRecords: {e}"))?;
