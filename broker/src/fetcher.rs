@@ -444,7 +444,7 @@ async fn repair_one(
         if !partition.follows(leader, epoch) {
             return None;
         }
-        match partition.repair(copy).await {
+        match partition.repair(wanted, copy).await {
             Ok(Repair::Earlier(at)) if at < wanted && wanted == known => wanted = at,
             // The earlier batch done: now the one asked about.
             Ok(Repair::Repaired { .. } | Repair::Intact { .. }) if wanted != known => {

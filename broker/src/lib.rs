@@ -20,5 +20,6 @@ pub mod producer_ids;
 pub mod protocol;
 pub mod replication;
 pub mod runtime;
+pub mod scrub;
 pub mod server;
 pub mod topics;

@@ -30,6 +30,7 @@ use crate::partition::read_ahead::{READ_AHEAD_BYTES_MAX, ReadAheadBudget};
 use crate::partition::replica::Role as ReplicaRole;
 use crate::producer_ids::ProducerIds;
 use crate::replication::catch_up::CatchUpBudget;
+use crate::scrub::{ScrubConfig, Scrubber};
 use crate::server;
 use crate::topics::OFFSETS_TOPIC;
 
@@ -182,6 +183,7 @@ impl Broker {
             read_ahead: ReadAheadBudget::new(READ_AHEAD_BYTES_MAX),
         });
         broker.spawn_maintenance();
+        broker.spawn_scrub().await;
         Ok(broker)
     }
 
@@ -398,7 +400,23 @@ impl Broker {
         });
     }
 
-    fn partitions(&self) -> Vec<Arc<Partition>> {
+    /// Starts the scrub (see [`crate::scrub`]), unless it is off.
+    async fn spawn_scrub(self: &Arc<Self>) {
+        let config = ScrubConfig {
+            interval: Duration::from_millis(self.config.log_scrub_interval_ms),
+            bytes_per_sec: self.config.log_scrub_bytes_per_sec,
+        };
+        // A controller-only node hosts no partitions.
+        if config.interval.is_zero() || !self.config.has_role(Role::Broker) {
+            return;
+        }
+        let (clock, disk) = (Arc::clone(&self.env.clock), Arc::clone(&self.env.disk));
+        let scrubber = Scrubber::load(clock, disk, config).await;
+        self.env.spawn("scrub", scrubber.run(Arc::downgrade(self)));
+    }
+
+    /// The partitions this broker hosts.
+    pub(crate) fn partitions(&self) -> Vec<Arc<Partition>> {
         self.catalog.partitions()
     }
 

@@ -40,11 +40,27 @@ pub fn rebalancing_cluster(
     replication: i16,
     min_insync_replicas: &str,
 ) -> Result<Cluster, String> {
-    let spec = ClusterSpec {
+    cluster_with_topic(seed, rebalancing_spec(rebalance_secs), replication, min_insync_replicas)
+}
+
+/// Four nodes, three of them voters, whose controller rebalances leaders every
+/// `rebalance_secs`.
+pub fn rebalancing_spec(rebalance_secs: u64) -> ClusterSpec {
+    ClusterSpec {
         voters: 3,
         leader_rebalance_secs: Some(rebalance_secs),
         ..ClusterSpec::combined(4)
-    };
+    }
+}
+
+/// A settled cluster as `spec` describes it, with topic `t` of one partition on `replication`
+/// replicas (`flush.policy=ack`, `min.insync.replicas` as given).
+pub fn cluster_with_topic(
+    seed: u64,
+    spec: ClusterSpec,
+    replication: i16,
+    min_insync_replicas: &str,
+) -> Result<Cluster, String> {
     let mut c = Cluster::new_settled(seed, spec)?;
     let configs = [("flush.policy", "ack"), ("min.insync.replicas", min_insync_replicas)];
     c.create_replicated_topic(0, "t", 1, replication, &configs).map_err(|e| e.to_string())?;

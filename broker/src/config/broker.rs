@@ -13,6 +13,11 @@ use super::topic::{ConfigError, TopicConfig};
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame accepted.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
+/// A week between scrub passes: at the default rate, one pass reads about 4.8 TB.
+pub const LOG_SCRUB_INTERVAL_MS_DEFAULT: u64 = 7 * 24 * 3_600_000;
+/// 8 MiB/s: little beside a disk's sequential bandwidth, and a whole pass over a terabyte in
+/// under a day and a half.
+pub const LOG_SCRUB_BYTES_PER_SEC_DEFAULT: u64 = 8 << 20;
 
 /// Why a broker configuration was refused.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -111,6 +116,12 @@ pub struct BrokerConfig {
     pub auto_leader_rebalance_enable: bool,
     /// `leader.imbalance.check.interval.seconds`: how often it looks.
     pub leader_imbalance_check_interval_seconds: u64,
+    /// Time from the end of one scrub pass, which reads and checks every hosted partition's
+    /// log below its high watermark to find damage on disk early, to the start of the next (0:
+    /// no scrub). See `scrub`.
+    pub log_scrub_interval_ms: u64,
+    /// The byte rate a scrub pass reads at, so that it takes little of the disk from clients.
+    pub log_scrub_bytes_per_sec: u64,
 }
 
 /// A node's role (`process.roles`).
@@ -155,6 +166,8 @@ impl Default for BrokerConfig {
             replica_catch_up_bytes_per_sec: 0,
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
+            log_scrub_interval_ms: LOG_SCRUB_INTERVAL_MS_DEFAULT,
+            log_scrub_bytes_per_sec: LOG_SCRUB_BYTES_PER_SEC_DEFAULT,
         }
     }
 }
@@ -174,7 +187,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 15] = [
+        let checks: [(&'static str, bool, &'static str); 16] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -236,6 +249,7 @@ impl BrokerConfig {
                 self.replica_high_watermark_checkpoint_interval_ms >= 1,
                 "must be at least 1",
             ),
+            ("log_scrub_bytes_per_sec", self.log_scrub_bytes_per_sec >= 1, "must be at least 1"),
             (
                 "leader_imbalance_check_interval_seconds",
                 self.leader_imbalance_check_interval_seconds >= 1,

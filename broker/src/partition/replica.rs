@@ -156,13 +156,14 @@ impl Partition {
         self.replica_state().damage_known.note(offset, start);
     }
 
-    /// A replica's read of a batch to repair its own copy with met damage at `offset` here (see
-    /// `fetcher::REPAIR_RACK_ID`). Damage found so for the first time asks for leadership to
-    /// move, as any read's does ([`Partition::damage_found`]): the controller then prefers a
-    /// replica not known to be damaged, whose copy repairs the others. Damage known before
-    /// is only noted: leadership already moved for it, or had nowhere better to go, and moving
-    /// it again at every repair read would hand it back and forth between damaged copies.
-    pub fn damage_found_by_repair(&self, offset: Offset) {
+    /// A read no client waits on met damage at `offset` here: another replica's read of a
+    /// batch to repair its own copy with (see `fetcher::REPAIR_RACK_ID`), or the scrub's (see
+    /// [`crate::scrub`]). Damage found so for the first time asks for leadership to move, as
+    /// any read's does ([`Partition::damage_found`]): the controller then prefers a replica not
+    /// known to be damaged, whose copy repairs the others. Damage known before is only noted:
+    /// leadership already moved for it, or had nowhere better to go, and moving it again at
+    /// every such read would hand it back and forth between damaged copies.
+    pub fn damage_found_in_background(&self, offset: Offset) {
         if self.replica_state().damage_known.knows(offset) {
             self.note_damage(offset);
         } else {
@@ -201,21 +202,27 @@ impl Partition {
         offsets.range(start..end.max(start)).copied().collect()
     }
 
-    /// Writes `copy`, the leader's intact copy of a batch this log is known to hold damaged
-    /// (see [`Partition::damage_to_repair`]), over this log's damaged one ([`Log::repair`]),
-    /// and forgets the damage known in that batch, as in a batch found to read intact. The
-    /// producer state is left as it is: if its rebuild passed over the batch, it still lacks
-    /// what the batch held. The caller holds the follow lock and still follows.
+    /// Writes `copy`, the leader's intact copy of the batch holding `asked` (an offset this log
+    /// is known to hold damaged, see [`Partition::damage_to_repair`]), over this log's damaged
+    /// one ([`Log::repair`]), and forgets the damage known in that batch, as in a batch found to
+    /// read intact. Where `asked` lies before the copy (in a gap compaction left, where a read
+    /// from it met the damaged batch first), it is forgotten too once a read from it no longer
+    /// meets damage. The producer state is left as it is: if its rebuild passed over the batch,
+    /// it still lacks what the batch held. The caller holds the follow lock and still follows.
     ///
     /// [`Log::repair`]: crate::log::Log::repair
-    pub async fn repair(&self, copy: Bytes) -> Result<Repair, ReadError> {
+    pub async fn repair(&self, asked: Offset, copy: Bytes) -> Result<Repair, ReadError> {
         let repair = self.log.repair(copy).await?;
-        let mut state = self.replica_state();
-        match repair {
-            Repair::Repaired { base, last } | Repair::Intact { base, last } => {
-                state.damage_known.forget(base, last);
+        let (base, last) = match repair {
+            Repair::Repaired { base, last } | Repair::Intact { base, last } => (base, last),
+            Repair::Earlier(_) | Repair::Mismatch(_) => return Ok(repair),
+        };
+        self.replica_state().damage_known.forget(base, last);
+        if asked < base && self.replica_state().damage_known.knows(asked) {
+            let end = self.log.log_end_offset();
+            if !matches!(self.log.read(asked, 1, end).await, Err(ReadError::Corrupt { .. })) {
+                self.replica_state().damage_known.forget(asked, asked);
             }
-            Repair::Earlier(_) | Repair::Mismatch(_) => {}
         }
         Ok(repair)
     }

@@ -121,7 +121,7 @@ struct Asker {
     current: bool,
     /// A replica's read of a batch to repair its copy with ([`REPAIR_RACK_ID`]): read afresh,
     /// and damage it meets here moves leadership only if not known before (see
-    /// `Partition::damage_found_by_repair`).
+    /// `Partition::damage_found_in_background`).
     repair: bool,
 }
 
@@ -242,7 +242,7 @@ async fn read_partition(
             tracing::error!(partition = %partition.tp, "fetch found damaged data: {error}");
             match error {
                 ReadError::Corrupt { offset, .. } if repair => {
-                    partition.damage_found_by_repair(offset);
+                    partition.damage_found_in_background(offset);
                 }
                 ReadError::Corrupt { offset, .. } => partition.damage_found(offset),
                 _ => {}

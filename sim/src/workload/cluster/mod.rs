@@ -75,6 +75,10 @@ pub struct ClusterSpec {
     /// `leader.imbalance.check.interval.seconds`, or `None` for
     /// `auto.leader.rebalance.enable=false`.
     pub leader_rebalance_secs: Option<u64>,
+    /// `log_scrub_interval_ms` (0: no scrub).
+    pub scrub_interval_ms: u64,
+    /// `log_scrub_bytes_per_sec`.
+    pub scrub_bytes_per_sec: u64,
 }
 
 impl ClusterSpec {
@@ -96,6 +100,8 @@ impl ClusterSpec {
             leader_rebalance_secs: defaults
                 .auto_leader_rebalance_enable
                 .then_some(defaults.leader_imbalance_check_interval_seconds),
+            scrub_interval_ms: defaults.log_scrub_interval_ms,
+            scrub_bytes_per_sec: defaults.log_scrub_bytes_per_sec,
         }
     }
 
@@ -129,6 +135,8 @@ impl ClusterSpec {
             offsets_topic_segment_bytes: self.offsets_segment_bytes,
             auto_leader_rebalance_enable: self.leader_rebalance_secs.is_some(),
             leader_imbalance_check_interval_seconds: self.leader_rebalance_secs.unwrap_or(300),
+            log_scrub_interval_ms: self.scrub_interval_ms,
+            log_scrub_bytes_per_sec: self.scrub_bytes_per_sec,
             ..BrokerConfig::default()
         }
     }

@@ -1,0 +1,342 @@
+//! Scrubbing: a background pass over every hosted partition's log that reads each batch below
+//! its high watermark and checks it in full, as any read does, at a bounded byte rate. Damage on
+//! disk (a latent sector error) is so found while other replicas still hold the batch intact,
+//! before a consumer or a follower catching up needs it and before another fault takes the
+//! other copies. Damage found is handled as a read's ([`Partition::damage_found_in_background`]):
+//! noted and reported to the controller; on a leader, the first time, leadership moves; a
+//! follower then repairs its copy from its leader's (see `fetcher`).
+//!
+//! Passes start `log_scrub_interval_ms` apart by the wall clock, from the end of the last one.
+//! Where the pass under way has got to is kept in [`SCRUB_CHECKPOINT`] at the root of the data
+//! folder, at most [`SCRUB_CURSOR_SAVE_INTERVAL`] behind, so a broker restarted more often than
+//! a pass takes still covers every partition. A data folder without one (a new broker) counts
+//! as scrubbed when the scrub first starts.
+
+use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::io::{Clock, Disk, Instant};
+use crate::log::{ReadError, checkpoint};
+use crate::model::{Offset, PartitionIndex, TopicPartition};
+use crate::node::Broker;
+use crate::partition::Partition;
+
+/// Where the scrub has got to, in the data folder's root.
+pub const SCRUB_CHECKPOINT: &str = "scrub-checkpoint";
+/// Its checkpoint kind.
+pub const SCRUB_CHECKPOINT_KIND: u8 = 6;
+const SCRUB_CHECKPOINT_VERSION: u8 = 1;
+/// Bytes of batches read at a time.
+pub const SCRUB_READ_BYTES: usize = 1 << 20;
+/// How far behind the pass the checkpoint may fall.
+pub const SCRUB_CURSOR_SAVE_INTERVAL: Duration = Duration::from_secs(60);
+/// The longest sleep while waiting for the next pass: the wall clock is read again after it,
+/// so a clock set forward or back is followed.
+const SCRUB_WAIT_STEP: Duration = Duration::from_secs(60);
+/// How long the scrub holds the broker while waiting for it to be ready, between looks.
+const READY_WAIT_STEP: Duration = Duration::from_secs(1);
+/// The longest topic name a checkpoint holds (Kafka's limit is 249 bytes).
+const TOPIC_NAME_BYTES_MAX: usize = 255;
+
+/// How the scrub runs (see [`crate::config::BrokerConfig`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ScrubConfig {
+    /// Time from the end of one pass to the start of the next.
+    pub interval: Duration,
+    /// The byte rate the scrub reads at.
+    pub bytes_per_sec: u64,
+}
+
+/// Where the scrub stands, as its checkpoint records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScrubState {
+    /// When the last whole pass ended (wall clock, ms).
+    pub finished_ms: i64,
+    /// Where the pass under way has got to: every partition ordered before this one has been
+    /// scrubbed, and this one below the offset.
+    pub cursor: Option<(TopicPartition, Offset)>,
+}
+
+impl ScrubState {
+    fn encode(&self) -> Bytes {
+        let mut body = BytesMut::with_capacity(32);
+        body.put_i64(self.finished_ms);
+        match &self.cursor {
+            Some((tp, at)) if tp.topic.len() <= TOPIC_NAME_BYTES_MAX => {
+                body.put_u8(1);
+                body.put_u16(tp.topic.len() as u16);
+                body.put_slice(tp.topic.as_bytes());
+                body.put_i32(tp.partition.0);
+                body.put_i64(at.0);
+            }
+            _ => body.put_u8(0),
+        }
+        checkpoint::encode(SCRUB_CHECKPOINT_KIND, SCRUB_CHECKPOINT_VERSION, &body)
+    }
+
+    /// The state a whole checkpoint file holds, if it is one and well formed.
+    pub fn from_checkpoint(bytes: &Bytes) -> Option<ScrubState> {
+        match checkpoint::decode(SCRUB_CHECKPOINT_KIND, bytes) {
+            Ok((SCRUB_CHECKPOINT_VERSION, body)) => ScrubState::decode(&body),
+            _ => None,
+        }
+    }
+
+    /// The state a checkpoint body records, if it is well formed.
+    fn decode(mut body: &[u8]) -> Option<ScrubState> {
+        if body.remaining() < 9 {
+            return None;
+        }
+        let finished_ms = body.get_i64();
+        let cursor = match body.get_u8() {
+            0 => None,
+            1 => {
+                if body.remaining() < 2 {
+                    return None;
+                }
+                let len = usize::from(body.get_u16());
+                if len > TOPIC_NAME_BYTES_MAX || body.remaining() != len + 12 {
+                    return None;
+                }
+                let topic = std::str::from_utf8(&body[..len]).ok()?.to_owned();
+                body.advance(len);
+                let partition = PartitionIndex(body.get_i32());
+                Some((TopicPartition { topic, partition }, Offset(body.get_i64())))
+            }
+            _ => return None,
+        };
+        (body.remaining() == 0).then_some(ScrubState { finished_ms, cursor })
+    }
+}
+
+/// The scrub state the data folder records; `None` if there is none, or it cannot be read.
+pub async fn load(disk: &dyn Disk) -> Option<ScrubState> {
+    let root = Path::new("");
+    match checkpoint::read(disk, root, SCRUB_CHECKPOINT, SCRUB_CHECKPOINT_KIND).await {
+        Ok(Some((SCRUB_CHECKPOINT_VERSION, body))) => {
+            let state = ScrubState::decode(&body);
+            if state.is_none() {
+                tracing::warn!("ignoring the scrub checkpoint: malformed");
+            }
+            state
+        }
+        Ok(Some((version, _))) => {
+            tracing::warn!(version, "ignoring the scrub checkpoint: unknown version");
+            None
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!("ignoring the scrub checkpoint: {e}");
+            None
+        }
+    }
+}
+
+/// Durably records `state`.
+pub async fn store(disk: &dyn Disk, state: &ScrubState) -> std::io::Result<()> {
+    checkpoint::write_atomic(disk, Path::new(""), SCRUB_CHECKPOINT, state.encode()).await
+}
+
+/// What one pass found.
+#[derive(Debug, Default)]
+struct PassStats {
+    partitions: usize,
+    bytes: u64,
+    damaged: usize,
+}
+
+/// The scrub of one broker: its state and how it paces itself.
+pub struct Scrubber {
+    clock: Arc<dyn Clock>,
+    disk: Arc<dyn Disk>,
+    config: ScrubConfig,
+    state: ScrubState,
+    /// When the checkpoint was last written.
+    saved_at: Instant,
+}
+
+impl Scrubber {
+    /// Loads the scrub state from the data folder; a folder without any counts as scrubbed now.
+    pub async fn load(clock: Arc<dyn Clock>, disk: Arc<dyn Disk>, config: ScrubConfig) -> Self {
+        let state = match load(&*disk).await {
+            Some(state) => state,
+            None => {
+                let state = ScrubState { finished_ms: clock.wall_ms(), cursor: None };
+                if let Err(e) = store(&*disk, &state).await {
+                    tracing::warn!("writing the scrub checkpoint: {e}");
+                }
+                state
+            }
+        };
+        let saved_at = clock.now();
+        Scrubber { clock, disk, config, state, saved_at }
+    }
+
+    /// Runs passes, each once it is due, for as long as `broker` does.
+    pub async fn run(mut self, broker: Weak<Broker>) {
+        loop {
+            if !self.wait_for_pass(&broker).await || !self.wait_for_partitions(&broker).await {
+                return;
+            }
+            let Some(partitions) = broker.upgrade().map(|b| b.partitions()) else { return };
+            let Some(stats) = self.pass(partitions, &broker).await else { return };
+            self.state = ScrubState { finished_ms: self.clock.wall_ms(), cursor: None };
+            self.save().await;
+            tracing::info!(
+                partitions = stats.partitions,
+                bytes = stats.bytes,
+                damaged = stats.damaged,
+                "scrub pass finished"
+            );
+        }
+    }
+
+    /// Sleeps until the next pass is due; false if the broker stopped meanwhile.
+    async fn wait_for_pass(&self, broker: &Weak<Broker>) -> bool {
+        let interval_ms = i64::try_from(self.config.interval.as_millis()).unwrap_or(i64::MAX);
+        loop {
+            if broker.strong_count() == 0 {
+                return false;
+            }
+            let due = self.state.finished_ms.saturating_add(interval_ms);
+            let wait = due.saturating_sub(self.clock.wall_ms());
+            if wait <= 0 || self.state.cursor.is_some() {
+                return true;
+            }
+            let wait = Duration::from_millis(u64::try_from(wait).unwrap_or(u64::MAX));
+            self.clock.sleep(wait.min(SCRUB_WAIT_STEP)).await;
+        }
+    }
+
+    /// Waits until the broker has opened the partitions the metadata gives it (at start-up, a
+    /// pass, resumed or not, would otherwise find none and end at once); false if it stopped
+    /// meanwhile.
+    async fn wait_for_partitions(&self, broker: &Weak<Broker>) -> bool {
+        loop {
+            let Some(b) = broker.upgrade() else { return false };
+            if b.wait_ready(READY_WAIT_STEP).await {
+                return true;
+            }
+            drop(b);
+            self.clock.sleep(READY_WAIT_STEP).await;
+        }
+    }
+
+    /// One pass over `partitions`, in order, from the cursor; `None` if the broker stopped.
+    async fn pass(
+        &mut self,
+        mut partitions: Vec<Arc<Partition>>,
+        broker: &Weak<Broker>,
+    ) -> Option<PassStats> {
+        partitions.sort_by(|a, b| a.tp.cmp(&b.tp));
+        let mut stats = PassStats::default();
+        for partition in partitions {
+            let from = match &self.state.cursor {
+                Some((tp, _)) if *tp > partition.tp => continue,
+                Some((tp, at)) if *tp == partition.tp => Some(*at),
+                _ => None,
+            };
+            self.partition(&partition, from, &mut stats, broker).await?;
+            stats.partitions += 1;
+        }
+        Some(stats)
+    }
+
+    /// Scrubs `partition` from `from` (its log start if `None`) to its high watermark as the
+    /// pass finds it, or as far as it is synced then if less (a pass chasing the end of a log
+    /// written faster than it reads would never end); `None` if the broker stopped.
+    async fn partition(
+        &mut self,
+        partition: &Partition,
+        from: Option<Offset>,
+        stats: &mut PassStats,
+        broker: &Weak<Broker>,
+    ) -> Option<()> {
+        let log = &partition.log;
+        let mut at = from.unwrap_or(Offset(0)).max(log.log_start_offset());
+        let upper = partition.high_watermark().min(log.durable_offset());
+        loop {
+            if broker.strong_count() == 0 {
+                return None;
+            }
+            if at >= upper {
+                return Some(());
+            }
+            let (next, bytes) = match log.read(at, SCRUB_READ_BYTES, upper).await {
+                Ok(read) if read.records.is_empty() => return Some(()),
+                Ok(read) => (Some(read.next_offset), read.records.len()),
+                Err(ReadError::OutOfRange { log_start, .. }) if at < log_start => {
+                    (Some(log_start), 0)
+                }
+                Err(ReadError::Corrupt { offset, resume, cause }) => {
+                    tracing::error!(partition = %partition.tp, %offset, "scrub found damaged data: {cause}");
+                    partition.damage_found_in_background(offset);
+                    stats.damaged += 1;
+                    let next_segment = || log.segment_bases().into_iter().find(|&b| b > offset);
+                    (resume.or_else(next_segment), 0)
+                }
+                Err(e) => {
+                    tracing::debug!(partition = %partition.tp, %at, "scrub stopped: {e}");
+                    return Some(());
+                }
+            };
+            let Some(next) = next.filter(|&next| next > at) else { return Some(()) };
+            at = next;
+            stats.bytes += bytes as u64;
+            self.state.cursor = Some((partition.tp.clone(), at));
+            self.pace(bytes).await;
+        }
+    }
+
+    /// Waits as long as reading `bytes` takes at the configured rate, and records the cursor
+    /// if it is due.
+    async fn pace(&mut self, bytes: usize) {
+        let rate = u128::from(self.config.bytes_per_sec.max(1));
+        let nanos = u64::try_from(bytes as u128 * 1_000_000_000 / rate).unwrap_or(u64::MAX);
+        if nanos > 0 {
+            self.clock.sleep(Duration::from_nanos(nanos)).await;
+        }
+        if self.clock.now().saturating_duration_since(self.saved_at) >= SCRUB_CURSOR_SAVE_INTERVAL {
+            self.save().await;
+        }
+    }
+
+    async fn save(&mut self) {
+        if let Err(e) = store(&*self.disk, &self.state).await {
+            tracing::warn!("writing the scrub checkpoint: {e}");
+        }
+        self.saved_at = self.clock.now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_body_holds_the_state_or_nothing() {
+        let tp = TopicPartition::new("orders", 7);
+        for state in [
+            ScrubState { finished_ms: 1_700_000_000_000, cursor: None },
+            ScrubState { finished_ms: -5, cursor: Some((tp.clone(), Offset(123_456))) },
+        ] {
+            let framed = state.encode();
+            let (version, body) =
+                checkpoint::decode(SCRUB_CHECKPOINT_KIND, &framed).expect("framed");
+            assert_eq!(version, SCRUB_CHECKPOINT_VERSION);
+            assert_eq!(ScrubState::decode(&body), Some(state.clone()));
+            for cut in 0..body.len() {
+                assert_eq!(ScrubState::decode(&body[..cut]), None, "{cut} bytes of {state:?}");
+            }
+            let mut longer = body.to_vec();
+            longer.push(0);
+            assert_eq!(ScrubState::decode(&longer), None, "a byte too many");
+        }
+        let mut bad_flag = 0i64.to_be_bytes().to_vec();
+        bad_flag.push(2);
+        assert_eq!(ScrubState::decode(&bad_flag), None, "an unknown cursor flag");
+    }
+}
