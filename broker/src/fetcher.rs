@@ -396,6 +396,12 @@ async fn repair_damage(
             }
             *attempts += 1;
             match repair_one(conn, partition, (leader, epoch), known).await {
+                // Asked about again if found damaged again later (by the scrub, say), once no
+                // longer listed as damaged (the producer state's mark stays listed).
+                Some(Asked::Done) if !still_listed(partition, known) => {
+                    asked.remove(&known);
+                    progress = true;
+                }
                 Some(Asked::Done) => {
                     asked.insert(known, REPAIR_ATTEMPTS_MAX);
                     progress = true;
@@ -408,6 +414,11 @@ async fn repair_damage(
             }
         }
     }
+}
+
+/// Whether `offset` is still listed as damaged to repair.
+fn still_listed(partition: &Partition, offset: Offset) -> bool {
+    partition.damage_to_repair(partition.high_watermark()).contains(&offset)
 }
 
 /// How asking about one damaged offset ended.

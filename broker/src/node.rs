@@ -4,7 +4,7 @@
 //! compaction, checkpoints, interval flushes) and the client listener. The same wiring runs in
 //! production and in the simulator.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -113,6 +113,8 @@ pub struct Broker {
     pub catch_up: std::sync::Mutex<CatchUpBudget>,
     /// The bytes consumers' reads ahead may hold together.
     pub read_ahead: Arc<ReadAheadBudget>,
+    /// Set once a shutdown begins.
+    stopping: AtomicBool,
 }
 
 /// An empty file in the data folder written once a shutdown has flushed and closed every log,
@@ -181,6 +183,7 @@ impl Broker {
             directory,
             catch_up: std::sync::Mutex::new(CatchUpBudget::new(catch_up_rate)),
             read_ahead: ReadAheadBudget::new(READ_AHEAD_BYTES_MAX),
+            stopping: AtomicBool::new(false),
         });
         broker.spawn_maintenance();
         broker.spawn_scrub().await;
@@ -420,6 +423,16 @@ impl Broker {
         self.catalog.partitions()
     }
 
+    /// Partition `tp`, if this broker hosts it.
+    pub(crate) fn hosted(&self, tp: &crate::model::TopicPartition) -> Option<Arc<Partition>> {
+        self.catalog.partition(&tp.topic, tp.partition.0)
+    }
+
+    /// Whether a shutdown has begun.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
     /// Interval-policy flushes that are due.
     async fn flush_due(&self) {
         for partition in self.partitions() {
@@ -476,6 +489,7 @@ impl Broker {
     /// Moves leadership away (in a cluster), then flushes and checkpoints every partition so
     /// the next start has nothing to recover.
     pub async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::Release);
         if let Some(membership) = self.membership()
             && self.config.voters().is_ok_and(|v| v.len() > 1)
         {

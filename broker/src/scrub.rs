@@ -36,6 +36,8 @@ pub const SCRUB_CURSOR_SAVE_INTERVAL: Duration = Duration::from_secs(60);
 /// The longest sleep while waiting for the next pass: the wall clock is read again after it,
 /// so a clock set forward or back is followed.
 const SCRUB_WAIT_STEP: Duration = Duration::from_secs(60);
+/// Reads of one stretch the disk fails before the scrub goes on past it.
+pub const SCRUB_READ_ATTEMPTS: usize = 3;
 /// How long the scrub holds the broker while waiting for it to be ready, between looks.
 const READY_WAIT_STEP: Duration = Duration::from_secs(1);
 /// The longest topic name a checkpoint holds (Kafka's limit is 249 bytes).
@@ -112,25 +114,36 @@ impl ScrubState {
     }
 }
 
-/// The scrub state the data folder records; `None` if there is none, or it cannot be read.
-pub async fn load(disk: &dyn Disk) -> Option<ScrubState> {
+/// What the data folder holds of the scrub's state.
+#[derive(Debug)]
+pub enum Loaded {
+    /// A well-formed checkpoint.
+    Found(ScrubState),
+    /// No checkpoint: a new data folder.
+    Missing,
+    /// One that cannot be read or is malformed.
+    Unreadable,
+}
+
+/// The scrub state the data folder records.
+pub async fn load(disk: &dyn Disk) -> Loaded {
     let root = Path::new("");
     match checkpoint::read(disk, root, SCRUB_CHECKPOINT, SCRUB_CHECKPOINT_KIND).await {
-        Ok(Some((SCRUB_CHECKPOINT_VERSION, body))) => {
-            let state = ScrubState::decode(&body);
-            if state.is_none() {
+        Ok(Some((SCRUB_CHECKPOINT_VERSION, body))) => match ScrubState::decode(&body) {
+            Some(state) => Loaded::Found(state),
+            None => {
                 tracing::warn!("ignoring the scrub checkpoint: malformed");
+                Loaded::Unreadable
             }
-            state
-        }
+        },
         Ok(Some((version, _))) => {
             tracing::warn!(version, "ignoring the scrub checkpoint: unknown version");
-            None
+            Loaded::Unreadable
         }
-        Ok(None) => None,
+        Ok(None) => Loaded::Missing,
         Err(e) => {
             tracing::warn!("ignoring the scrub checkpoint: {e}");
-            None
+            Loaded::Unreadable
         }
     }
 }
@@ -146,6 +159,17 @@ struct PassStats {
     partitions: usize,
     bytes: u64,
     damaged: usize,
+    /// Stretches the disk failed to read, however often asked.
+    unreadable: usize,
+}
+
+/// How scrubbing one partition ended.
+enum Ended {
+    /// Its whole stretch was read, or the rest of it cannot be (its log is offline, or it is
+    /// no longer hosted here).
+    Done,
+    /// The broker is stopping: the pass is abandoned where it got to.
+    Stopping,
 }
 
 /// The scrub of one broker: its state and how it paces itself.
@@ -159,17 +183,19 @@ pub struct Scrubber {
 }
 
 impl Scrubber {
-    /// Loads the scrub state from the data folder; a folder without any counts as scrubbed now.
+    /// Loads the scrub state from the data folder. A folder without any counts as scrubbed
+    /// now (and says so, durably); one whose checkpoint cannot be read is scrubbed at once.
     pub async fn load(clock: Arc<dyn Clock>, disk: Arc<dyn Disk>, config: ScrubConfig) -> Self {
         let state = match load(&*disk).await {
-            Some(state) => state,
-            None => {
+            Loaded::Found(state) => state,
+            Loaded::Missing => {
                 let state = ScrubState { finished_ms: clock.wall_ms(), cursor: None };
                 if let Err(e) = store(&*disk, &state).await {
                     tracing::warn!("writing the scrub checkpoint: {e}");
                 }
                 state
             }
+            Loaded::Unreadable => ScrubState { finished_ms: i64::MIN, cursor: None },
         };
         let saved_at = clock.now();
         Scrubber { clock, disk, config, state, saved_at }
@@ -181,28 +207,31 @@ impl Scrubber {
             if !self.wait_for_pass(&broker).await || !self.wait_for_partitions(&broker).await {
                 return;
             }
-            let Some(partitions) = broker.upgrade().map(|b| b.partitions()) else { return };
-            let Some(stats) = self.pass(partitions, &broker).await else { return };
+            let Some(stats) = self.pass(&broker).await else { return };
             self.state = ScrubState { finished_ms: self.clock.wall_ms(), cursor: None };
             self.save().await;
             tracing::info!(
                 partitions = stats.partitions,
                 bytes = stats.bytes,
                 damaged = stats.damaged,
+                unreadable = stats.unreadable,
                 "scrub pass finished"
             );
         }
     }
 
-    /// Sleeps until the next pass is due; false if the broker stopped meanwhile.
-    async fn wait_for_pass(&self, broker: &Weak<Broker>) -> bool {
+    /// Sleeps until the next pass is due; false if the broker stopped meanwhile. A pass that
+    /// ended in the future (the wall clock was set back since) counts as ended now, so that a
+    /// clock once far ahead does not put the scrub off for as long.
+    async fn wait_for_pass(&mut self, broker: &Weak<Broker>) -> bool {
         let interval_ms = i64::try_from(self.config.interval.as_millis()).unwrap_or(i64::MAX);
         loop {
-            if broker.strong_count() == 0 {
+            if broker.upgrade().is_none_or(|b| b.stopping()) {
                 return false;
             }
-            let due = self.state.finished_ms.saturating_add(interval_ms);
-            let wait = due.saturating_sub(self.clock.wall_ms());
+            let now = self.clock.wall_ms();
+            self.state.finished_ms = self.state.finished_ms.min(now);
+            let wait = self.state.finished_ms.saturating_add(interval_ms).saturating_sub(now);
             if wait <= 0 || self.state.cursor.is_some() {
                 return true;
             }
@@ -225,69 +254,105 @@ impl Scrubber {
         }
     }
 
-    /// One pass over `partitions`, in order, from the cursor; `None` if the broker stopped.
-    async fn pass(
-        &mut self,
-        mut partitions: Vec<Arc<Partition>>,
-        broker: &Weak<Broker>,
-    ) -> Option<PassStats> {
-        partitions.sort_by(|a, b| a.tp.cmp(&b.tp));
+    /// One pass over the partitions hosted as it starts, in order, from the cursor; `None` if
+    /// the broker stopped. Each is looked up again when its turn comes (one deleted or moved
+    /// away meanwhile is passed over: holding it would hold its files).
+    async fn pass(&mut self, broker: &Weak<Broker>) -> Option<PassStats> {
+        let b = broker.upgrade()?;
+        let mut hosted: Vec<TopicPartition> = b.partitions().iter().map(|p| p.tp.clone()).collect();
+        drop(b);
+        hosted.sort();
         let mut stats = PassStats::default();
-        for partition in partitions {
+        for tp in hosted {
             let from = match &self.state.cursor {
-                Some((tp, _)) if *tp > partition.tp => continue,
-                Some((tp, at)) if *tp == partition.tp => Some(*at),
+                Some((at_tp, _)) if *at_tp > tp => continue,
+                Some((at_tp, at)) if *at_tp == tp => Some(*at),
                 _ => None,
             };
-            self.partition(&partition, from, &mut stats, broker).await?;
-            stats.partitions += 1;
+            let partition = broker.upgrade()?.hosted(&tp);
+            let Some(partition) = partition else { continue };
+            match self.partition(&partition, from, &mut stats, broker).await {
+                Ended::Done => stats.partitions += 1,
+                Ended::Stopping => {
+                    self.save().await;
+                    return None;
+                }
+            }
         }
         Some(stats)
     }
 
     /// Scrubs `partition` from `from` (its log start if `None`) to its high watermark as the
     /// pass finds it, or as far as it is synced then if less (a pass chasing the end of a log
-    /// written faster than it reads would never end); `None` if the broker stopped.
+    /// written faster than it reads would never end).
     async fn partition(
         &mut self,
         partition: &Partition,
         from: Option<Offset>,
         stats: &mut PassStats,
         broker: &Weak<Broker>,
-    ) -> Option<()> {
+    ) -> Ended {
         let log = &partition.log;
         let mut at = from.unwrap_or(Offset(0)).max(log.log_start_offset());
         let upper = partition.high_watermark().min(log.durable_offset());
+        let mut failures = 0;
         loop {
-            if broker.strong_count() == 0 {
-                return None;
+            if broker.upgrade().is_none_or(|b| b.stopping()) {
+                return Ended::Stopping;
             }
             if at >= upper {
-                return Some(());
+                return Ended::Done;
             }
+            let next_segment =
+                |offset: Offset| log.segment_bases().into_iter().find(|&b| b > offset);
             let (next, bytes) = match log.read(at, SCRUB_READ_BYTES, upper).await {
-                Ok(read) if read.records.is_empty() => return Some(()),
-                Ok(read) => (Some(read.next_offset), read.records.len()),
+                Ok(read) if read.records.is_empty() => return Ended::Done,
+                Ok(read) => {
+                    let bytes = read.records.len();
+                    stats.bytes += bytes as u64;
+                    (Some(read.next_offset), bytes)
+                }
                 Err(ReadError::OutOfRange { log_start, .. }) if at < log_start => {
                     (Some(log_start), 0)
                 }
                 Err(ReadError::Corrupt { offset, resume, cause }) => {
                     tracing::error!(partition = %partition.tp, %offset, "scrub found damaged data: {cause}");
-                    partition.damage_found_in_background(offset);
+                    partition.damage_found_in_background(offset, resume);
                     stats.damaged += 1;
-                    let next_segment = || log.segment_bases().into_iter().find(|&b| b > offset);
-                    (resume.or_else(next_segment), 0)
+                    // Recorded before the cursor can go past it: a crash must not lose both.
+                    if let Err(e) = partition.save_damage().await {
+                        tracing::warn!(partition = %partition.tp, "writing the known-damage checkpoint: {e}");
+                    }
+                    (resume.or_else(|| next_segment(offset)), SCRUB_READ_BYTES)
                 }
+                Err(ReadError::Io(e)) if failures + 1 < SCRUB_READ_ATTEMPTS => {
+                    tracing::warn!(partition = %partition.tp, %at, "scrub read failed, to be retried: {e}");
+                    failures += 1;
+                    (Some(at), SCRUB_READ_BYTES)
+                }
+                Err(ReadError::Io(e)) => {
+                    tracing::error!(partition = %partition.tp, %at, "the disk failed every scrub read here; going on at the next segment: {e}");
+                    stats.unreadable += 1;
+                    (next_segment(at), SCRUB_READ_BYTES)
+                }
+                // Offline, closed (deleted, or the broker is stopping: looked at above), or
+                // past the log's end (cut meanwhile).
                 Err(e) => {
                     tracing::debug!(partition = %partition.tp, %at, "scrub stopped: {e}");
-                    return Some(());
+                    return Ended::Done;
                 }
             };
-            let Some(next) = next.filter(|&next| next > at) else { return Some(()) };
-            at = next;
-            stats.bytes += bytes as u64;
-            self.state.cursor = Some((partition.tp.clone(), at));
+            let next = next.filter(|&next| next >= at);
+            if let Some(next) = next.filter(|&next| next > at) {
+                at = next;
+                failures = 0;
+                self.state.cursor = Some((partition.tp.clone(), at));
+            }
+            // Reads of damage or failures, whose bytes are not told, are paced as whole reads.
             self.pace(bytes).await;
+            if next.is_none() {
+                return Ended::Done;
+            }
         }
     }
 

@@ -8,8 +8,10 @@
 //! and repaired its copy from an intact one within two minutes: a follower asks its leader for
 //! the batch; a leader hands the partition over first, then repairs as a follower. Afterwards
 //! its copy of the log must be byte for byte the leader's, and every acknowledged write must
-//! read back. The control, with the scrub off, must leave the damage in place for as long: the
-//! scenario's damage is found by the scrub and nothing else.
+//! read back. Leadership must not move for a damaged follower, and at most twice for a damaged
+//! leader (away, and back once repaired). The control, with the scrub off, must leave the damage
+//! in place for as long, either replica's: the scenario's damage is found by the scrub and
+//! nothing else.
 
 use std::time::Duration;
 
@@ -17,8 +19,8 @@ use weir_scenarios::admin::{cluster_with_topic, rebalancing_spec};
 use weir_scenarios::replicas::damage_alike;
 use weir_scenarios::{acked_read_back, ensure, for_each_seed};
 use weir_sim::client::produce::Acks;
-use weir_sim::workload::cluster::ClusterSpec;
 use weir_sim::workload::cluster::producer::SteadyProducer;
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
 /// This file, as the replay command names it.
 const TEST: &str = "scrub_finds_damage_no_read_meets_and_it_is_repaired";
@@ -28,6 +30,10 @@ const SCRUB_INTERVAL_MS: u64 = 20_000;
 const SCRUB_BYTES_PER_SEC: u64 = 256 << 10;
 /// How long finding and repairing the damage may take.
 const WATCH: Duration = Duration::from_secs(120);
+/// How often the leader is looked at.
+const SAMPLE: Duration = Duration::from_millis(250);
+/// How long leadership is watched after the repair.
+const AFTER: Duration = Duration::from_secs(20);
 /// `leader.imbalance.check.interval.seconds` here.
 const REBALANCE_SECS: u64 = 5;
 
@@ -55,11 +61,22 @@ fn scenario(seed: u64, case: Case) -> Result<(), String> {
     };
     let producer = SteadyProducer::start(&c, "t", 0, Acks::All);
     let damaged = damage_alike(&mut c, seed, (&replicas, &[victim]), leader)?;
-    let mut leaders = Vec::new();
-    let repaired = c.run_until(WATCH, |c| damaged.whole_on(c, victim));
-    if let Some(p) = c.committed_partition("t", 0) {
-        leaders.push((p.leader_epoch, p.leader));
-    }
+    // Every leader the partition has, sampled until the repair and for a while after it.
+    let mut leaders = vec![before.leader];
+    let mut watch = |c: &mut Cluster, steps: u128, until_whole: bool| {
+        for _ in 0..steps {
+            if until_whole && damaged.whole_on(c, victim) {
+                return true;
+            }
+            c.run_for(SAMPLE);
+            let now = c.committed_partition("t", 0).map_or(-1, |p| p.leader);
+            if leaders.last() != Some(&now) {
+                leaders.push(now);
+            }
+        }
+        damaged.whole_on(c, victim)
+    };
+    let repaired = watch(&mut c, WATCH.as_millis() / SAMPLE.as_millis(), true);
     if !case.scrub {
         producer.stop();
         return ensure(!repaired, || {
@@ -73,6 +90,12 @@ fn scenario(seed: u64, case: Case) -> Result<(), String> {
             damaged.base
         )
     })?;
+    watch(&mut c, AFTER.as_millis() / SAMPLE.as_millis(), false);
+    // A damaged leader hands over once, and rebalancing may give it the partition back once
+    // repaired; nothing else moves leadership.
+    let moves = leaders.len() - 1;
+    let most = if case.leader_damaged { 2 } else { 0 };
+    ensure(moves <= most, || format!("leadership moved {moves} times: {leaders:?}"))?;
     // Writes go on; then the repaired copy is the leader's, byte for byte.
     let acked_then = producer.acked().len();
     c.run_for(Duration::from_secs(3));
@@ -104,6 +127,10 @@ fn scrub_finds_damage_no_read_meets_and_it_is_repaired() {
 
 #[test]
 fn without_a_scrub_the_damage_stays() {
-    let case = Case { leader_damaged: false, scrub: false };
-    for_each_seed(TEST, 0..1, |seed| scenario(seed, case).map_err(|e| format!("{case:?}: {e}")));
+    for leader_damaged in [false, true] {
+        let case = Case { leader_damaged, scrub: false };
+        for_each_seed(TEST, 0..1, |seed| {
+            scenario(seed, case).map_err(|e| format!("{case:?}: {e}"))
+        });
+    }
 }

@@ -1,7 +1,8 @@
 //! Scenario: a scrub pass long enough that its broker restarts in the middle of it. One node
 //! holds a topic of about a megabyte, scrubbed at 8 KiB/s, so that one pass over it takes a few
 //! minutes. Once the pass over the whole log has recorded where it got to (its checkpoint
-//! names a partition and an offset), the node is killed and started again.
+//! names a partition and an offset), the node is killed and started again; by seed, after a
+//! clean shutdown.
 //!
 //! The pass must go on from the recorded offset, not from the start: after the restart it must
 //! end sooner than a whole pass takes, by at least half the time the recorded part took. And it
@@ -11,7 +12,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir::scrub::{SCRUB_CHECKPOINT, ScrubState};
+use weir::scrub::{SCRUB_CHECKPOINT, SCRUB_READ_BYTES, ScrubState};
 use weir_scenarios::admin::cluster_with_topic;
 use weir_scenarios::log::segment_batches;
 use weir_scenarios::{ensure, for_each_seed};
@@ -69,7 +70,23 @@ fn scenario(seed: u64) -> Result<(), String> {
     let on_t = |s: &ScrubState| s.cursor.as_ref().is_some_and(|(tp, _)| tp.topic == "t");
     let recorded = c.run_until(PASS_BOUND, |c| scrub_state(c).is_some_and(|s| on_t(&s)));
     ensure(recorded, || "the pass over t-0 recorded no offset".to_owned())?;
-    let state = scrub_state(&c).ok_or("no scrub checkpoint")?;
+    let mut state = scrub_state(&c).ok_or("no scrub checkpoint")?;
+    if seed.is_multiple_of(2) {
+        // A clean shutdown first: it closes every log under the pass, which must not take
+        // the pass for ended.
+        let broker = c.broker(0).ok_or("node1 is down")?;
+        let stopped = c.sim.block_on(c.nodes[0], PASS_BOUND, move |_env| async move {
+            broker.shutdown().await;
+        });
+        ensure(stopped.is_some(), || "the shutdown did not finish".to_owned())?;
+        // Long enough for the scrub to wake from its pacing and find the logs closed.
+        c.run_for(seconds(SCRUB_READ_BYTES as u64) + Duration::from_secs(5));
+        let after = scrub_state(&c).ok_or("no scrub checkpoint")?;
+        ensure(after.finished_ms == state.finished_ms && after.cursor.is_some(), || {
+            format!("the shutdown recorded the pass as ended: {after:?}, before {state:?}")
+        })?;
+        state = after;
+    }
     let (_, at) = state.cursor.clone().ok_or("no cursor")?;
     let left = bytes_from(&c, at.0)?;
     ensure(left < whole, || format!("the pass recorded offset {at}, before any batch"))?;

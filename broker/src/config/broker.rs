@@ -15,6 +15,8 @@ use super::topic::{ConfigError, TopicConfig};
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
 /// A week between scrub passes: at the default rate, one pass reads about 4.8 TB.
 pub const LOG_SCRUB_INTERVAL_MS_DEFAULT: u64 = 7 * 24 * 3_600_000;
+/// The shortest time between scrub passes: each writes its checkpoint.
+pub const LOG_SCRUB_INTERVAL_MS_MIN: u64 = 1_000;
 /// 8 MiB/s: little beside a disk's sequential bandwidth, and a whole pass over a terabyte in
 /// under a day and a half.
 pub const LOG_SCRUB_BYTES_PER_SEC_DEFAULT: u64 = 8 << 20;
@@ -187,7 +189,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 16] = [
+        let checks: [(&'static str, bool, &'static str); 17] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -250,6 +252,12 @@ impl BrokerConfig {
                 "must be at least 1",
             ),
             ("log_scrub_bytes_per_sec", self.log_scrub_bytes_per_sec >= 1, "must be at least 1"),
+            (
+                "log_scrub_interval_ms",
+                self.log_scrub_interval_ms == 0
+                    || self.log_scrub_interval_ms >= LOG_SCRUB_INTERVAL_MS_MIN,
+                "must be 0 (no scrub) or at least 1000",
+            ),
             (
                 "leader_imbalance_check_interval_seconds",
                 self.leader_imbalance_check_interval_seconds >= 1,
@@ -335,9 +343,11 @@ mod tests {
         assert!(BrokerConfig::from_toml("no_such = 1").is_err());
         assert!(BrokerConfig::from_toml("num_partitions = 0").is_err());
         assert!(BrokerConfig::from_toml("[topic_defaults]\n\"retention.ms\" = \"soon\"").is_err());
-        for interval in
-            ["log_checkpoint_interval_ms", "replica_high_watermark_checkpoint_interval_ms"]
-        {
+        for interval in [
+            "log_checkpoint_interval_ms",
+            "replica_high_watermark_checkpoint_interval_ms",
+            "log_scrub_bytes_per_sec",
+        ] {
             let refused = BrokerConfig::from_toml(&format!("{interval} = 0"));
             assert!(
                 matches!(refused, Err(BrokerConfigError::Invalid { name, .. }) if name == interval),
@@ -354,6 +364,16 @@ mod tests {
                 "offsets_topic_segment_bytes = {bytes}: {refused:?}"
             );
         }
+        let refused = BrokerConfig::from_toml("log_scrub_interval_ms = 999");
+        assert!(
+            matches!(
+                refused,
+                Err(BrokerConfigError::Invalid { name: "log_scrub_interval_ms", .. })
+            ),
+            "{refused:?}"
+        );
+        let off = BrokerConfig::from_toml("log_scrub_interval_ms = 0");
+        assert!(off.is_ok_and(|c| c.log_scrub_interval_ms == 0), "0 turns the scrub off");
         let taken = BrokerConfig::from_toml("offsets_topic_segment_bytes = 1024");
         assert!(taken.is_ok_and(|c| c.offsets_topic_segment_bytes == 1024));
         let refused = BrokerConfig::from_toml("leader_imbalance_check_interval_seconds = 0");

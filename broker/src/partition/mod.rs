@@ -423,6 +423,19 @@ impl Partition {
             *saved = Some((end, bytes));
         }
         // Under the snapshot lock, so that an older set is never written after a newer one.
+        self.store_damage_locked().await?;
+        Ok(())
+    }
+
+    /// Writes the known-damage checkpoint now if the set changed since it was last written
+    /// (the scrub does, before it records that its pass went past the damage).
+    pub async fn save_damage(&self) -> std::io::Result<()> {
+        let _saved = self.snapshotting.lock().await;
+        self.store_damage_locked().await
+    }
+
+    /// [`Partition::save_damage`]; the caller holds the snapshot lock.
+    async fn store_damage_locked(&self) -> std::io::Result<()> {
         let unsaved = self.replica_state().damage_known.unsaved();
         if let Some((changes, offsets)) = unsaved {
             damage::store(&*self.env.disk, self.log.dir(), &offsets).await?;

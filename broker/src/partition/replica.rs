@@ -163,8 +163,13 @@ impl Partition {
     /// known to be damaged, whose copy repairs the others. Damage known before is only noted:
     /// leadership already moved for it, or had nowhere better to go, and moving it again at
     /// every such read would hand it back and forth between damaged copies.
-    pub fn damage_found_in_background(&self, offset: Offset) {
-        if self.replica_state().damage_known.knows(offset) {
+    ///
+    /// `resume`, where the read that met it goes on past the damage, if known: damage noted at
+    /// any offset from `offset` up to it is the same batch's (noted by a read from elsewhere in
+    /// it, or from another offset of a compaction gap before it).
+    pub fn damage_found_in_background(&self, offset: Offset, resume: Option<Offset>) {
+        let end = resume.filter(|&r| r > offset).unwrap_or(Offset(offset.0.saturating_add(1)));
+        if self.replica_state().damage_known.within(offset, end).is_some() {
             self.note_damage(offset);
         } else {
             self.damage_found(offset);
@@ -220,7 +225,7 @@ impl Partition {
         self.replica_state().damage_known.forget(base, last);
         if asked < base && self.replica_state().damage_known.knows(asked) {
             let end = self.log.log_end_offset();
-            if !matches!(self.log.read(asked, 1, end).await, Err(ReadError::Corrupt { .. })) {
+            if self.log.read(asked, 1, end).await.is_ok() {
                 self.replica_state().damage_known.forget(asked, asked);
             }
         }

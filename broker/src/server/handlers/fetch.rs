@@ -241,8 +241,8 @@ async fn read_partition(
         Err(error @ ReadError::Corrupt { .. }) => {
             tracing::error!(partition = %partition.tp, "fetch found damaged data: {error}");
             match error {
-                ReadError::Corrupt { offset, .. } if repair => {
-                    partition.damage_found_in_background(offset);
+                ReadError::Corrupt { offset, resume, .. } if repair => {
+                    partition.damage_found_in_background(offset, resume);
                 }
                 ReadError::Corrupt { offset, .. } => partition.damage_found(offset),
                 _ => {}

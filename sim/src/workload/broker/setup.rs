@@ -26,6 +26,10 @@ pub const OFFSETS_TOPIC_PARTITIONS: i32 = 3;
 pub const OFFSETS_SEGMENT_BYTES: i64 = 2_048;
 /// `log.retention.check.interval.ms` of the broker: compaction and retention passes.
 pub const RETENTION_CHECK_MS: i64 = 2_000;
+/// `log_scrub_interval_ms`.
+pub const SCRUB_INTERVAL_MS: u64 = 10_000;
+/// `log_scrub_bytes_per_sec`: a pass over the workload's logs takes a second or two.
+pub const SCRUB_BYTES_PER_SEC: u64 = 1 << 20;
 /// How long creating the topics may take before the seed is declared broken.
 pub const SETUP_LIMIT: Duration = Duration::from_secs(30);
 /// The producer number of the final liveness writes (workload producers count from 1).
@@ -172,6 +176,10 @@ pub fn broker_config() -> BrokerConfig {
         // under crashes, power failures and disk faults while the commits checker watches.
         offsets_topic_segment_bytes: OFFSETS_SEGMENT_BYTES,
         log_retention_check_interval_ms: RETENTION_CHECK_MS,
+        // A scrub pass every 10 s, so that latent damage is found under crashes and power
+        // failures too (with one replica, noted and reported; nothing to repair it from).
+        log_scrub_interval_ms: SCRUB_INTERVAL_MS,
+        log_scrub_bytes_per_sec: SCRUB_BYTES_PER_SEC,
         ..BrokerConfig::default()
     }
 }

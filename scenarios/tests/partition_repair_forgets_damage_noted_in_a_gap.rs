@@ -1,0 +1,72 @@
+//! In a compacted log a read (a consumer's, or the scrub's going on from the batch before) may
+//! start in a gap compaction left and meet a damaged batch first: the damage is then noted at
+//! the offset in the gap, where the read started, not at the batch's base. A repair of that
+//! batch must forget the offset in the gap too, once a read from it no longer meets damage;
+//! else the partition goes on reporting damage it no longer holds (the controller would never
+//! prefer it as leader again) and asks its leader about it after every restart.
+//!
+//! A compacted partition `[0..=2] [6..=8] [9..=11]` (3..=5 cleaned away) with 6..=8 damaged in
+//! place: a read from 3 meets the damage and notes it at 3. Repaired from an intact copy of
+//! 6..=8, asked about at 3, the partition must report no damage, and read 3 onwards intact.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use weir::log::{LogConfig, ReadError, Repair};
+use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::log::{batch, compacted, dir, open_partition};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::Sim;
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let config = LogConfig { segment_bytes: 1 << 20, ..compacted() };
+    let stored = |n: u8, at: i64| batch(n, Some((Offset(at), LeaderEpoch(0))));
+    let held: Vec<Bytes> = vec![stored(0, 0), stored(2, 6), stored(3, 9)];
+    let copy = held[1].clone();
+    let file: Vec<u8> = held.iter().flat_map(|b| b.iter().copied()).collect();
+    let segment = dir().join(format!("{:020}.log", 0));
+    let path = segment.clone();
+    let partition = sim
+        .block_on(host, Duration::from_secs(60), move |env| async move {
+            env.disk.create_dir(&dir()).await.map_err(|e| e.to_string())?;
+            let f = env.disk.create(&path).await.map_err(|e| e.to_string())?;
+            f.write_at(0, Bytes::from(file)).await.map_err(|e| e.to_string())?;
+            f.sync_data().await.map_err(|e| e.to_string())?;
+            env.disk.sync_dir(&dir()).await.map_err(|e| e.to_string())?;
+            open_partition(env, config).await
+        })
+        .ok_or("the open did not finish")??;
+    // A bit of the records of 6..=8 flips.
+    let at = held[0].len() + 61 + seed as usize % 40;
+    sim.corrupt_file(host, &segment, at as u64).map_err(|e| e.to_string())?;
+    let gap = Offset(3 + (seed % 3) as i64);
+    sim.block_on(host, Duration::from_secs(60), move |_env| async move {
+        let end = partition.log.log_end_offset();
+        let read = partition.log.read(gap, 1 << 20, end).await;
+        let Err(ReadError::Corrupt { offset, resume, .. }) = read else {
+            return Err(format!("a read from {gap} gave {read:?}"));
+        };
+        partition.damage_found_in_background(offset, resume);
+        ensure(partition.lasting_damage() == Some(gap), || {
+            format!("the damage met from {gap} is known as {:?}", partition.lasting_damage())
+        })?;
+        let repaired = partition.repair(gap, copy).await.map_err(|e| e.to_string())?;
+        ensure(matches!(repaired, Repair::Repaired { base: Offset(6), last: Offset(8) }), || {
+            format!("{repaired:?}")
+        })?;
+        let known = (partition.lasting_damage(), partition.damage_to_repair(end));
+        ensure(known == (None, Vec::new()), || {
+            format!("after the repair the partition still reports {known:?}")
+        })?;
+        let read = partition.log.read(gap, 1 << 20, end).await.map_err(|e| e.to_string())?;
+        ensure(read.records == held[1..].concat(), || "the read from the gap differs".to_owned())
+    })
+    .ok_or("the repair did not finish")?
+}
+
+#[test]
+fn partition_repair_forgets_damage_noted_in_a_gap() {
+    for_each_seed("partition_repair_forgets_damage_noted_in_a_gap", 0..6, scenario);
+}
