@@ -455,7 +455,7 @@ async fn repair_one(
         if !partition.follows(leader, epoch) {
             return None;
         }
-        match partition.repair(wanted, copy).await {
+        match partition.repair(copy).await {
             Ok(Repair::Earlier(at)) if at < wanted && wanted == known => wanted = at,
             // The earlier batch done: now the one asked about.
             Ok(Repair::Repaired { .. } | Repair::Intact { .. }) if wanted != known => {
@@ -527,9 +527,8 @@ async fn fetch_copy(
     }
     let records = data.records.clone().unwrap_or_default();
     let first = split_batches(&records).next().and_then(Result::ok);
-    let holds = |batch: &Bytes| {
-        parse_header(batch)
-            .is_ok_and(|h| h.base_offset() <= offset.0 && offset.0 <= h.last_offset())
-    };
+    // The batch holding the offset, or, where it lies in a gap compaction left (damage a read
+    // from there met is noted there), the first after it: the repair checks that it fits.
+    let holds = |batch: &Bytes| parse_header(batch).is_ok_and(|h| offset.0 <= h.last_offset());
     Ok(first.filter(holds).map_or(Copy::Unavailable, Copy::Batch))
 }

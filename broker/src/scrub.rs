@@ -11,6 +11,9 @@
 //! folder, at most [`SCRUB_CURSOR_SAVE_INTERVAL`] behind, so a broker restarted more often than
 //! a pass takes still covers every partition. A data folder without one (a new broker) counts
 //! as scrubbed when the scrub first starts.
+//!
+//! Reads go through the page cache, as every read does: a batch still cached is checked as the
+//! cache holds it, not as the device does, and a pass moves old data through the cache.
 
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -114,6 +117,11 @@ impl ScrubState {
     }
 }
 
+/// Whether `broker` is gone or stopping.
+fn stopping(broker: &Weak<Broker>) -> bool {
+    broker.upgrade().is_none_or(|b| b.stopping())
+}
+
 /// What the data folder holds of the scrub's state.
 #[derive(Debug)]
 pub enum Loaded {
@@ -180,6 +188,9 @@ pub struct Scrubber {
     state: ScrubState,
     /// When the checkpoint was last written.
     saved_at: Instant,
+    /// Damage found in this pass could not be recorded: the cursor stays where it was until
+    /// the pass ends.
+    cursor_held: bool,
 }
 
 impl Scrubber {
@@ -198,7 +209,7 @@ impl Scrubber {
             Loaded::Unreadable => ScrubState { finished_ms: i64::MIN, cursor: None },
         };
         let saved_at = clock.now();
-        Scrubber { clock, disk, config, state, saved_at }
+        Scrubber { clock, disk, config, state, saved_at, cursor_held: false }
     }
 
     /// Runs passes, each once it is due, for as long as `broker` does.
@@ -208,6 +219,7 @@ impl Scrubber {
                 return;
             }
             let Some(stats) = self.pass(&broker).await else { return };
+            self.cursor_held = false;
             self.state = ScrubState { finished_ms: self.clock.wall_ms(), cursor: None };
             self.save().await;
             tracing::info!(
@@ -226,7 +238,7 @@ impl Scrubber {
     async fn wait_for_pass(&mut self, broker: &Weak<Broker>) -> bool {
         let interval_ms = i64::try_from(self.config.interval.as_millis()).unwrap_or(i64::MAX);
         loop {
-            if broker.upgrade().is_none_or(|b| b.stopping()) {
+            if stopping(broker) {
                 return false;
             }
             let now = self.clock.wall_ms();
@@ -245,7 +257,7 @@ impl Scrubber {
     /// meanwhile.
     async fn wait_for_partitions(&self, broker: &Weak<Broker>) -> bool {
         loop {
-            let Some(b) = broker.upgrade() else { return false };
+            let Some(b) = broker.upgrade().filter(|b| !b.stopping()) else { return false };
             if b.wait_ready(READY_WAIT_STEP).await {
                 return true;
             }
@@ -271,13 +283,14 @@ impl Scrubber {
             };
             let partition = broker.upgrade()?.hosted(&tp);
             let Some(partition) = partition else { continue };
-            match self.partition(&partition, from, &mut stats, broker).await {
-                Ended::Done => stats.partitions += 1,
-                Ended::Stopping => {
-                    self.save().await;
-                    return None;
-                }
+            let ended = self.partition(&partition, from, &mut stats, broker).await;
+            // A shutdown closes the logs under the pass: a read that failed for it did not
+            // end the partition.
+            if matches!(ended, Ended::Stopping) || stopping(broker) {
+                self.save().await;
+                return None;
             }
+            stats.partitions += 1;
         }
         Some(stats)
     }
@@ -297,7 +310,7 @@ impl Scrubber {
         let upper = partition.high_watermark().min(log.durable_offset());
         let mut failures = 0;
         loop {
-            if broker.upgrade().is_none_or(|b| b.stopping()) {
+            if stopping(broker) {
                 return Ended::Stopping;
             }
             if at >= upper {
@@ -320,8 +333,10 @@ impl Scrubber {
                     partition.damage_found_in_background(offset, resume);
                     stats.damaged += 1;
                     // Recorded before the cursor can go past it: a crash must not lose both.
+                    // Unrecorded, the cursor stays before it for the rest of the pass.
                     if let Err(e) = partition.save_damage().await {
                         tracing::warn!(partition = %partition.tp, "writing the known-damage checkpoint: {e}");
+                        self.cursor_held = true;
                     }
                     (resume.or_else(|| next_segment(offset)), SCRUB_READ_BYTES)
                 }
@@ -346,7 +361,9 @@ impl Scrubber {
             if let Some(next) = next.filter(|&next| next > at) {
                 at = next;
                 failures = 0;
-                self.state.cursor = Some((partition.tp.clone(), at));
+                if !self.cursor_held {
+                    self.state.cursor = Some((partition.tp.clone(), at));
+                }
             }
             // Reads of damage or failures, whose bytes are not told, are paced as whole reads.
             self.pace(bytes).await;

@@ -61,7 +61,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         p.note_damage(at);
         p.checkpoint(i64::MAX).await.map_err(|e| e.to_string())?;
         if repaired {
-            let outcome = p.repair(at, copy).await.map_err(|e| e.to_string())?;
+            let outcome = p.repair(copy).await.map_err(|e| e.to_string())?;
             ensure(matches!(outcome, Repair::Repaired { .. }), || format!("{outcome:?}"))?;
         }
         Ok::<_, String>(())

@@ -70,11 +70,6 @@ impl KnownDamage {
         self.offsets.range(start..end).next().copied()
     }
 
-    /// Whether damage is known at `offset`.
-    pub(crate) fn knows(&self, offset: Offset) -> bool {
-        self.offsets.contains(&offset)
-    }
-
     /// Every offset known damaged.
     pub(crate) fn offsets(&self) -> BTreeSet<Offset> {
         self.offsets.clone()

@@ -12,6 +12,7 @@ use super::damage::KnownDamage;
 use super::{Acks, CompletionError, Partition, ProduceError};
 use crate::controller::records::{BrokerEpoch, BrokerId, NO_LEADER};
 use crate::io::Instant;
+use crate::log::batch::parse_header;
 use crate::log::{FlushPolicy, ReadError, Repair};
 use crate::model::{LeaderEpoch, Offset};
 use crate::replication::{
@@ -207,27 +208,36 @@ impl Partition {
         offsets.range(start..end.max(start)).copied().collect()
     }
 
-    /// Writes `copy`, the leader's intact copy of the batch holding `asked` (an offset this log
-    /// is known to hold damaged, see [`Partition::damage_to_repair`]), over this log's damaged
-    /// one ([`Log::repair`]), and forgets the damage known in that batch, as in a batch found to
-    /// read intact. Where `asked` lies before the copy (in a gap compaction left, where a read
-    /// from it met the damaged batch first), it is forgotten too once a read from it no longer
-    /// meets damage. The producer state is left as it is: if its rebuild passed over the batch,
-    /// it still lacks what the batch held. The caller holds the follow lock and still follows.
+    /// Writes `copy`, the leader's intact copy of a batch this log is known to hold damaged
+    /// (see [`Partition::damage_to_repair`]), over this log's damaged one ([`Log::repair`]),
+    /// and forgets the damage known in that batch, as in a batch found to read intact. Damage
+    /// noted at an offset in a gap compaction left before the batch (where a read from it met
+    /// the batch first) is forgotten too once a read from there meets the batch intact. A
+    /// damaged batch right after a repaired one, which the read that noted this one walked past
+    /// without a word, is noted, so that it is asked about too. The producer state is left as
+    /// it is: if its rebuild passed over the batch, it still lacks what the batch held. The
+    /// caller holds the follow lock and still follows.
     ///
     /// [`Log::repair`]: crate::log::Log::repair
-    pub async fn repair(&self, asked: Offset, copy: Bytes) -> Result<Repair, ReadError> {
+    pub async fn repair(&self, copy: Bytes) -> Result<Repair, ReadError> {
         let repair = self.log.repair(copy).await?;
         let (base, last) = match repair {
             Repair::Repaired { base, last } | Repair::Intact { base, last } => (base, last),
             Repair::Earlier(_) | Repair::Mismatch(_) => return Ok(repair),
         };
         self.replica_state().damage_known.forget(base, last);
-        if asked < base && self.replica_state().damage_known.knows(asked) {
-            let end = self.log.log_end_offset();
-            if self.log.read(asked, 1, end).await.is_ok() {
-                self.replica_state().damage_known.forget(asked, asked);
+        let end = self.log.log_end_offset();
+        let before: Vec<Offset> =
+            self.replica_state().damage_known.offsets().range(..base).copied().collect();
+        for at in before {
+            let Ok(read) = self.log.read(at, 1, end).await else { continue };
+            if parse_header(&read.records).is_ok_and(|h| h.base_offset() == base.0) {
+                self.replica_state().damage_known.forget(at, at);
             }
+        }
+        let after = Offset(last.0 + 1);
+        if let Err(ReadError::Corrupt { offset, .. }) = self.log.read(after, 1, end).await {
+            self.note_damage(offset);
         }
         Ok(repair)
     }

@@ -214,7 +214,7 @@ pub fn spec_for(seed: u64) -> ClusterSpec {
         0 => None,
         n => Some((5 << (n - 1)) + mix(seed ^ 0x1eae) % 5),
     };
-    // A scrub pass every 5–20 s at 64 KiB/s to 1 MiB/s (or none, in one seed of four), so that
+    // A scrub pass every 5, 10 or 15 s at 64 KiB/s to 1 MiB/s (or none, in one seed of four), so that
     // latent damage is found and repaired under the same faults; drawn from the seed itself.
     let (scrub_interval_ms, scrub_bytes_per_sec) = match mix(seed ^ 0x5c2b) % 4 {
         0 => (0, 1),
