@@ -27,6 +27,22 @@ pub fn dir() -> PathBuf {
     PathBuf::from("events-0")
 }
 
+/// The first segment file of the log in [`dir`].
+pub fn first_segment() -> PathBuf {
+    dir().join(format!("{:020}.log", 0))
+}
+
+/// Writes `batches`, one after another, as the first segment of a new log in [`dir`], synced
+/// (a log as its replica's own cleaner left it, say).
+pub async fn write_first_segment(env: &Env, batches: &[Bytes]) -> Result<(), String> {
+    let file: Vec<u8> = batches.iter().flat_map(|b| b.iter().copied()).collect();
+    env.disk.create_dir(&dir()).await.map_err(|e| e.to_string())?;
+    let f = env.disk.create(&first_segment()).await.map_err(|e| e.to_string())?;
+    f.write_at(0, Bytes::from(file)).await.map_err(|e| e.to_string())?;
+    f.sync_data().await.map_err(|e| e.to_string())?;
+    env.disk.sync_dir(&dir()).await.map_err(|e| e.to_string())
+}
+
 /// Opens (recovering) partition `events-0` in [`dir`] with `config`.
 pub async fn open_partition(env: Env, config: LogConfig) -> Result<Arc<Partition>, String> {
     let tp = TopicPartition::new("events", 0);

@@ -22,7 +22,7 @@ use weir::log::{Log, LogConfig, Repair};
 use weir::model::{LeaderEpoch, Offset};
 use weir_scenarios::log::{
     BATCH_RECORDS, all_batches, batch, check_reads_around_damage, compacted, damage_batch, dir,
-    log_of_batches,
+    first_segment, log_of_batches, write_first_segment,
 };
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{DiskFaults, Sim};
@@ -286,16 +286,11 @@ fn compacted_gap_scenario(seed: u64) -> Result<(), String> {
     let held: Vec<Bytes> = vec![stored(0, 0), stored(2, 6), stored(3, 9), stored(4, 12)];
     let (gone, damaged) = (stored(1, 3), held[1].clone());
     ensure(gone.len() == damaged.len(), || "the batches differ in length".to_owned())?;
-    let file: Vec<u8> = held.iter().flat_map(|b| b.iter().copied()).collect();
-    let segment = dir().join(format!("{:020}.log", 0));
-    let path = segment.clone();
+    let segment = first_segment();
+    let written = held.clone();
     let log = sim
         .block_on(host, Duration::from_secs(60), move |env| async move {
-            env.disk.create_dir(&dir()).await.map_err(|e| e.to_string())?;
-            let f = env.disk.create(&path).await.map_err(|e| e.to_string())?;
-            f.write_at(0, Bytes::from(file)).await.map_err(|e| e.to_string())?;
-            f.sync_data().await.map_err(|e| e.to_string())?;
-            env.disk.sync_dir(&dir()).await.map_err(|e| e.to_string())?;
+            write_first_segment(&env, &written).await?;
             Log::open(env, dir(), config).await.map_err(|e| e.to_string())
         })
         .ok_or("the open did not finish")??;

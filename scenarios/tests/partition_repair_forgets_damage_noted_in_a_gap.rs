@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir::log::{LogConfig, ReadError, Repair};
 use weir::model::{LeaderEpoch, Offset};
-use weir_scenarios::log::{batch, compacted, dir, open_partition};
+use weir_scenarios::log::{batch, compacted, first_segment, open_partition, write_first_segment};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -28,16 +28,11 @@ fn scenario(seed: u64) -> Result<(), String> {
     let stored = |n: u8, at: i64| batch(n, Some((Offset(at), LeaderEpoch(0))));
     let held: Vec<Bytes> = vec![stored(0, 0), stored(2, 6), stored(3, 9)];
     let copy = held[1].clone();
-    let file: Vec<u8> = held.iter().flat_map(|b| b.iter().copied()).collect();
-    let segment = dir().join(format!("{:020}.log", 0));
-    let path = segment.clone();
+    let segment = first_segment();
+    let written = held.clone();
     let partition = sim
         .block_on(host, Duration::from_secs(60), move |env| async move {
-            env.disk.create_dir(&dir()).await.map_err(|e| e.to_string())?;
-            let f = env.disk.create(&path).await.map_err(|e| e.to_string())?;
-            f.write_at(0, Bytes::from(file)).await.map_err(|e| e.to_string())?;
-            f.sync_data().await.map_err(|e| e.to_string())?;
-            env.disk.sync_dir(&dir()).await.map_err(|e| e.to_string())?;
+            write_first_segment(&env, &written).await?;
             open_partition(env, config).await
         })
         .ok_or("the open did not finish")??;
