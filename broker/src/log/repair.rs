@@ -34,6 +34,7 @@ use bytes::Bytes;
 
 use super::batch;
 use super::batch::BATCH_HEADER_BYTES;
+use super::epochs::EpochCache;
 use super::error::{Offline, ReadError};
 use super::partition_log::Log;
 use super::read::Plan;
@@ -99,7 +100,7 @@ impl Log {
             return Ok(Repair::Mismatch("the copy's leader epoch disagrees with the history"));
         }
         let Some(plan) = self.plan(base) else { return Ok(Repair::Mismatch("no segment")) };
-        let position = match self.find_slot(&plan, (base, last), length).await? {
+        let position = match self.find_slot(&plan, &epochs, (base, last), length).await? {
             Found::Slot(position) => position,
             Found::Done(repair) => return Ok(repair),
         };
@@ -154,14 +155,15 @@ impl Log {
     }
 
     /// Walks the planned segment to the copy of `base..=last` (`length` bytes), as a read
-    /// walks, to find where the damaged batch it may replace starts.
+    /// walks (vouching for epochs by `epochs`, the history as the repair found it), to find
+    /// where the damaged batch it may replace starts.
     async fn find_slot(
         &self,
         plan: &Plan,
+        epochs: &EpochCache,
         (base, last): (Offset, Offset),
         length: u64,
     ) -> Result<Found, ReadError> {
-        let epochs = self.epochs();
         let (file, dense) = (&*plan.log, self.dense());
         let verify = || Epochs::Verify(epochs.clone());
         let (from, expected) = plan.start_position(base).await?;
@@ -198,7 +200,7 @@ impl Log {
             // after it, the copy ends there, if the damaged header there states its base.
             let until = self.chain_end(plan, position).await?;
             let damaged = (position, damaged_from);
-            match walk_past(file, damaged, until, Some(&epochs)).await? {
+            match walk_past(file, damaged, until, Some(epochs)).await? {
                 Some((at, next)) if next <= base => {
                     walker = Walker::new(file, at, plan.end, next, dense, verify())
                         .starting_at_entry(true);

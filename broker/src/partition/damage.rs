@@ -99,7 +99,7 @@ impl KnownDamage {
 }
 
 /// The damage the checkpoint of the log in `log`'s folder lists that is still in the log and
-/// still reads as damaged. `changed` is true if that is not all the checkpoint listed.
+/// still reads as damaged; counted as a change to checkpoint if that is not all it listed.
 pub(crate) async fn load(log: &Log, disk: &dyn Disk) -> KnownDamage {
     let dir = log.dir();
     let listed = match checkpoint::read(disk, dir, DAMAGE_CHECKPOINT, DAMAGE_CHECKPOINT_KIND).await
