@@ -313,7 +313,9 @@ impl Broker {
         let response = membership.call(&request, limit).await?;
         match &response {
             Response::Error { error, .. } => return Err(error.clone()),
-            Response::Done { offset, .. } | Response::ProducerIds { offset, .. } => {
+            Response::Done { offset, .. }
+            | Response::ProducerIds { offset, .. }
+            | Response::PartlyDone { offset, .. } => {
                 let left = deadline.saturating_duration_since(clock.now());
                 self.wait_reconciled(*offset, left).await;
             }

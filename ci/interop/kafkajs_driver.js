@@ -6,7 +6,10 @@
 //   3. a consumer group reads back exactly what was acked (partition, offset, key, value),
 //      per partition in order, and commits; admin.fetchOffsets equals the end offsets;
 //   4. a new consumer in the same group resumes at the committed offsets: it reads exactly the
-//      messages produced after the commit.
+//      messages produced after the commit;
+//   5. admin.alterPartitionReassignments onto the replica a partition already has is answered
+//      without error, and listPartitionReassignments lists no move in progress; one onto a
+//      broker that does not exist fails with INVALID_REPLICA_ASSIGNMENT for that partition.
 // WEIR_INTEROP_DEBUG=1 sets kafkajs's log level to DEBUG.
 'use strict';
 
@@ -163,6 +166,27 @@ async function main() {
       expect(early.length === 0, `${early.length} records before the committed offsets were redelivered, e.g. ${early.slice(0, 2).map(rowKey)}`);
       expectSameRows(got, second, 'second member');
       return `read exactly the ${countSecond} messages produced after the commit`;
+    })) &&
+    (await check('admin.alterPartitionReassignments + listPartitionReassignments', async () => {
+      const meta = await withTimeout(admin.fetchTopicMetadata({ topics: [topic] }), 15000, 'fetchTopicMetadata');
+      const replicas = meta.topics[0].partitions.find((p) => p.partitionId === 0).replicas;
+      await withTimeout(admin.alterPartitionReassignments({
+        topics: [{ topic, partitionAssignment: [{ partition: 0, replicas }] }],
+      }), 15000, 'alterPartitionReassignments');
+      const listed = await withTimeout(admin.listPartitionReassignments({}), 15000, 'listPartitionReassignments');
+      expect(listed.topics.length === 0, `moves listed with none in progress: ${JSON.stringify(listed.topics)}`);
+      let refused = null;
+      try {
+        await withTimeout(admin.alterPartitionReassignments({
+          topics: [{ topic, partitionAssignment: [{ partition: 1, replicas: [replicas[0] + 100] }] }],
+        }), 15000, 'alterPartitionReassignments onto no broker');
+      } catch (e) {
+        refused = e;
+      }
+      const errors = (refused && refused.errors) || [];
+      expect(errors.length === 1 && errors[0].type === 'INVALID_REPLICA_ASSIGNMENT' && errors[0].partition === 1,
+        `a move onto no broker answered ${refused ? refused.stack || refused : 'no error'}`);
+      return `partition 0 onto ${replicas}: no move left in progress; onto broker ${replicas[0] + 100}: INVALID_REPLICA_ASSIGNMENT`;
     }));
   await admin.disconnect();
   finish();

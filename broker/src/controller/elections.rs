@@ -116,7 +116,7 @@ impl ControllerLogic {
     /// moment ago is not fenced yet, and a partition handed to it would wait for the fence);
     /// and not reporting the partition's log offline (or unopened, or damaged where it led) in
     /// that heartbeat.
-    fn electable(
+    pub(super) fn electable(
         &self,
         image: &MetadataImage,
         broker: BrokerId,

@@ -68,6 +68,21 @@ pub enum ControllerError {
     /// An ISR change naming a replica that may not join it (INELIGIBLE_REPLICA).
     #[error("ineligible replica: {0}")]
     IneligibleReplica(String),
+    /// A reassignment's replicas are not a valid assignment (INVALID_REPLICA_ASSIGNMENT).
+    #[error("invalid replica assignment: {0}")]
+    BadAssignment(String),
+    /// A cancel of a reassignment that is not in progress (NO_REASSIGNMENT_IN_PROGRESS).
+    #[error("{0}")]
+    NoReassignment(String),
+    /// A reassignment that would change the replication factor where the request does not
+    /// allow it (INVALID_REPLICATION_FACTOR, KIP-860).
+    #[error("the reassignment changes the replication factor from {from} to {to}")]
+    ReplicationFactorChange {
+        /// The partition's replication factor.
+        from: i32,
+        /// The target's.
+        to: i32,
+    },
 }
 
 impl From<TopicNameError> for ControllerError {
@@ -361,6 +376,8 @@ impl ControllerLogic {
                 replicas,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding: Vec::new(),
+                removing: Vec::new(),
             })
         }));
         Ok(out)
@@ -455,8 +472,9 @@ impl ControllerLogic {
         if count <= current || count > TOPIC_PARTITIONS_MAX {
             return Err(ControllerError::BadPartitions(count));
         }
+        // A partition being moved counts the replicas it moves to.
         let replication =
-            topic.partitions.values().next().map_or(1, |p| p.replicas.len() as i32).max(1);
+            topic.partitions.values().next().map_or(1, |p| p.target().len() as i32).max(1);
         let placement = self.place(image, current, count - current, replication)?;
         if validate_only {
             return Ok(Vec::new());
@@ -473,6 +491,8 @@ impl ControllerLogic {
                     replicas,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding: Vec::new(),
+                    removing: Vec::new(),
                 })
             })
             .collect())
@@ -565,8 +585,11 @@ pub fn hosting_brokers(image: &MetadataImage) -> BTreeSet<BrokerId> {
 mod elections;
 #[path = "failover.rs"]
 mod failover;
+#[path = "reassignments.rs"]
+mod reassignments;
 pub use elections::{ELECTABLE_SILENCE_HEARTBEATS, Election, PREFERRED_ELECTIONS_MAX};
 use failover::{Restart, leaderless_to, restarted_records, unclean_elections};
+pub use reassignments::{REASSIGNMENTS_MAX, Reassignment};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -578,3 +578,6 @@ fn beat(logic: &mut ControllerLogic, image: &MetadataImage, brokers: &[BrokerId]
 
 #[path = "elections_tests.rs"]
 mod elections;
+
+#[path = "reassignments_tests.rs"]
+mod reassignments;

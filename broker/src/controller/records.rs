@@ -78,6 +78,24 @@ pub struct PartitionRecord {
     pub leader_epoch: i32,
     /// Bumped on every change.
     pub partition_epoch: i32,
+    /// Replicas a reassignment in progress adds: in `replicas`, copying the log, and kept once
+    /// every replica it moves to is in sync (empty when none is in progress).
+    pub adding: Vec<BrokerId>,
+    /// Replicas a reassignment in progress removes: in `replicas` (after the replicas it moves
+    /// to) until every replica it moves to is in sync.
+    pub removing: Vec<BrokerId>,
+}
+
+impl PartitionRecord {
+    /// Whether a reassignment is in progress.
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// The replicas a reassignment in progress moves to (all of them when none is), in order.
+    pub fn target(&self) -> Vec<BrokerId> {
+        self.replicas.iter().copied().filter(|r| !self.removing.contains(r)).collect()
+    }
 }
 
 /// The leader value of a partition without one.
@@ -155,6 +173,8 @@ mod tag {
     pub const TOPIC_CONFIGS: u8 = 7;
     pub const DELETE_TOPIC: u8 = 8;
     pub const PRODUCER_IDS: u8 = 9;
+    /// A partition record with a reassignment in progress.
+    pub const PARTITION_REASSIGNING: u8 = 11;
 }
 
 impl MetadataRecord {
@@ -185,7 +205,9 @@ impl MetadataRecord {
                     .pairs(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             }
             MetadataRecord::Partition(p) => {
-                w.u8(tag::PARTITION)
+                let kind =
+                    if p.reassigning() { tag::PARTITION_REASSIGNING } else { tag::PARTITION };
+                w.u8(kind)
                     .topic_id(p.topic_id)
                     .i32(p.partition)
                     .i32s(&p.replicas)
@@ -193,6 +215,9 @@ impl MetadataRecord {
                     .i32(p.leader)
                     .i32(p.leader_epoch)
                     .i32(p.partition_epoch);
+                if p.reassigning() {
+                    w.i32s(&p.adding).i32s(&p.removing);
+                }
             }
             MetadataRecord::TopicConfigs { topic_id, configs } => {
                 w.u8(tag::TOPIC_CONFIGS)
@@ -238,15 +263,33 @@ impl MetadataRecord {
                 topic_id: r.topic_id("topic id")?,
                 configs: r.pairs("configs")?,
             },
-            tag::PARTITION => MetadataRecord::Partition(PartitionRecord {
-                topic_id: r.topic_id("topic id")?,
-                partition: r.i32("partition")?,
-                replicas: r.i32s("replicas")?,
-                isr: r.i32s("isr")?,
-                leader: r.i32("leader")?,
-                leader_epoch: r.i32("leader epoch")?,
-                partition_epoch: r.i32("partition epoch")?,
-            }),
+            kind @ (tag::PARTITION | tag::PARTITION_REASSIGNING) => {
+                let mut p = PartitionRecord {
+                    topic_id: r.topic_id("topic id")?,
+                    partition: r.i32("partition")?,
+                    replicas: r.i32s("replicas")?,
+                    isr: r.i32s("isr")?,
+                    leader: r.i32("leader")?,
+                    leader_epoch: r.i32("leader epoch")?,
+                    partition_epoch: r.i32("partition epoch")?,
+                    adding: Vec::new(),
+                    removing: Vec::new(),
+                };
+                if kind == tag::PARTITION_REASSIGNING {
+                    p.adding = r.i32s("adding replicas")?;
+                    p.removing = r.i32s("removing replicas")?;
+                    let listed = |r: &BrokerId| p.replicas.contains(r);
+                    let overlap = p.adding.iter().any(|r| p.removing.contains(r));
+                    if !p.reassigning()
+                        || overlap
+                        || !p.adding.iter().all(listed)
+                        || !p.removing.iter().all(listed)
+                    {
+                        return Err(DecodeError::Unknown("reassignment", u32::from(kind)));
+                    }
+                }
+                MetadataRecord::Partition(p)
+            }
             tag::TOPIC_CONFIGS => MetadataRecord::TopicConfigs {
                 topic_id: r.topic_id("topic id")?,
                 configs: r.pairs("configs")?,
@@ -336,6 +379,19 @@ mod tests {
                 leader: 1,
                 leader_epoch: 4,
                 partition_epoch: 9,
+                adding: Vec::new(),
+                removing: Vec::new(),
+            }),
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id,
+                partition: 0,
+                replicas: vec![4, 5, 1, 2],
+                isr: vec![1, 2, 4],
+                leader: 2,
+                leader_epoch: 4,
+                partition_epoch: 10,
+                adding: vec![4, 5],
+                removing: vec![1, 2],
             }),
             MetadataRecord::TopicConfigs { topic_id, configs: vec![] },
             MetadataRecord::DeleteTopic { topic_id },
@@ -362,6 +418,32 @@ mod tests {
             for len in 0..bytes.len() {
                 assert!(MetadataRecord::decode(&bytes.slice(..len)).is_err());
             }
+        }
+    }
+
+    #[test]
+    fn a_reassignment_naming_no_replica_or_one_both_added_and_removed_is_refused() {
+        let base = PartitionRecord {
+            topic_id: TopicId([3; 16]),
+            partition: 0,
+            replicas: vec![1, 2],
+            isr: vec![1],
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 1,
+            adding: vec![2],
+            removing: vec![1],
+        };
+        let good = MetadataRecord::Partition(base.clone());
+        assert_eq!(MetadataRecord::decode(&good.encode()), Ok(good));
+        let bad = [
+            PartitionRecord { adding: vec![3], ..base.clone() },
+            PartitionRecord { removing: vec![4], ..base.clone() },
+            PartitionRecord { adding: vec![2], removing: vec![2], ..base.clone() },
+        ];
+        for p in bad {
+            let record = MetadataRecord::Partition(p);
+            assert!(MetadataRecord::decode(&record.encode()).is_err(), "{record:?}");
         }
     }
 

@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::codec::{DecodeError, Reader, Writer, seal, unseal};
-use super::logic::{ControllerError, Election, NewTopic};
+use super::logic::{ControllerError, Election, NewTopic, Reassignment};
 use super::records::{
     BrokerEpoch, BrokerId, BrokerRegistration, Incarnation, read_registration, write_registration,
 };
@@ -33,6 +33,10 @@ const ELECT_LEADERS: u8 = 13;
 const HEARTBEAT: u8 = 2;
 /// Request type of a heartbeat reporting logs known to hold a damaged batch.
 const HEARTBEAT_WITH_DAMAGE: u8 = 14;
+/// Request type of an operator's partition reassignments.
+const ALTER_REASSIGNMENTS: u8 = 15;
+/// Response type of a change made for some partitions and refused for others.
+const PARTLY_DONE: u8 = 5;
 
 /// Largest frame accepted (a metadata snapshot of a large cluster fits).
 pub const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -141,6 +145,14 @@ pub enum Request {
         /// The partitions, by topic name and index.
         partitions: Vec<(String, i32)>,
     },
+    /// Start, replace or cancel these partitions' reassignments (an operator's
+    /// AlterPartitionReassignments).
+    AlterReassignments {
+        /// The reassignments, each partition once.
+        changes: Vec<Reassignment>,
+        /// Whether a target may have another size than the partition's replicas (KIP-860).
+        allow_replication_factor_change: bool,
+    },
     /// A block of producer ids for a broker.
     ProducerIds {
         /// The broker.
@@ -213,6 +225,14 @@ pub enum Response {
     },
     /// Committed metadata.
     Metadata(MetadataDelta),
+    /// A change made for some partitions (at this log index; 0: nothing was written) and
+    /// refused for the others.
+    PartlyDone {
+        /// The index to wait for before the change is visible.
+        offset: u64,
+        /// The partitions refused, by topic name and index, and why.
+        refused: Vec<(String, i32, ControllerError)>,
+    },
     /// Refused.
     Error {
         /// Why.
@@ -236,6 +256,9 @@ fn error_code(e: &ControllerError) -> (u8, String) {
         ControllerError::Timeout => (10, String::new()),
         ControllerError::StalePartition(s) => (11, s.clone()),
         ControllerError::IneligibleReplica(s) => (12, s.clone()),
+        ControllerError::BadAssignment(s) => (13, s.clone()),
+        ControllerError::NoReassignment(s) => (14, s.clone()),
+        ControllerError::ReplicationFactorChange { from, to } => (15, format!("{from}/{to}")),
     }
 }
 
@@ -257,6 +280,12 @@ fn error_from(code: u8, text: String) -> Result<ControllerError, DecodeError> {
         10 => ControllerError::Timeout,
         11 => ControllerError::StalePartition(text),
         12 => ControllerError::IneligibleReplica(text),
+        13 => ControllerError::BadAssignment(text),
+        14 => ControllerError::NoReassignment(text),
+        15 => {
+            let (from, to) = text.split_once('/').unwrap_or(("-1", "-1"));
+            ControllerError::ReplicationFactorChange { from: num(from) as i32, to: num(to) as i32 }
+        }
         other => return Err(DecodeError::Unknown("controller error", u32::from(other))),
     })
 }
@@ -363,6 +392,16 @@ impl Request {
                     w.str(topic).i32(*partition);
                 }
             }
+            Request::AlterReassignments { changes, allow_replication_factor_change } => {
+                w.u8(ALTER_REASSIGNMENTS).bool(*allow_replication_factor_change);
+                w.u32(changes.len() as u32);
+                for change in changes {
+                    w.str(&change.topic).i32(change.partition).bool(change.target.is_some());
+                    if let Some(target) = &change.target {
+                        w.i32s(target);
+                    }
+                }
+            }
             Request::FetchMetadata { after, max_wait_ms } => {
                 w.u8(8).u64(*after).u32(*max_wait_ms);
             }
@@ -439,6 +478,16 @@ impl Request {
                 partitions: r
                     .list("partitions", 8, |r| Ok((r.str("topic name")?, r.i32("partition")?)))?,
             },
+            ALTER_REASSIGNMENTS => Request::AlterReassignments {
+                allow_replication_factor_change: r.bool("allow replication factor change")?,
+                changes: r.list("reassignments", 9, |r| {
+                    Ok(Reassignment {
+                        topic: r.str("topic name")?,
+                        partition: r.i32("partition")?,
+                        target: if r.bool("has target")? { Some(r.i32s("target")?) } else { None },
+                    })
+                })?,
+            },
             8 => Request::FetchMetadata { after: r.u64("after")?, max_wait_ms: r.u32("max wait")? },
             kind @ (ALTER_PARTITION | ALTER_PARTITION_JOINING) => Request::AlterPartition {
                 broker_id: r.i32("broker id")?,
@@ -497,6 +546,13 @@ impl Response {
                 let (code, text) = error_code(error);
                 w.u8(4).u8(code).str(&text).i32(leader.unwrap_or(-1));
             }
+            Response::PartlyDone { offset, refused } => {
+                w.u8(PARTLY_DONE).u64(*offset).u32(refused.len() as u32);
+                for (topic, partition, error) in refused {
+                    let (code, text) = error_code(error);
+                    w.str(topic).i32(*partition).u8(code).str(&text);
+                }
+            }
         }
         seal(w)
     }
@@ -527,6 +583,15 @@ impl Response {
                     leader: (leader >= 0).then_some(leader),
                 }
             }
+            PARTLY_DONE => Response::PartlyDone {
+                offset: r.u64("offset")?,
+                refused: r.list("refused", 10, |r| {
+                    let topic = r.str("topic name")?;
+                    let partition = r.i32("partition")?;
+                    let code = r.u8("error code")?;
+                    Ok((topic, partition, error_from(code, r.str("error text")?)?))
+                })?,
+            },
             other => return Err(DecodeError::Unknown("response type", u32::from(other))),
         };
         r.end()?;
@@ -626,6 +691,13 @@ mod tests {
                 partitions: vec![("t".into(), 0), ("u".into(), 3)],
             },
             Request::ElectLeaders { election: Election::Unclean, partitions: vec![] },
+            Request::AlterReassignments {
+                changes: vec![
+                    Reassignment { topic: "t".into(), partition: 1, target: Some(vec![4, 2]) },
+                    Reassignment { topic: "u".into(), partition: 0, target: None },
+                ],
+                allow_replication_factor_change: false,
+            },
             Request::FetchMetadata { after: 77, max_wait_ms: 500 },
             Request::Within {
                 ms: 1500,
@@ -656,6 +728,14 @@ mod tests {
                 leader: None,
             },
             Response::Error { error: ControllerError::BadConfig("why".into()), leader: None },
+            Response::PartlyDone {
+                offset: 12,
+                refused: vec![
+                    ("t".into(), 1, ControllerError::BadAssignment("b".into())),
+                    ("u".into(), 0, ControllerError::NoReassignment("n".into())),
+                    ("v".into(), 2, ControllerError::ReplicationFactorChange { from: 3, to: 1 }),
+                ],
+            },
         ];
         for response in responses {
             assert_eq!(Response::decode(&response.encode()).unwrap(), response);

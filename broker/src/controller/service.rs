@@ -330,6 +330,24 @@ impl Controller {
                     partitions.iter().map(|(t, p)| (t.as_str(), *p)).collect();
                 Ok(logic.elect_leaders(&image, election, now, |t, p| asked.contains(&(t, p))))
             }
+            Request::AlterReassignments { changes, allow_replication_factor_change } => {
+                let (records, refused) = logic.alter_reassignments(
+                    &image,
+                    &changes,
+                    allow_replication_factor_change,
+                    now,
+                );
+                if refused.is_empty() {
+                    Ok(records)
+                } else if records.is_empty() {
+                    return Response::PartlyDone { offset: image.offset, refused };
+                } else {
+                    return match self.commit(records).await {
+                        Ok(offset) => Response::PartlyDone { offset, refused },
+                        Err(error) => Response::Error { error, leader: self.leader() },
+                    };
+                }
+            }
             Request::ProducerIds { broker_id } => {
                 let record = ControllerLogic::producer_ids(&image, broker_id);
                 let MetadataRecord::ProducerIds { first, count, .. } = record else {
@@ -364,7 +382,7 @@ impl Controller {
                         isr: &isr,
                         joining: &joining,
                     };
-                    match ControllerLogic::alter_partition(&image, &change) {
+                    let (image, outcome) = match ControllerLogic::alter_partition(&image, &change) {
                         // The leader acts on a refusal (it stops counting the follower it asked
                         // to add), so a refusal must come from the current state, not from a
                         // controller deposed without knowing it whose image misses a change
@@ -374,10 +392,14 @@ impl Controller {
                             if let Err(error) = self.commit(Vec::new()).await {
                                 return Response::Error { error, leader: self.leader() };
                             }
-                            ControllerLogic::alter_partition(&self.image(), &change)
+                            let image = self.image();
+                            let outcome = ControllerLogic::alter_partition(&image, &change);
+                            (image, outcome)
                         }
-                        other => other,
-                    }
+                        other => (Arc::clone(&image), other),
+                    };
+                    // A replica being added that joins the ISR may complete a reassignment.
+                    outcome.map(|records| logic.completing_reassignments(&image, records, now))
                 } else {
                     Err(ControllerError::StaleBroker(broker_id))
                 }
@@ -524,10 +546,19 @@ impl Controller {
         Some((logic, image, now))
     }
 
-    /// Fences brokers whose sessions expired, one batch at a time.
+    /// Fences brokers whose sessions expired, one batch at a time; then completes the
+    /// reassignments that may complete and were not (see
+    /// [`ControllerLogic::due_reassignments`]).
     async fn expire_sessions(&self) {
         let Some((mut guard, image, now)) = self.active_logic().await else { return };
         let Some(logic) = guard.as_mut() else { return };
+        let due = logic.due_reassignments(&image, now);
+        if !due.is_empty() {
+            tracing::info!(partitions = due.len(), "completing reassignments");
+            if let Err(e) = self.commit(due).await {
+                tracing::warn!("completing reassignments did not commit: {e}");
+            }
+        }
         // Each fence is computed from the image with the previous one applied.
         for _ in 0..image.brokers.len() {
             let Some(batch) = logic.expire(&self.image(), now) else { return };

@@ -289,10 +289,11 @@ impl Partition {
             Role::Leader { epoch, replica } if *epoch == committed.leader_epoch => {
                 if committed.leader == me {
                     replica.set_config(config);
-                    moved = replica.on_isr_committed(
-                        committed.assignment.isr,
-                        committed.assignment.partition_epoch,
-                    );
+                    let assignment = committed.assignment;
+                    moved = replica.on_isr_committed(assignment.isr, assignment.partition_epoch);
+                    if assignment.partition_epoch >= replica.partition_epoch() {
+                        moved = replica.on_replicas_committed(assignment.replicas, now).or(moved);
+                    }
                     Transition::Unchanged
                 } else {
                     // Same epoch, another leader: cannot happen from a sane controller; step

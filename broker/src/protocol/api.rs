@@ -97,6 +97,8 @@ apis! {
     OffsetDelete: OffsetDeleteRequest => OffsetDeleteResponse, 0..=0;
     DescribeCluster: DescribeClusterRequest => DescribeClusterResponse, 0..=1;
     ElectLeaders: ElectLeadersRequest => ElectLeadersResponse, 0..=2;
+    AlterPartitionReassignments: AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse, 0..=1;
+    ListPartitionReassignments: ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, 0..=0;
 }
 
 /// The versions Weir advertises for `key`, if it answers it at all.

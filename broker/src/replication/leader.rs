@@ -63,6 +63,19 @@ pub struct FollowerState {
     pub epoch: Option<BrokerEpoch>,
 }
 
+impl FollowerState {
+    /// A follower the leader has not heard from yet, given a full lag allowance from `now`.
+    fn new(now: Instant) -> FollowerState {
+        FollowerState {
+            fetched: Offset(0),
+            caught_up_at: now,
+            refused: false,
+            log_start: Offset(0),
+            epoch: None,
+        }
+    }
+}
+
 /// Where an `acks=all` produce stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckStatus {
@@ -161,16 +174,7 @@ impl LeaderReplica {
             .replicas
             .iter()
             .filter(|&&r| r != leader)
-            .map(|&r| {
-                let state = FollowerState {
-                    fetched: Offset(0),
-                    caught_up_at: now,
-                    refused: false,
-                    log_start: Offset(0),
-                    epoch: None,
-                };
-                (r, state)
-            })
+            .map(|&r| (r, FollowerState::new(now)))
             .collect();
         let mut isr: BTreeSet<BrokerId> = assignment.isr.iter().copied().collect();
         isr.insert(leader);
@@ -217,6 +221,11 @@ impl LeaderReplica {
     /// The high watermark: consumers read below it, and `acks=all` waits for it.
     pub fn high_watermark(&self) -> Offset {
         self.high_watermark
+    }
+
+    /// The partition epoch of the last change adopted.
+    pub fn partition_epoch(&self) -> i32 {
+        self.partition_epoch
     }
 
     /// The committed ISR.
@@ -380,6 +389,19 @@ impl LeaderReplica {
         // or a change that makes it stale); until then it still counts in the maximal ISR.
         if self.pending.as_ref().is_some_and(|p| partition_epoch > p.partition_epoch) {
             self.pending = None;
+        }
+        self.advance()
+    }
+
+    /// Adopts the replica list the controller committed within this leader epoch (a
+    /// reassignment adds replicas, and drops replicas once the ISR holds every replica it moves
+    /// to): a replica added is followed from nothing fetched, one dropped is forgotten. Returns
+    /// the new high watermark if it moved. Call after [`LeaderReplica::on_isr_committed`] with
+    /// the same change, so that a dropped replica is out of the ISR first.
+    pub fn on_replicas_committed(&mut self, replicas: &[BrokerId], now: Instant) -> Option<Offset> {
+        self.followers.retain(|r, _| replicas.contains(r));
+        for &r in replicas.iter().filter(|&&r| r != self.leader) {
+            self.followers.entry(r).or_insert_with(|| FollowerState::new(now));
         }
         self.advance()
     }

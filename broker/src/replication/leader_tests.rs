@@ -193,6 +193,37 @@ fn a_stale_isr_answer_clears_the_proposal_but_changes_nothing() {
     assert!(r.pending().is_none());
 }
 
+#[test]
+fn a_replica_added_within_the_epoch_is_followed_and_proposed_once_caught_up() {
+    let mut r = leader(config(1, false), &[1, 2], &[1, 2], (0, 0), (0, 0, 0));
+    r.on_append(Offset(6));
+    r.on_fetch(2, (None, Offset(6)), at(1)).expect("a replica");
+    assert_eq!(r.on_fetch(4, (None, Offset(0)), at(1)), Err(ReplicationError::NotAReplica(4)));
+    // A move adds 4 (the ISR unchanged).
+    r.on_isr_committed(&[1, 2], 1);
+    r.on_replicas_committed(&[4, 1, 2], at(1));
+    assert_eq!(r.on_fetch(4, (None, Offset(3)), at(2)), Ok(None), "4 is not in sync");
+    assert_eq!(r.propose(at(2)), None, "4 is behind the high watermark");
+    r.on_fetch(4, (None, Offset(6)), at(3)).expect("a replica now");
+    let proposal = r.propose(at(3)).expect("4 caught up");
+    assert_eq!(proposal.isr, BTreeSet::from([1, 2, 4]));
+}
+
+#[test]
+fn a_replica_dropped_within_the_epoch_no_longer_counts_nor_holds_the_high_watermark() {
+    let mut r = leader(config(1, false), &[1, 2, 3], &[1, 2, 3], (0, 0), (0, 0, 0));
+    r.on_append(Offset(8));
+    r.on_fetch(2, (None, Offset(8)), at(1)).expect("a replica");
+    // 3 lags; the leader asks to drop it, and a move dropping 3 commits first.
+    let _ = r.propose(at(40)).expect("3 lagged");
+    let moved = r.on_isr_committed(&[1, 2], 1);
+    let moved = r.on_replicas_committed(&[1, 2], at(40)).or(moved);
+    assert_eq!(moved, Some(Offset(8)), "3 held it back; it is gone");
+    assert!(r.pending().is_none());
+    assert_eq!(r.on_fetch(3, (None, Offset(8)), at(41)), Err(ReplicationError::NotAReplica(3)));
+    assert_eq!(r.follower(3), None);
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Append(u8),

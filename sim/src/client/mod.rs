@@ -20,6 +20,7 @@ pub mod fetch;
 pub mod group;
 pub mod offsets;
 pub mod produce;
+pub mod reassign;
 pub mod versions;
 
 use std::net::SocketAddr;

@@ -14,6 +14,10 @@ pub const CREATE_PARTITIONS: i16 = 1;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 0;
 /// ElectLeaders (43): v2, as Kafka's `kafka-leader-election` tool (with an election type).
 pub const ELECT_LEADERS: i16 = 2;
+/// AlterPartitionReassignments (45): v0, as Kafka's `kafka-reassign-partitions` tool sends it.
+pub const ALTER_PARTITION_REASSIGNMENTS: i16 = 0;
+/// ListPartitionReassignments (46): v0, the only version.
+pub const LIST_PARTITION_REASSIGNMENTS: i16 = 0;
 /// DeleteRecords (21): v1, the last before flexible versions.
 pub const DELETE_RECORDS: i16 = 1;
 /// InitProducerId (22), as every librdkafka and kafka-python.

@@ -44,6 +44,9 @@ pub(crate) fn controller_error(error: &ControllerError) -> ResponseError {
         }
         ControllerError::StalePartition(_) => ResponseError::FencedLeaderEpoch,
         ControllerError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
+        ControllerError::BadAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        ControllerError::NoReassignment(_) => ResponseError::NoReassignmentInProgress,
+        ControllerError::ReplicationFactorChange { .. } => ResponseError::InvalidReplicationFactor,
     }
 }
 
@@ -55,12 +58,12 @@ fn message(error: &ControllerError) -> Option<StrBytes> {
 /// (at most [`ADMIN_TIMEOUT`]), or [`ADMIN_TIMEOUT`] when it gives none (zero or less, which
 /// for Kafka's controller means no deadline). Changes still unanswered then are not tried
 /// again: the client stops waiting at its timeout, and may act on the failure.
-struct Deadline {
+pub(super) struct Deadline {
     at: Instant,
 }
 
 impl Deadline {
-    fn of(broker: &Broker, timeout_ms: i32) -> Deadline {
+    pub(super) fn of(broker: &Broker, timeout_ms: i32) -> Deadline {
         let limit = u64::try_from(timeout_ms)
             .ok()
             .filter(|&ms| ms > 0)
@@ -69,7 +72,7 @@ impl Deadline {
     }
 
     /// What is left of it (zero once it has passed).
-    fn left(&self, broker: &Broker) -> Duration {
+    pub(super) fn left(&self, broker: &Broker) -> Duration {
         self.at.saturating_duration_since(broker.env.clock.now())
     }
 }
@@ -285,8 +288,9 @@ pub fn describe_cluster(
 /// The most partitions one ElectLeaders may name: more is refused as an invalid request.
 pub const ELECT_LEADERS_PARTITIONS_MAX: usize = 100_000;
 
-/// Why a partition's election did not happen, with a message (`None`: elected).
-type Refusal = Option<(ResponseError, String)>;
+/// Why a partition's change (an election, a reassignment) was not made, with a message
+/// (`None`: made).
+pub(super) type Refusal = Option<(ResponseError, String)>;
 
 /// Answers ElectLeaders (`kafka-leader-election`): elects the preferred replica (election type
 /// 0, and every v0 request) or, for a partition without a leader, a live replica (type 1,

@@ -23,6 +23,7 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+mod reassignments;
 mod sync_group;
 
 use std::sync::Arc;
@@ -107,6 +108,12 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
         }
         Request::ElectLeaders(r) => {
             Reply::Now(Response::ElectLeaders(admin::elect_leaders(broker, r, version).await))
+        }
+        Request::AlterPartitionReassignments(r) => Reply::Now(
+            Response::AlterPartitionReassignments(reassignments::alter(broker, r, version).await),
+        ),
+        Request::ListPartitionReassignments(r) => {
+            Reply::Now(Response::ListPartitionReassignments(reassignments::list(broker, &r)))
         }
         Request::DescribeCluster(r) => {
             Reply::Now(Response::DescribeCluster(admin::describe_cluster(broker, &r)))

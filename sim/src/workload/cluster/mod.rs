@@ -612,6 +612,21 @@ impl Cluster {
                         topic.name, p.partition, p.leader
                     ));
                 }
+                // With every node up, every replica a move adds catches up and it completes,
+                // unless every in-sync copy holds a damaged batch: then no intact copy is left
+                // to copy it from, and the move waits (an operator may cancel it).
+                let all_damaged = p.isr.iter().all(|&r| {
+                    self.ix_of(r)
+                        .and_then(|ix| self.broker(ix))
+                        .and_then(|b| b.catalog.partition(&topic.name, p.partition))
+                        .is_some_and(|part| part.lasting_damage().is_some())
+                });
+                if p.reassigning() && !all_damaged {
+                    return Some(format!(
+                        "{}-{} is still moving: adding {:?}, removing {:?}, ISR {:?}",
+                        topic.name, p.partition, p.adding, p.removing, p.isr
+                    ));
+                }
             }
         }
         None

@@ -1,5 +1,6 @@
-//! The swarm's admin task: it creates, grows, reconfigures and deletes topics and deletes
-//! records through random nodes, and notes in the ledger what the checks may then expect.
+//! The swarm's admin task: it creates, grows, reconfigures and deletes topics, deletes records
+//! and moves partitions' replicas (or cancels a move) through random nodes, and notes in the
+//! ledger what the checks may then expect.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,8 +38,10 @@ pub(super) async fn admin(
     while !stop.load(Ordering::Relaxed) {
         env.clock.sleep(Duration::from_millis(500 + below(&env, 2_500))).await;
         let live = lock(&shared).live_topics();
-        let step = below(&env, 8);
-        if !live.is_empty() && step < 2 {
+        let step = below(&env, 9);
+        if !live.is_empty() && step == 8 {
+            reassign(&env, &addrs, &shared, &live).await;
+        } else if !live.is_empty() && step < 2 {
             delete_records(&env, &addrs, &shared, &live).await;
         } else if !live.is_empty() && step == 2 {
             grow(&env, &addrs, &shared, &live).await;
@@ -136,6 +139,32 @@ async fn reconfigure(
     let mut client = any_node(env, addrs, "admin");
     if client.set_topic_config(&topic.name, config, ADMIN_WAIT).await.is_ok() {
         lock(shared).reconfigured += 1;
+    }
+}
+
+/// Moves a random partition of one of `live` to as many random nodes as it has replicas, or
+/// one time in four cancels the move in progress there (if any), through a random node. The
+/// checks need nothing noted: every acknowledged write must read back wherever the partition's
+/// replicas are, and the heal waits for every move to complete.
+async fn reassign(env: &Env, addrs: &[std::net::SocketAddr], shared: &Shared, live: &[TopicState]) {
+    let topic = &live[below(env, live.len() as u64) as usize];
+    let partition = below(env, topic.partitions as u64) as i32;
+    let target = if below(env, 4) == 0 {
+        None
+    } else {
+        let mut nodes: Vec<i32> = (0..addrs.len()).map(crate::workload::cluster::node_id).collect();
+        let mut target = Vec::new();
+        while target.len() < topic.replication as usize && !nodes.is_empty() {
+            target.push(nodes.swap_remove(below(env, nodes.len() as u64) as usize));
+        }
+        Some(target)
+    };
+    let mut client = any_node(env, addrs, "admin");
+    let changes = [(topic.name.as_str(), partition, target)];
+    if let Ok(answers) = client.alter_reassignments(&changes).await
+        && answers.values().all(|&code| code == crate::client::codes::NONE)
+    {
+        lock(shared).reassigned += 1;
     }
 }
 

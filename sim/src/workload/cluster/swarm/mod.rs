@@ -152,6 +152,8 @@ struct Ledger {
     record_deletes: u64,
     grown: u64,
     reconfigured: u64,
+    /// Reassignments (and cancels) answered without error.
+    reassigned: u64,
     produce_errors: u64,
     reads: u64,
 }
@@ -364,10 +366,11 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     violations.extend(ledger.anomalies.iter().take(20).cloned());
     let (assignments, commits, offset_reads) = group::counts(&group_ledger);
     let counts = format!(
-        "{} topics created, {} grown, {} reconfigured, {} deleted, {} DeleteRecords answered, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read, {} disks replaced, {} partitions given up",
+        "{} topics created, {} grown, {} reconfigured, {} moved, {} deleted, {} DeleteRecords answered, {} records acked by all ({} idempotent), {} by the leader, {} reads, {} produce errors, {} corrupt batches caught, {} metadata offsets compared, {assignments} group assignments, {commits} commits acked, {offset_reads} committed offsets read, {} disks replaced, {} partitions given up",
         ledger.creates,
         ledger.grown,
         ledger.reconfigured,
+        ledger.reassigned,
         ledger.deletes,
         ledger.record_deletes,
         ledger.acked.len(),
