@@ -16,7 +16,10 @@ Checks, each printed as PASS or FAIL with what mismatched:
   7. elect_leaders (preferred, and unclean) answers ELECTION_NOT_NEEDED for the topic's
      partitions, each already led by its only (preferred) replica, and UNKNOWN_TOPIC_OR_PART for
      a partition that does not exist; asked for every partition, it elects none;
-  8. delete_topics removes the topic from metadata.
+  8. incremental_alter_configs deletes the replication throttles from the broker and the topic,
+     as kafka-reassign-partitions does once a plan's moves are done (Weir never holds them, so
+     that changes nothing), while setting a broker setting is refused with INVALID_REQUEST;
+  9. delete_topics removes the topic from metadata.
 WEIR_INTEROP_DEBUG=1 turns on librdkafka's protocol, broker and consumer-group debug log.
 """
 
@@ -26,7 +29,8 @@ import time
 import uuid
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                  NewTopic, ResourceType)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import Checks, Mismatch, expect, until  # noqa: E402
@@ -306,6 +310,34 @@ def elect_leaders():
     return f"{PARTITIONS} partitions: ELECTION_NOT_NEEDED; an unknown one: UNKNOWN_TOPIC_OR_PART"
 
 
+def clear_throttles():
+    broker_id = str(min(admin.list_topics(timeout=10).brokers))
+
+    def resource(kind, name, names, op=AlterConfigOpType.DELETE, value=None):
+        entries = [ConfigEntry(n, value, incremental_operation=op) for n in names]
+        return ConfigResource(kind, name, incremental_configs=entries)
+
+    def alter(res):
+        return admin.incremental_alter_configs([res], request_timeout=15)[res].result(timeout=TIMEOUT_S)
+
+    rates = ["leader.replication.throttled.rate", "follower.replication.throttled.rate",
+             "replica.alter.log.dirs.io.max.bytes.per.second"]
+    alter(resource(ResourceType.BROKER, broker_id, rates))
+    alter(resource(ResourceType.TOPIC, TOPIC,
+                   ["leader.replication.throttled.replicas", "follower.replication.throttled.replicas"]))
+    resource_config = ConfigResource(ResourceType.TOPIC, TOPIC)
+    configs = admin.describe_configs([resource_config], request_timeout=15)[resource_config].result(timeout=TIMEOUT_S)
+    for name, value in TOPIC_CONFIG.items():
+        expect(configs[name].value == value, f"{name} = {configs[name].value!r} after the throttles' delete")
+    try:
+        alter(resource(ResourceType.BROKER, broker_id, ["leader.replication.throttled.rate"],
+                       AlterConfigOpType.SET, "1000"))
+        raise Mismatch("setting a broker setting was accepted")
+    except KafkaException as e:
+        expect(e.args[0].code() == KafkaError.INVALID_REQUEST, f"a broker setting set: refused with {e}")
+    return f"throttles deleted from broker {broker_id} and {TOPIC}, topic settings kept; a SET refused"
+
+
 def delete_topic():
     admin.delete_topics([TOPIC], request_timeout=15)[TOPIC].result(timeout=TIMEOUT_S)
     until(10, f"{TOPIC} to disappear from metadata", lambda: (topic_metadata(TOPIC) is None) or time.sleep(0.2))
@@ -324,6 +356,7 @@ def main():
         checks.run("AdminClient.describe_configs", describe_configs)
         checks.run("AdminClient.delete_records", delete_records)
         checks.run("AdminClient.elect_leaders", elect_leaders)
+        checks.run("AdminClient.incremental_alter_configs clears replication throttles", clear_throttles)
         checks.run("AdminClient.delete_topics", delete_topic)
     checks.finish()
 

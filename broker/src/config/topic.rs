@@ -40,6 +40,13 @@ macro_rules! long_min {
     };
 }
 
+/// Kafka topic settings Weir does not honour, so none can be set, and deleting one is a
+/// change that changes nothing: the replication throttles, which Kafka's
+/// `kafka-reassign-partitions` deletes from every topic of a plan once its moves are done
+/// (Weir bounds catching-up replicas with `replica_catch_up_bytes_per_sec` instead).
+pub const NEVER_SET: &[&str] =
+    &["leader.replication.throttled.replicas", "follower.replication.throttled.replicas"];
+
 const KEYS: &[Key] = &[
     Key { name: "cleanup.policy", default: "delete", check: check_cleanup_policy },
     Key {
@@ -185,7 +192,7 @@ impl TopicConfig {
                     next.insert(name.to_owned(), value.to_owned());
                 }
                 None => {
-                    if !KEYS.iter().any(|k| k.name == name) {
+                    if !KEYS.iter().any(|k| k.name == name) && !NEVER_SET.contains(&name) {
                         return Err(ConfigError::UnknownName(name.to_owned()));
                     }
                     next.remove(name);
@@ -319,5 +326,22 @@ mod tests {
         ] {
             assert!(TopicConfig::validate(name, bad).is_err(), "{name}={bad}");
         }
+    }
+
+    #[test]
+    fn replication_throttles_can_be_deleted_but_not_set() {
+        let mut config = TopicConfig::default();
+        config.apply([("retention.ms", Some("5"))]).unwrap_or_default();
+        let before = config.clone();
+        for name in NEVER_SET {
+            assert_eq!(config.apply([(*name, None)]), Ok(()), "{name}");
+            assert_eq!(config, before);
+            let set = config.apply([(*name, Some("0:1"))]);
+            assert_eq!(set, Err(ConfigError::UnknownName((*name).into())), "{name}");
+        }
+        assert_eq!(
+            config.apply([("no.such", None)]),
+            Err(ConfigError::UnknownName("no.such".into()))
+        );
     }
 }

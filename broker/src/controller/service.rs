@@ -344,6 +344,9 @@ impl Controller {
                 } else {
                     return match self.commit(records).await {
                         Ok(offset) => Response::PartlyDone { offset, refused },
+                        // A failed commit is asked again, whole, by the sender (it retries
+                        // on another controller, or on this one once it settles), and judged
+                        // again on what has committed then.
                         Err(error) => Response::Error { error, leader: self.leader() },
                     };
                 }

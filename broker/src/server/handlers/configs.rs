@@ -1,6 +1,7 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs, for topics (every Kafka topic
 //! setting Weir honours) and brokers (described; the broker's own settings are static — they
-//! come from its configuration file — so altering them is refused with a message).
+//! come from its configuration file — so altering them is refused with a message, except
+//! deleting a dynamic setting Weir never holds, which changes nothing and is answered so).
 
 use std::sync::Arc;
 
@@ -29,6 +30,15 @@ const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
+/// Kafka's dynamic broker settings for replication throttles, which Weir does not honour, so
+/// none is ever set: `kafka-reassign-partitions` deletes them from every broker of a plan once
+/// its moves are done (`--verify`, `--cancel`), and a delete of one is a change that changes
+/// nothing.
+const BROKER_NEVER_SET: &[&str] = &[
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
 
 fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
     let mut e = DescribeConfigsResourceResult::default();
@@ -256,10 +266,27 @@ async fn apply(
             };
             broker.change(request).await.map(|_| ()).map_err(fail)
         }
-        RESOURCE_BROKER => Err((
-            ResponseError::InvalidRequest,
-            "broker settings are static: set them in the broker's configuration file".to_owned(),
-        )),
+        RESOURCE_BROKER => {
+            let id = broker.config.node_id;
+            if !name.is_empty() && name.as_str() != id.to_string() {
+                // As Kafka: a broker's settings are altered on that broker.
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("unexpected broker id {name}: this is broker {id}"),
+                ));
+            }
+            let never_set = |(k, v): &(String, Option<String>)| {
+                v.is_none() && BROKER_NEVER_SET.contains(&k.as_str())
+            };
+            if incremental && changes.iter().all(never_set) {
+                return Ok(());
+            }
+            Err((
+                ResponseError::InvalidRequest,
+                "broker settings are static: set them in the broker's configuration file"
+                    .to_owned(),
+            ))
+        }
         _ => Err((ResponseError::InvalidRequest, "only topic and broker configs exist".to_owned())),
     }
 }

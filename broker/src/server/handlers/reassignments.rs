@@ -28,8 +28,8 @@ use crate::node::Broker;
 /// NO_REASSIGNMENT_IN_PROGRESS for a cancel of none, INVALID_REPLICATION_FACTOR for another
 /// size where v1's `allow_replication_factor_change` is false, INVALID_REQUEST for a partition
 /// named twice (Kafka's controller would take the last; its admin client cannot send that);
-/// REQUEST_TIMED_OUT where the controller did not answer in time (then every partition asked
-/// for answers so, its refusals included). More than
+/// REQUEST_TIMED_OUT where the controller did not answer in time (a change it could not commit
+/// is asked again until then; if none got through, every partition asked for answers so). More than
 /// [`REASSIGNMENTS_MAX`] partitions are refused whole (INVALID_REQUEST).
 pub async fn alter(
     broker: &Arc<Broker>,
