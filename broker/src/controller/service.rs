@@ -331,22 +331,19 @@ impl Controller {
                 Ok(logic.elect_leaders(&image, election, now, |t, p| asked.contains(&(t, p))))
             }
             Request::AlterReassignments { changes, allow_replication_factor_change } => {
-                let (records, refused) = logic.alter_reassignments(
-                    &image,
-                    &changes,
-                    allow_replication_factor_change,
-                    now,
-                );
+                let allow = allow_replication_factor_change;
+                let (records, refused) = logic.alter_reassignments(&image, &changes, allow, now);
                 if refused.is_empty() {
                     Ok(records)
-                } else if records.is_empty() {
-                    return Response::PartlyDone { offset: image.offset, refused };
                 } else {
-                    return match self.commit(records).await {
+                    // A failed commit is asked again, whole, by the sender (it retries on
+                    // another controller, or on this one once it settles).
+                    let committed = match records.is_empty() {
+                        true => Ok(image.offset),
+                        false => self.commit(records).await,
+                    };
+                    return match committed {
                         Ok(offset) => Response::PartlyDone { offset, refused },
-                        // A failed commit is asked again, whole, by the sender (it retries
-                        // on another controller, or on this one once it settles), and judged
-                        // again on what has committed then.
                         Err(error) => Response::Error { error, leader: self.leader() },
                     };
                 }
@@ -385,7 +382,7 @@ impl Controller {
                         isr: &isr,
                         joining: &joining,
                     };
-                    let (image, outcome) = match ControllerLogic::alter_partition(&image, &change) {
+                    let outcome = match ControllerLogic::alter_partition(&image, &change) {
                         // The leader acts on a refusal (it stops counting the follower it asked
                         // to add), so a refusal must come from the current state, not from a
                         // controller deposed without knowing it whose image misses a change
@@ -395,14 +392,13 @@ impl Controller {
                             if let Err(error) = self.commit(Vec::new()).await {
                                 return Response::Error { error, leader: self.leader() };
                             }
-                            let image = self.image();
-                            let outcome = ControllerLogic::alter_partition(&image, &change);
-                            (image, outcome)
+                            ControllerLogic::alter_partition(&self.image(), &change)
                         }
-                        other => (Arc::clone(&image), other),
+                        other => other,
                     };
                     // A replica being added that joins the ISR may complete a reassignment.
-                    outcome.map(|records| logic.completing_reassignments(&image, records, now))
+                    outcome
+                        .map(|records| logic.completing_reassignments(&self.image(), records, now))
                 } else {
                     Err(ControllerError::StaleBroker(broker_id))
                 }
@@ -549,9 +545,8 @@ impl Controller {
         Some((logic, image, now))
     }
 
-    /// Fences brokers whose sessions expired, one batch at a time; then completes the
-    /// reassignments that may complete and were not (see
-    /// [`ControllerLogic::due_reassignments`]).
+    /// Completes the reassignments that are due ([`ControllerLogic::due_reassignments`]), then
+    /// fences brokers whose sessions expired, one batch at a time.
     async fn expire_sessions(&self) {
         let Some((mut guard, image, now)) = self.active_logic().await else { return };
         let Some(logic) = guard.as_mut() else { return };
