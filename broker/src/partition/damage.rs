@@ -99,18 +99,25 @@ impl KnownDamage {
 }
 
 /// The damage the checkpoint of the log in `log`'s folder lists that is still in the log and
-/// still reads as damaged; counted as a change to checkpoint if that is not all it listed.
+/// still reads as damaged; counted as a change to checkpoint if that is not all it listed, or
+/// if the checkpoint could not be read (unreadable, malformed, or of a version this code does
+/// not read): it is then written afresh, so that it is not warned of at every start. What it
+/// listed is lost, and found again by the reads and the scrub that meet it.
 pub(crate) async fn load(log: &Log, disk: &dyn Disk) -> KnownDamage {
     let dir = log.dir();
     let listed = match checkpoint::read(disk, dir, DAMAGE_CHECKPOINT, DAMAGE_CHECKPOINT_KIND).await
     {
-        Ok(Some((_, body))) => decode(&body),
-        Ok(None) => return KnownDamage::default(),
-        Err(e) => {
-            tracing::warn!(log = %dir.display(), "ignoring the known-damage checkpoint: {e}");
-            None
+        Ok(Some((DAMAGE_CHECKPOINT_VERSION, body))) => decode(&body).ok_or("malformed".to_owned()),
+        Ok(Some((version, _))) => {
+            Err(format!("version {version}; this code reads version {DAMAGE_CHECKPOINT_VERSION}"))
         }
+        Ok(None) => return KnownDamage::default(),
+        Err(e) => Err(e.to_string()),
     };
+    let unread = listed.as_ref().err().cloned();
+    if let Some(why) = &unread {
+        tracing::warn!(log = %dir.display(), "ignoring the known-damage checkpoint: {why}");
+    }
     let listed = listed.unwrap_or_default();
     let mut known = KnownDamage::default();
     let (start, end) = (log.log_start_offset(), log.log_end_offset());
@@ -122,7 +129,7 @@ pub(crate) async fn load(log: &Log, disk: &dyn Disk) -> KnownDamage {
     // Rewritten at the next checkpoint if anything listed was dropped (none is written for a
     // log that lists nothing).
     let dropped = known.offsets.len() != listed.len();
-    known.changed_if(dropped);
+    known.changed_if(dropped || unread.is_some());
     if !known.offsets.is_empty() {
         tracing::warn!(log = %dir.display(), offsets = ?known.offsets, "the log holds damaged batches, as known before the restart");
     }
