@@ -92,7 +92,7 @@ impl ControllerLogic {
                         };
                         if let Some(clean) = first_whole(&p.isr) {
                             next.leader = clean;
-                        } else if let Some(any) = first_whole(&p.replicas) {
+                        } else if let Some(any) = first_whole(&p.unclean_order()) {
                             tracing::warn!(topic = %topic.name, partition = p.partition, leader = any, "unclean leader election asked for");
                             next.leader = any;
                             next.isr = vec![any];

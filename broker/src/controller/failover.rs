@@ -98,8 +98,8 @@ fn leadership_away_from(
                 next.leader = match clean {
                     Some(leader) => leader,
                     None if unclean_allowed(topic, defaults) => {
-                        let others = p.replicas.iter().copied();
-                        let live = others.filter(|&b| b != broker && image.is_live(b));
+                        let others = p.unclean_order();
+                        let live = others.into_iter().filter(|&b| b != broker && image.is_live(b));
                         match pick(live, p, answering) {
                             Some(leader) => {
                                 tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
@@ -160,8 +160,8 @@ pub(super) fn restarted_records(
                 next.isr.retain(|&b| b != broker);
                 if next.isr.is_empty() && unclean_allowed(topic, defaults) {
                     // A replica with a log of its own, if one is up, beats the empty one.
-                    let others = p.replicas.iter().copied();
-                    let live = others.filter(|&b| b != broker && image.is_live(b));
+                    let others = p.unclean_order();
+                    let live = others.into_iter().filter(|&b| b != broker && image.is_live(b));
                     let leader = pick(live, p, answering).unwrap_or(broker);
                     tracing::warn!(topic = %topic.name, partition = p.partition, leader, "unclean leader election");
                     next.leader = leader;
@@ -215,7 +215,7 @@ pub(super) fn unclean_elections(
         if p.leader != NO_LEADER || p.isr.iter().any(|&b| image.is_live(b)) {
             continue;
         }
-        let live = p.replicas.iter().copied().filter(|&b| image.is_live(b));
+        let live = p.unclean_order().into_iter().filter(|&b| image.is_live(b));
         let Some(leader) = pick(live, p, answering) else {
             continue;
         };

@@ -8,7 +8,9 @@
 //! replica list and the ISR, and move leadership to a replica it keeps if the leader is one it
 //! drops. So no replica that may hold the only copy of an acknowledged record is dropped, and
 //! the ISR never shrinks below what it held while the move went on. A cancel drops the
-//! replicas being added and keeps the others, as before the reassignment.
+//! replicas being added and keeps the others: the replicas from before the move, and, where a
+//! new target replaced one in progress, the replicas the replaced one had added (they count as
+//! the partition's from then on; none is dropped before a move completes).
 //!
 //! Kafka completes a move once the replicas it adds are in sync, even if a replica it keeps is
 //! not (that one stays out of the ISR); here every replica it moves to must be in sync, so a

@@ -269,3 +269,27 @@ fn partitions_added_during_a_move_get_as_many_replicas_as_it_moves_to() {
         "{records:?}"
     );
 }
+
+#[test]
+fn an_unclean_election_during_a_move_prefers_a_replica_it_does_not_add() {
+    let (mut image, mut logic) = cluster(&[None, None, None, None]);
+    let unclean = vec![("unclean.leader.election.enable".to_owned(), "true".to_owned())];
+    let t = NewTopic { configs: unclean, ..topic("t", 1, 2) };
+    create(&mut image, &mut logic, t, 1);
+    let p = image.partition("t", 0).unwrap().clone();
+    let (leader, other) = (p.leader, *p.replicas.iter().find(|&&r| r != p.leader).unwrap());
+    let spare = (1..=4).find(|b| !p.replicas.contains(b)).unwrap();
+    // The other replica fell out of sync; the move adds the spare first in the assignment.
+    let alone = changed(&image, "t", |q| q.isr = vec![leader]);
+    apply(&mut image, &alone);
+    let (records, _) = logic.alter_reassignments(&image, &[move_to(&[spare, other])], false, at(1));
+    apply(&mut image, &records);
+    assert_eq!(image.partition("t", 0).unwrap().replicas, vec![spare, other, leader]);
+    // The leader, the only in-sync replica, goes silent.
+    let live: Vec<BrokerId> = (1..=4).filter(|&b| b != leader).collect();
+    beat(&mut logic, &image, &live, 14);
+    let batch = logic.expire(&image, at(15)).expect("the leader expired");
+    apply(&mut image, &batch);
+    let q = image.partition("t", 0).unwrap();
+    assert_eq!((q.leader, q.isr.clone()), (other, vec![other]), "{q:?}");
+}

@@ -96,6 +96,15 @@ impl PartitionRecord {
     pub fn target(&self) -> Vec<BrokerId> {
         self.replicas.iter().copied().filter(|r| !self.removing.contains(r)).collect()
     }
+
+    /// The replicas in the order an unclean election tries them: those a reassignment in
+    /// progress is not adding first (they held the log before the move; one being added may
+    /// hold little of it yet), each part in the assignment's order.
+    pub fn unclean_order(&self) -> Vec<BrokerId> {
+        let (added, held): (Vec<BrokerId>, Vec<BrokerId>) =
+            self.replicas.iter().partition(|r| self.adding.contains(r));
+        held.into_iter().chain(added).collect()
+    }
 }
 
 /// The leader value of a partition without one.

@@ -100,9 +100,9 @@ impl KnownDamage {
 
 /// The damage the checkpoint of the log in `log`'s folder lists that is still in the log and
 /// still reads as damaged; counted as a change to checkpoint if that is not all it listed, or
-/// if the checkpoint could not be read (unreadable, malformed, or of a version this code does
-/// not read): it is then written afresh, so that it is not warned of at every start. What it
-/// listed is lost, and found again by the reads and the scrub that meet it.
+/// if the checkpoint is malformed or of a version this code does not read: it is then written
+/// afresh, so that it is not warned of at every start (what it listed is lost, and found again
+/// by the reads and the scrub that meet it). One the disk failed to read is left as it is.
 pub(crate) async fn load(log: &Log, disk: &dyn Disk) -> KnownDamage {
     let dir = log.dir();
     let listed = match checkpoint::read(disk, dir, DAMAGE_CHECKPOINT, DAMAGE_CHECKPOINT_KIND).await
@@ -112,6 +112,11 @@ pub(crate) async fn load(log: &Log, disk: &dyn Disk) -> KnownDamage {
             Err(format!("version {version}; this code reads version {DAMAGE_CHECKPOINT_VERSION}"))
         }
         Ok(None) => return KnownDamage::default(),
+        Err(e @ checkpoint::CheckpointError::Io { .. }) => {
+            // A failed read is not rewritten: the file may read next time.
+            tracing::warn!(log = %dir.display(), "ignoring the known-damage checkpoint: {e}");
+            Ok(Vec::new())
+        }
         Err(e) => Err(e.to_string()),
     };
     let unread = listed.as_ref().err().cloned();

@@ -259,6 +259,14 @@ async fn apply(
             config
                 .apply(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))
                 .map_err(|e| fail(e.into()))?;
+            let never_set = |(k, v): &(String, Option<String>)| {
+                v.is_none() && crate::config::topic::NEVER_SET.contains(&k.as_str())
+            };
+            if incremental && changes.iter().all(never_set) {
+                // Nothing to change: sending this broker's copy of the overrides would undo a
+                // change another broker just made.
+                return Ok(());
+            }
             let request = Request::AlterConfigs {
                 name: name.to_string(),
                 configs: config.overrides().clone(),

@@ -613,14 +613,17 @@ impl Cluster {
                     ));
                 }
                 // With every node up, every replica a move adds catches up and it completes,
-                // unless every in-sync copy holds a damaged batch: then no intact copy is left
-                // to copy it from, and the move waits (an operator may cancel it).
-                let all_damaged = p.isr.iter().all(|&r| {
-                    self.ix_of(r)
-                        .and_then(|ix| self.broker(ix))
-                        .and_then(|b| b.catalog.partition(&topic.name, p.partition))
-                        .is_some_and(|part| part.lasting_damage().is_some())
-                });
+                // unless every in-sync copy holds a damaged batch: then no intact copy may be
+                // left to copy it from, and a replica it moves to may wait out of sync (an
+                // operator may cancel the move).
+                let waiting = p.target().iter().any(|r| !p.isr.contains(r));
+                let all_damaged = waiting
+                    && p.isr.iter().all(|&r| {
+                        self.ix_of(r)
+                            .and_then(|ix| self.broker(ix))
+                            .and_then(|b| b.catalog.partition(&topic.name, p.partition))
+                            .is_some_and(|part| part.lasting_damage().is_some())
+                    });
                 if p.reassigning() && !all_damaged {
                     return Some(format!(
                         "{}-{} is still moving: adding {:?}, removing {:?}, ISR {:?}",
