@@ -15,7 +15,8 @@
 //!   reads go on past the damage.
 //!
 //! What it takes for the copy to fit:
-//! - what lies there now is not an intact batch;
+//! - what lies there now is not an intact batch, or is the copy with its base offset or leader
+//!   epoch (fields outside the CRC) changed;
 //! - the copy ends where the damaged batch did: at the segment's end, which is the offset after
 //!   the copy's last, or where an intact batch begins with the offset after the copy's last (or
 //!   a later one, where offsets may have gaps), or a damaged one whose header states exactly
@@ -42,6 +43,12 @@ use super::segment;
 use super::walk::{DAMAGED_IN_A_ROW_MAX, Epochs, WalkStop, Walker, states_base_at, walk_past};
 use crate::io::File;
 use crate::model::Offset;
+
+/// The end of a batch's base offset field (the batch's first 8 bytes).
+const BASE_OFFSET_END: usize = 8;
+/// Where a batch's partition leader epoch field starts (after the batch length) and ends.
+const LEADER_EPOCH_START: usize = 12;
+const LEADER_EPOCH_END: usize = 16;
 
 /// What a repair did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +100,9 @@ impl Log {
             state.check_online()?;
             (state.log_start, state.log_end, state.epochs.clone())
         };
-        if base < log_start || last >= log_end {
+        // A batch the log start lies inside (a DeleteRecords to the middle of it) still holds
+        // offsets the log serves.
+        if last < log_start || last >= log_end {
             return Ok(Repair::Mismatch("the copy lies outside the log"));
         }
         if epochs.epoch_for(base).is_some_and(|e| e.0 != header.partition_leader_epoch()) {
@@ -131,7 +140,15 @@ impl Log {
         if held == copy {
             return Ok(Repair::Intact { base, last });
         }
-        if batch::validate(&held, held.len()).is_ok() {
+        // A batch that passes its own checks but differs from the copy only where its CRC does
+        // not reach, in its base offset or leader epoch, is this log's copy with one of those
+        // flipped (the walk took it for damage: it disagrees with where it lies, or with this
+        // log's epoch history, which the copy agrees with).
+        let flipped_outside_crc = held.len() == copy.len()
+            && held.get(BASE_OFFSET_END..LEADER_EPOCH_START)
+                == copy.get(BASE_OFFSET_END..LEADER_EPOCH_START)
+            && held.get(LEADER_EPOCH_END..) == copy.get(LEADER_EPOCH_END..);
+        if batch::validate(&held, held.len()).is_ok() && !flipped_outside_crc {
             return Ok(Repair::Mismatch("an intact batch of another content lies there"));
         }
         if !dense && segment::frame_len(&held) != Some(copy.len()) {
