@@ -53,6 +53,32 @@ pub async fn open_partition(env: Env, config: LogConfig) -> Result<Arc<Partition
     Ok(Arc::new(partition))
 }
 
+/// On `host`, a partition (see [`open_partition`]) kept for any time, holding `batches`
+/// batches of [`batch`] appended in leader epoch 0 and checkpointed; with the batches as
+/// stored.
+pub fn partition_of_batches(
+    sim: &Sim,
+    host: Host,
+    batches: u8,
+) -> Result<(Arc<Partition>, Vec<Bytes>), String> {
+    let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
+    let partition = sim
+        .block_on(host, Duration::from_secs(60), move |env| async move {
+            let partition = open_partition(env, config).await?;
+            for n in 0..batches {
+                let appended = partition.log.append(batch(n, None), LeaderEpoch(0)).await;
+                appended.map_err(|e| e.to_string())?;
+            }
+            partition.checkpoint(i64::MAX).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(partition)
+        })
+        .ok_or("the appends did not finish")??;
+    let stored = (0..batches)
+        .map(|n| batch(n, Some((Offset(i64::from(n) * BATCH_RECORDS), LeaderEpoch(0)))))
+        .collect();
+    Ok((partition, stored))
+}
+
 /// A compacted log in small segments (1,500 bytes, an index entry every 200), kept for any
 /// time and cleaned whatever its dirty ratio.
 pub fn compacted() -> LogConfig {

@@ -13,9 +13,9 @@ use std::time::Duration;
 use bytes::{BufMut, BytesMut};
 use weir::log::checkpoint;
 use weir::log::{LogConfig, ReadError};
-use weir::model::{LeaderEpoch, Offset};
+use weir::model::Offset;
 use weir::partition::damage::{DAMAGE_CHECKPOINT, DAMAGE_CHECKPOINT_KIND};
-use weir_scenarios::log::{BATCH_RECORDS, batch, damage_batch, dir, open_partition};
+use weir_scenarios::log::{BATCH_RECORDS, damage_batch, dir, open_partition, partition_of_batches};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -33,19 +33,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let host = sim.add_client("broker");
     let damaged = (seed / 2 % u64::from(BATCHES)) as u8;
     let at = Offset(i64::from(damaged) * BATCH_RECORDS);
-    let partition = sim
-        .block_on(host, Duration::from_secs(60), |env| async move {
-            let partition = open_partition(env, config()).await?;
-            for n in 0..BATCHES {
-                let appended = partition.log.append(batch(n, None), LeaderEpoch(0)).await;
-                appended.map_err(|e| e.to_string())?;
-            }
-            Ok::<_, String>(partition)
-        })
-        .ok_or("the appends did not finish")??;
-    let stored: Vec<_> = (0..BATCHES)
-        .map(|n| batch(n, Some((Offset(i64::from(n) * BATCH_RECORDS), LeaderEpoch(0)))))
-        .collect();
+    let (partition, stored) = partition_of_batches(&sim, host, BATCHES)?;
     damage_batch(&sim, host, &stored, usize::from(damaged), 61 + seed as usize % 40)?;
     let other_version = seed.is_multiple_of(2);
     sim.block_on(host, Duration::from_secs(60), move |env| async move {

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir::log::{LogConfig, ReadError, Repair};
-use weir::model::{LeaderEpoch, Offset};
+use weir::model::Offset;
 use weir::partition::Partition;
 use weir::partition::damage::DAMAGE_CHECKPOINT;
-use weir_scenarios::log::{BATCH_RECORDS, batch, damage_batch, dir, open_partition};
+use weir_scenarios::log::{BATCH_RECORDS, damage_batch, dir, open_partition, partition_of_batches};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -35,20 +35,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let damaged = (seed / 2 % u64::from(BATCHES)) as u8;
     let repaired = seed % 2 == 1;
     let at = Offset(i64::from(damaged) * BATCH_RECORDS + (seed / 40) as i64 % BATCH_RECORDS);
-    let partition = sim
-        .block_on(host, Duration::from_secs(60), |env| async move {
-            let partition = open_partition(env, config()).await?;
-            for n in 0..BATCHES {
-                let appended = partition.log.append(batch(n, None), LeaderEpoch(0)).await;
-                appended.map_err(|e| e.to_string())?;
-            }
-            partition.checkpoint(i64::MAX).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(partition)
-        })
-        .ok_or("the appends did not finish")??;
-    let stored: Vec<_> = (0..BATCHES)
-        .map(|n| batch(n, Some((Offset(i64::from(n) * BATCH_RECORDS), LeaderEpoch(0)))))
-        .collect();
+    let (partition, stored) = partition_of_batches(&sim, host, BATCHES)?;
     let listed = |sim: &Sim| sim.durable_contents(host, dir().join(DAMAGE_CHECKPOINT)).is_ok();
     ensure(!listed(&sim), || "a partition without damage wrote a damage checkpoint".to_owned())?;
     damage_batch(&sim, host, &stored, usize::from(damaged), 61 + seed as usize % 40)?;
