@@ -53,6 +53,11 @@ pub async fn open_partition(env: Env, config: LogConfig) -> Result<Arc<Partition
     Ok(Arc::new(partition))
 }
 
+/// A log's settings with no retention: every batch stays.
+pub fn kept_forever() -> LogConfig {
+    LogConfig { retention_ms: -1, ..LogConfig::default() }
+}
+
 /// On `host`, a partition (see [`open_partition`]) kept for any time, holding `batches`
 /// batches of [`batch`] appended in leader epoch 0 and checkpointed; with the batches as
 /// stored.
@@ -61,7 +66,7 @@ pub fn partition_of_batches(
     host: Host,
     batches: u8,
 ) -> Result<(Arc<Partition>, Vec<Bytes>), String> {
-    let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
+    let config = kept_forever();
     let partition = sim
         .block_on(host, Duration::from_secs(60), move |env| async move {
             let partition = open_partition(env, config).await?;
@@ -127,7 +132,7 @@ pub fn log_of_batches(
     count: u8,
     sealed: bool,
 ) -> Result<(Arc<Log>, Vec<Bytes>), String> {
-    let config = LogConfig { retention_ms: -1, ..LogConfig::default() };
+    let config = kept_forever();
     let log = sim
         .block_on(host, Duration::from_secs(60), move |env| async move {
             let log = Log::open(env, dir(), config).await.map_err(|e| e.to_string())?;

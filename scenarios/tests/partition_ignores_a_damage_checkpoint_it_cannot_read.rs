@@ -11,11 +11,13 @@
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
+use weir::log::ReadError;
 use weir::log::checkpoint;
-use weir::log::{LogConfig, ReadError};
 use weir::model::Offset;
 use weir::partition::damage::{DAMAGE_CHECKPOINT, DAMAGE_CHECKPOINT_KIND};
-use weir_scenarios::log::{BATCH_RECORDS, damage_batch, dir, open_partition, partition_of_batches};
+use weir_scenarios::log::{
+    BATCH_RECORDS, damage_batch, dir, kept_forever, open_partition, partition_of_batches,
+};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -23,10 +25,6 @@ use weir_sim::Sim;
 const BATCHES: u8 = 10;
 /// The version this code writes.
 const CURRENT: u8 = 1;
-
-fn config() -> LogConfig {
-    LogConfig { retention_ms: -1, ..LogConfig::default() }
-}
 
 fn scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
@@ -60,7 +58,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     sim.kill(host);
     sim.start(host);
     let reopened = sim
-        .block_on(host, Duration::from_secs(60), |env| open_partition(env, config()))
+        .block_on(host, Duration::from_secs(60), |env| open_partition(env, kept_forever()))
         .ok_or("the reopen did not finish")??;
     let known = reopened.lasting_damage();
     ensure(known.is_none(), || format!("an unreadable checkpoint was believed: {known:?}"))?;

@@ -14,20 +14,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir::log::{LogConfig, ReadError, Repair};
+use weir::log::{ReadError, Repair};
 use weir::model::Offset;
 use weir::partition::Partition;
 use weir::partition::damage::DAMAGE_CHECKPOINT;
-use weir_scenarios::log::{BATCH_RECORDS, damage_batch, dir, open_partition, partition_of_batches};
+use weir_scenarios::log::{
+    BATCH_RECORDS, damage_batch, dir, kept_forever, open_partition, partition_of_batches,
+};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
 /// Batches in the log.
 const BATCHES: u8 = 20;
-
-fn config() -> LogConfig {
-    LogConfig { retention_ms: -1, ..LogConfig::default() }
-}
 
 fn scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
@@ -59,7 +57,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     sim.kill(host);
     sim.start(host);
     let reopened: Arc<Partition> = sim
-        .block_on(host, Duration::from_secs(60), |env| open_partition(env, config()))
+        .block_on(host, Duration::from_secs(60), |env| open_partition(env, kept_forever()))
         .ok_or("the reopen did not finish")??;
     let known = reopened.lasting_damage();
     let to_repair = reopened.damage_to_repair(reopened.log.log_end_offset());

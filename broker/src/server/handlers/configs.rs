@@ -240,6 +240,12 @@ pub async fn incremental_alter(
     response
 }
 
+/// Whether every change deletes one of `names` (settings Weir never holds: a change that
+/// changes nothing).
+fn only_deletes_of(changes: &[(String, Option<String>)], names: &[&str]) -> bool {
+    changes.iter().all(|(k, v)| v.is_none() && names.contains(&k.as_str()))
+}
+
 async fn apply(
     broker: &Arc<Broker>,
     resource_type: i8,
@@ -259,10 +265,7 @@ async fn apply(
             config
                 .apply(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))
                 .map_err(|e| fail(e.into()))?;
-            let never_set = |(k, v): &(String, Option<String>)| {
-                v.is_none() && crate::config::topic::NEVER_SET.contains(&k.as_str())
-            };
-            if incremental && changes.iter().all(never_set) {
+            if incremental && only_deletes_of(changes, crate::config::topic::NEVER_SET) {
                 // Nothing to change: sending this broker's copy of the overrides would undo a
                 // change another broker just made.
                 return Ok(());
@@ -283,10 +286,7 @@ async fn apply(
                     format!("unexpected broker id {name}: this is broker {id}"),
                 ));
             }
-            let never_set = |(k, v): &(String, Option<String>)| {
-                v.is_none() && BROKER_NEVER_SET.contains(&k.as_str())
-            };
-            if incremental && changes.iter().all(never_set) {
+            if incremental && only_deletes_of(changes, BROKER_NEVER_SET) {
                 return Ok(());
             }
             Err((
