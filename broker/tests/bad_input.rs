@@ -268,3 +268,49 @@ async fn log_dirs_asked_for_many_partitions_of_a_long_name_answer_what_is_held()
     assert!(answer.results[0].topics.is_empty(), "no such topic is held");
     still_serves(&broker).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_config_changes_that_are_malformed_are_refused_and_change_nothing() {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let broker = TestBroker::start().await;
+    let settings = [("retention.ms".to_owned(), "5000".to_owned())];
+    broker.broker.create_topic("victim", 1, 1, &settings, false).await.unwrap();
+    let before = broker.broker.topic_config("victim").unwrap();
+    let change = |name: &'static str, operation: i8, value: Option<&'static str>| {
+        let mut config = AlterableConfig::default();
+        config.name = StrBytes::from_static_str(name);
+        config.config_operation = operation;
+        config.value = value.map(StrBytes::from_static_str);
+        config
+    };
+    let cases = [
+        // A setting named twice.
+        (vec![change("retention.ms", 0, Some("1")), change("retention.ms", 1, None)], 42),
+        // SET and APPEND without a value.
+        (vec![change("segment.ms", 0, Some("9")), change("retention.ms", 0, None)], 42),
+        (vec![change("cleanup.policy", 2, None)], 42),
+        // An operation Kafka does not define.
+        (vec![change("segment.ms", 0, Some("9")), change("retention.ms", 4, Some("1"))], 42),
+        // APPEND to a setting that is not a list, and an unknown setting: INVALID_CONFIG.
+        (vec![change("segment.ms", 0, Some("9")), change("retention.ms", 2, Some("1"))], 40),
+        (vec![change("segment.ms", 0, Some("9")), change("no.such", 3, Some("1"))], 40),
+    ];
+    for (correlation, (configs, expected)) in cases.into_iter().enumerate() {
+        let mut resource = AlterConfigsResource::default();
+        resource.resource_type = 2;
+        resource.resource_name = StrBytes::from_static_str("victim");
+        resource.configs = configs.clone();
+        let mut body = IncrementalAlterConfigsRequest::default();
+        body.resources = vec![resource];
+        let correlation = correlation as i32;
+        let bytes = request(ApiKey::IncrementalAlterConfigs, 1, correlation, &body);
+        let mut stream = send_raw(&broker, &bytes).await;
+        let mut response = read_response(&mut stream).await.expect("no answer");
+        ResponseHeader::decode(&mut response, 1).unwrap();
+        let answer = IncrementalAlterConfigsResponse::decode(&mut response, 1).unwrap();
+        let code = answer.responses[0].error_code;
+        assert_eq!(code, expected, "{configs:?}: {:?}", answer.responses[0].error_message);
+        assert_eq!(broker.broker.topic_config("victim").unwrap(), before, "{configs:?}");
+    }
+    still_serves(&broker).await;
+}

@@ -338,6 +338,38 @@ def clear_throttles():
     return f"throttles deleted from broker {broker_id} and {TOPIC}, topic settings kept; a SET refused"
 
 
+def append_and_subtract():
+    """APPEND and SUBTRACT on a list setting start from its value and keep every other setting;
+    on a setting that is not a list they are refused."""
+    def alter(op, name, value):
+        entry = ConfigEntry(name, value, incremental_operation=op)
+        res = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[entry])
+        return admin.incremental_alter_configs([res], request_timeout=15)[res].result(timeout=TIMEOUT_S)
+
+    def described():
+        res = ConfigResource(ResourceType.TOPIC, TOPIC)
+        return admin.describe_configs([res], request_timeout=15)[res].result(timeout=TIMEOUT_S)
+
+    alter(AlterConfigOpType.APPEND, "cleanup.policy", "compact")
+    policy = described()["cleanup.policy"].value
+    expect(policy == "delete,compact", f"cleanup.policy = {policy!r} after APPEND compact to delete")
+    alter(AlterConfigOpType.APPEND, "cleanup.policy", "compact")
+    policy = described()["cleanup.policy"].value
+    expect(policy == "delete,compact", f"cleanup.policy = {policy!r} after appending compact again")
+    alter(AlterConfigOpType.SUBTRACT, "cleanup.policy", "compact")
+    configs = described()
+    for name, value in TOPIC_CONFIG.items():
+        expect(configs[name].value == value, f"{name} = {configs[name].value!r} after SUBTRACT compact")
+    try:
+        alter(AlterConfigOpType.APPEND, "retention.ms", "5")
+        raise Mismatch("APPEND to retention.ms was accepted")
+    except KafkaException as e:
+        expect(e.args[0].code() == KafkaError.INVALID_CONFIG, f"APPEND to retention.ms: refused with {e}")
+    retention = described()["retention.ms"].value
+    expect(retention == TOPIC_CONFIG["retention.ms"], f"retention.ms = {retention!r} after a refused APPEND")
+    return "cleanup.policy delete -> delete,compact (twice) -> delete; APPEND to retention.ms refused"
+
+
 def delete_topic():
     admin.delete_topics([TOPIC], request_timeout=15)[TOPIC].result(timeout=TIMEOUT_S)
     until(10, f"{TOPIC} to disappear from metadata", lambda: (topic_metadata(TOPIC) is None) or time.sleep(0.2))
@@ -357,6 +389,7 @@ def main():
         checks.run("AdminClient.delete_records", delete_records)
         checks.run("AdminClient.elect_leaders", elect_leaders)
         checks.run("AdminClient.incremental_alter_configs clears replication throttles", clear_throttles)
+        checks.run("AdminClient.incremental_alter_configs APPEND and SUBTRACT", append_and_subtract)
         checks.run("AdminClient.delete_topics", delete_topic)
     checks.finish()
 

@@ -5,4 +5,4 @@ pub mod broker;
 pub mod topic;
 
 pub use broker::{BrokerConfig, Role};
-pub use topic::{ConfigError, TopicConfig};
+pub use topic::{ConfigChange, ConfigError, ConfigOp, TopicConfig};

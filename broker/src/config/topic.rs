@@ -22,6 +22,39 @@ pub enum ConfigError {
         /// What a valid value looks like.
         rule: &'static str,
     },
+    /// APPEND or SUBTRACT of a setting whose value is not a list.
+    #[error("{0} is not a list: only a list value may be appended to or subtracted from")]
+    NotAList(String),
+}
+
+/// One change of an IncrementalAlterConfigs, as Kafka's AlterConfigOp names them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigOp {
+    /// Sets the value.
+    Set(String),
+    /// Removes the override: the broker's default is in force again.
+    Delete,
+    /// Adds the comma-separated items to a list value (those it does not hold yet).
+    Append(String),
+    /// Removes the comma-separated items from a list value.
+    Subtract(String),
+}
+
+/// [`ConfigOp`] applied to one setting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigChange {
+    /// The setting's name.
+    pub name: String,
+    /// What to do to it.
+    pub op: ConfigOp,
+}
+
+/// Settings whose value is a comma-separated list (APPEND and SUBTRACT apply to these only).
+const LIST_KEYS: &[&str] = &["cleanup.policy"];
+
+/// The items of a comma-separated list value.
+fn items(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 
 /// How a key is checked, and its default.
@@ -203,6 +236,44 @@ impl TopicConfig {
         Ok(())
     }
 
+    /// Applies `changes` in order (IncrementalAlterConfigs semantics: APPEND and SUBTRACT
+    /// start from the value in force, the default where the topic has no override) if every
+    /// one is valid; otherwise changes nothing.
+    pub fn apply_incremental(&mut self, changes: &[ConfigChange]) -> Result<(), ConfigError> {
+        let mut next = self.clone();
+        for change in changes {
+            let name = change.name.as_str();
+            let value = match &change.op {
+                ConfigOp::Set(value) => Some(value.clone()),
+                ConfigOp::Delete => None,
+                ConfigOp::Append(given) | ConfigOp::Subtract(given) => {
+                    if !LIST_KEYS.contains(&name) {
+                        return Err(match KEYS.iter().any(|k| k.name == name) {
+                            true => ConfigError::NotAList(name.to_owned()),
+                            false => ConfigError::UnknownName(name.to_owned()),
+                        });
+                    }
+                    let current = next.text(name);
+                    let mut list: Vec<&str> = items(&current).collect();
+                    if matches!(change.op, ConfigOp::Append(_)) {
+                        for item in items(given) {
+                            if !list.contains(&item) {
+                                list.push(item);
+                            }
+                        }
+                    } else {
+                        let gone: Vec<&str> = items(given).collect();
+                        list.retain(|item| !gone.contains(item));
+                    }
+                    Some(list.join(","))
+                }
+            };
+            next.apply([(name, value.as_deref())])?;
+        }
+        *self = next;
+        Ok(())
+    }
+
     /// Replaces every override at once (AlterConfigs semantics), if all are valid.
     pub fn replace(&mut self, overrides: BTreeMap<String, String>) -> Result<(), ConfigError> {
         for (name, value) in &overrides {
@@ -326,6 +397,65 @@ mod tests {
         ] {
             assert!(TopicConfig::validate(name, bad).is_err(), "{name}={bad}");
         }
+    }
+
+    fn change(name: &str, op: ConfigOp) -> ConfigChange {
+        ConfigChange { name: name.to_owned(), op }
+    }
+
+    #[test]
+    fn incremental_changes_apply_in_order_to_the_value_in_force() {
+        let mut config = TopicConfig::default();
+        let appended = config
+            .apply_incremental(&[change("cleanup.policy", ConfigOp::Append("compact".into()))]);
+        assert_eq!(appended, Ok(()));
+        assert_eq!(config.get("cleanup.policy"), Some(("delete,compact".into(), Source::Topic)));
+        // Items it already holds are not added twice, wherever they sit in the list.
+        let again = [change("cleanup.policy", ConfigOp::Append("delete, compact".into()))];
+        assert_eq!(config.apply_incremental(&again), Ok(()));
+        assert_eq!(
+            config.overrides().get("cleanup.policy").map(String::as_str),
+            Some("delete,compact")
+        );
+        let subtract = [change("cleanup.policy", ConfigOp::Subtract("delete".into()))];
+        assert_eq!(config.apply_incremental(&subtract), Ok(()));
+        assert_eq!(config.log_config().cleanup_policy, CleanupPolicy::Compact);
+        let steps = [
+            change("retention.ms", ConfigOp::Set("5".into())),
+            change("segment.ms", ConfigOp::Set("7".into())),
+            change("retention.ms", ConfigOp::Delete),
+        ];
+        assert_eq!(config.apply_incremental(&steps), Ok(()));
+        let expected: BTreeMap<String, String> =
+            [("cleanup.policy".into(), "compact".into()), ("segment.ms".into(), "7".into())].into();
+        assert_eq!(config.overrides(), &expected);
+    }
+
+    #[test]
+    fn an_invalid_incremental_change_changes_nothing() {
+        let mut config = TopicConfig::default();
+        config.apply([("retention.ms", Some("5"))]).unwrap_or_default();
+        let before = config.clone();
+        let refusals = [
+            (
+                change("retention.ms", ConfigOp::Append("6".into())),
+                ConfigError::NotAList("retention.ms".into()),
+            ),
+            (
+                change("no.such", ConfigOp::Subtract("x".into())),
+                ConfigError::UnknownName("no.such".into()),
+            ),
+        ];
+        for (bad, error) in refusals {
+            let changes = [change("segment.ms", ConfigOp::Set("9".into())), bad];
+            assert_eq!(config.apply_incremental(&changes), Err(error));
+            assert_eq!(config, before);
+        }
+        // Subtracting every item leaves no valid policy.
+        let emptied = config
+            .apply_incremental(&[change("cleanup.policy", ConfigOp::Subtract("delete".into()))]);
+        assert!(matches!(emptied, Err(ConfigError::InvalidValue { .. })), "{emptied:?}");
+        assert_eq!(config, before);
     }
 
     #[test]

@@ -158,6 +158,7 @@ impl ControllerClient {
             | Request::DeleteTopic { .. }
             | Request::CreatePartitions { .. }
             | Request::AlterConfigs { .. }
+            | Request::AlterConfigsIncremental { .. }
             | Request::ElectLeaders { .. } => {
                 let left = until.saturating_duration_since(self.env.clock.now());
                 let ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX);

@@ -15,7 +15,7 @@ use super::records::{
 };
 use super::rpc::LogReports;
 use crate::catalog::TOPIC_PARTITIONS_MAX;
-use crate::config::{ConfigError, TopicConfig};
+use crate::config::{ConfigChange, ConfigError, TopicConfig};
 use crate::io::Instant;
 use crate::model::TopicId;
 use crate::topics::{self, TopicNameError};
@@ -522,6 +522,23 @@ impl ControllerLogic {
             out.extend(unclean_elections(image, topic, &self.answering_at(now)));
         }
         Ok(out)
+    }
+
+    /// [`ControllerLogic::alter_configs`] with `changes` applied, in order, to the topic's
+    /// overrides as this controller holds them.
+    pub fn alter_configs_incremental(
+        &self,
+        image: &MetadataImage,
+        name: &str,
+        changes: &[ConfigChange],
+        validate_only: bool,
+        now: Instant,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
+        let mut config = self.config.topic_defaults.clone();
+        config.replace(topic.configs.clone())?;
+        config.apply_incremental(changes)?;
+        self.alter_configs(image, name, config.overrides().clone(), validate_only, now)
     }
 
     /// The record handing `broker_id` the next block of producer ids.

@@ -144,6 +144,44 @@ fn validate_only_and_refusals_produce_no_records() {
 }
 
 #[test]
+fn incremental_config_changes_apply_to_the_overrides_the_controller_holds() {
+    use crate::config::{ConfigChange, ConfigOp};
+    let (mut image, mut logic) = cluster(&[None]);
+    create(&mut image, &mut logic, topic("t", 1, 1), 1);
+    let set = |name: &str, value: &str| ConfigChange {
+        name: name.into(),
+        op: ConfigOp::Set(value.into()),
+    };
+    // Two changes of different settings, as two brokers send them at once, each knowing
+    // only the overrides from before both: the second keeps the first.
+    for change in [set("retention.ms", "5000"), set("segment.ms", "7000")] {
+        let records =
+            logic.alter_configs_incremental(&image, "t", &[change], false, at(0)).unwrap();
+        apply(&mut image, &records);
+    }
+    let append =
+        ConfigChange { name: "cleanup.policy".into(), op: ConfigOp::Append("compact".into()) };
+    let records = logic.alter_configs_incremental(&image, "t", &[append], false, at(0)).unwrap();
+    apply(&mut image, &records);
+    let expected: BTreeMap<String, String> = [
+        ("cleanup.policy".into(), "delete,compact".into()),
+        ("retention.ms".into(), "5000".into()),
+        ("segment.ms".into(), "7000".into()),
+    ]
+    .into();
+    assert_eq!(image.topic("t").unwrap().configs, expected);
+    // Refusals and a check only write nothing.
+    let bad = [set("retention.ms", "-7")];
+    let refused = logic.alter_configs_incremental(&image, "t", &bad, false, at(0));
+    assert!(matches!(refused, Err(ControllerError::BadConfig(_))), "{refused:?}");
+    let unknown = logic.alter_configs_incremental(&image, "u", &[], false, at(0));
+    assert_eq!(unknown, Err(ControllerError::UnknownTopic("u".into())));
+    let check = [set("retention.ms", "1")];
+    assert_eq!(logic.alter_configs_incremental(&image, "t", &check, true, at(0)), Ok(vec![]));
+    assert_eq!(image.topic("t").unwrap().configs, expected);
+}
+
+#[test]
 fn a_silent_broker_is_fenced_and_loses_leadership_then_gets_it_back() {
     let (mut image, mut logic) = cluster(&[None, None]);
     create(&mut image, &mut logic, topic("solo", 2, 1), 1);

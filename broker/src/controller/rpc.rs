@@ -16,6 +16,7 @@ use super::logic::{ControllerError, Election, NewTopic, Reassignment};
 use super::records::{
     BrokerEpoch, BrokerId, BrokerRegistration, Incarnation, read_registration, write_registration,
 };
+use crate::config::{ConfigChange, ConfigOp};
 use crate::io::Conn;
 use crate::model::TopicId;
 
@@ -35,8 +36,16 @@ const HEARTBEAT: u8 = 2;
 const HEARTBEAT_WITH_DAMAGE: u8 = 14;
 /// Request type of an operator's partition reassignments.
 const ALTER_REASSIGNMENTS: u8 = 15;
+/// Request type of an operator's incremental change of a topic's configuration.
+const ALTER_CONFIGS_INCREMENTAL: u8 = 16;
 /// Response type of a change made for some partitions and refused for others.
 const PARTLY_DONE: u8 = 5;
+
+/// Operation codes of [`ConfigOp`] (Kafka's AlterConfigOp codes).
+const OP_SET: u8 = 0;
+const OP_DELETE: u8 = 1;
+const OP_APPEND: u8 = 2;
+const OP_SUBTRACT: u8 = 3;
 
 /// Largest frame accepted (a metadata snapshot of a large cluster fits).
 pub const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -135,6 +144,17 @@ pub enum Request {
         name: String,
         /// Every override.
         configs: BTreeMap<String, String>,
+        /// Check only.
+        validate_only: bool,
+    },
+    /// Change some of a topic's configuration overrides, in order, on the overrides the
+    /// controller holds (so that changes of different settings sent through different brokers
+    /// at once all take effect).
+    AlterConfigsIncremental {
+        /// Its name.
+        name: String,
+        /// The changes.
+        changes: Vec<ConfigChange>,
         /// Check only.
         validate_only: bool,
     },
@@ -382,6 +402,19 @@ impl Request {
                     .pairs(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                     .bool(*validate_only);
             }
+            Request::AlterConfigsIncremental { name, changes, validate_only } => {
+                w.u8(ALTER_CONFIGS_INCREMENTAL).str(name).u32(changes.len() as u32);
+                for change in changes {
+                    w.str(&change.name);
+                    match &change.op {
+                        ConfigOp::Set(value) => w.u8(OP_SET).str(value),
+                        ConfigOp::Delete => w.u8(OP_DELETE),
+                        ConfigOp::Append(items) => w.u8(OP_APPEND).str(items),
+                        ConfigOp::Subtract(items) => w.u8(OP_SUBTRACT).str(items),
+                    };
+                }
+                w.bool(*validate_only);
+            }
             Request::ProducerIds { broker_id } => {
                 w.u8(7).i32(*broker_id);
             }
@@ -470,6 +503,23 @@ impl Request {
             6 => Request::AlterConfigs {
                 name: r.str("topic name")?,
                 configs: r.pairs("configs")?.into_iter().collect(),
+                validate_only: r.bool("validate only")?,
+            },
+            ALTER_CONFIGS_INCREMENTAL => Request::AlterConfigsIncremental {
+                name: r.str("topic name")?,
+                changes: r.list("config changes", 5, |r| {
+                    let name = r.str("config name")?;
+                    let op = match r.u8("config operation")? {
+                        OP_SET => ConfigOp::Set(r.str("config value")?),
+                        OP_DELETE => ConfigOp::Delete,
+                        OP_APPEND => ConfigOp::Append(r.str("config items")?),
+                        OP_SUBTRACT => ConfigOp::Subtract(r.str("config items")?),
+                        other => {
+                            return Err(DecodeError::Unknown("config operation", u32::from(other)));
+                        }
+                    };
+                    Ok(ConfigChange { name, op })
+                })?,
                 validate_only: r.bool("validate only")?,
             },
             7 => Request::ProducerIds { broker_id: r.i32("broker id")? },
@@ -627,131 +677,5 @@ pub async fn read_frame(conn: &mut dyn Conn) -> Result<Bytes, RpcError> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::controller::records::DirectoryId;
-
-    #[test]
-    fn requests_and_responses_round_trip() {
-        let requests = vec![
-            Request::Register(BrokerRegistration {
-                broker_id: 3,
-                incarnation: Incarnation(5),
-                host: "h".into(),
-                port: 1,
-                rack: None,
-                unclean_shutdown: false,
-                directory: Some(DirectoryId(9)),
-            }),
-            Request::Register(BrokerRegistration {
-                broker_id: 4,
-                incarnation: Incarnation(6),
-                host: "h".into(),
-                port: 2,
-                rack: Some("r".into()),
-                unclean_shutdown: true,
-                directory: None,
-            }),
-            Request::Heartbeat {
-                broker_id: 3,
-                incarnation: Incarnation(5),
-                shutdown: true,
-                reports: LogReports { offline: vec![(TopicId([7; 16]), 2)], damaged: Vec::new() },
-                lapsed: true,
-            },
-            Request::Heartbeat {
-                broker_id: 3,
-                incarnation: Incarnation(5),
-                shutdown: false,
-                reports: LogReports {
-                    offline: Vec::new(),
-                    damaged: vec![(TopicId([8; 16]), 0), (TopicId([9; 16]), 4)],
-                },
-                lapsed: false,
-            },
-            Request::CreateTopic {
-                topic: NewTopic {
-                    name: "t".into(),
-                    partitions: 6,
-                    replication: 3,
-                    configs: vec![("a".into(), "b".into())],
-                },
-                validate_only: false,
-            },
-            Request::DeleteTopic { name: "t".into() },
-            Request::CreatePartitions { name: "t".into(), count: 9, validate_only: true },
-            Request::AlterConfigs {
-                name: "t".into(),
-                configs: [("x".to_owned(), "y".to_owned())].into(),
-                validate_only: false,
-            },
-            Request::ProducerIds { broker_id: 2 },
-            Request::ElectLeaders {
-                election: Election::Preferred,
-                partitions: vec![("t".into(), 0), ("u".into(), 3)],
-            },
-            Request::ElectLeaders { election: Election::Unclean, partitions: vec![] },
-            Request::AlterReassignments {
-                changes: vec![
-                    Reassignment { topic: "t".into(), partition: 1, target: Some(vec![4, 2]) },
-                    Reassignment { topic: "u".into(), partition: 0, target: None },
-                ],
-                allow_replication_factor_change: false,
-            },
-            Request::FetchMetadata { after: 77, max_wait_ms: 500 },
-            Request::Within {
-                ms: 1500,
-                request: Box::new(Request::DeleteTopic { name: "t".into() }),
-            },
-        ];
-        for request in requests {
-            assert_eq!(Request::decode(&request.encode()).unwrap(), request);
-        }
-        let nested = Request::Within {
-            ms: 1,
-            request: Box::new(Request::Within {
-                ms: 2,
-                request: Box::new(Request::ProducerIds { broker_id: 1 }),
-            }),
-        };
-        assert!(Request::decode(&nested.encode()).is_err(), "a Within inside a Within is refused");
-        let responses = vec![
-            Response::Done { offset: 4, fenced: true },
-            Response::ProducerIds { first: 1000, count: 1000, offset: 9 },
-            Response::Metadata(MetadataDelta {
-                snapshot: Some(Bytes::from_static(b"snap")),
-                entries: vec![(5, Bytes::from_static(b"e"))],
-            }),
-            Response::Error { error: ControllerError::NotController, leader: Some(2) },
-            Response::Error {
-                error: ControllerError::BadReplication { wanted: 3, live: 1 },
-                leader: None,
-            },
-            Response::Error { error: ControllerError::BadConfig("why".into()), leader: None },
-            Response::PartlyDone {
-                offset: 12,
-                refused: vec![
-                    ("t".into(), 1, ControllerError::BadAssignment("b".into())),
-                    ("u".into(), 0, ControllerError::NoReassignment("n".into())),
-                    ("v".into(), 2, ControllerError::ReplicationFactorChange { from: 3, to: 1 }),
-                ],
-            },
-        ];
-        for response in responses {
-            assert_eq!(Response::decode(&response.encode()).unwrap(), response);
-        }
-        let hello = Hello { from: 2, channel: Channel::Raft };
-        assert_eq!(Hello::decode(&hello.encode()).unwrap(), hello);
-    }
-
-    #[test]
-    fn garbage_is_an_error_not_a_panic() {
-        for len in 0..64usize {
-            let junk: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
-            let junk = Bytes::from(junk);
-            assert!(Request::decode(&junk).is_err());
-            assert!(Response::decode(&junk).is_err());
-            assert!(Hello::decode(&junk).is_err());
-        }
-    }
-}
+#[path = "rpc_tests.rs"]
+mod tests;

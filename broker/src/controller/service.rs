@@ -325,6 +325,9 @@ impl Controller {
             Request::AlterConfigs { name, configs, validate_only } => {
                 logic.alter_configs(&image, &name, configs, validate_only, now)
             }
+            Request::AlterConfigsIncremental { name, changes, validate_only } => {
+                logic.alter_configs_incremental(&image, &name, &changes, validate_only, now)
+            }
             Request::ElectLeaders { election, partitions } => {
                 let asked: BTreeSet<(&str, i32)> =
                     partitions.iter().map(|(t, p)| (t.as_str(), *p)).collect();

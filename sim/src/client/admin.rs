@@ -300,13 +300,35 @@ impl Client {
         (key, value): (&str, &str),
         limit: Duration,
     ) -> Result<(), ClientError> {
-        /// The resource type of a topic.
-        const TOPIC: i8 = 2;
         /// The SET operation.
         const SET: i8 = 0;
+        self.alter_topic_config(topic, SET, (key, value), limit).await
+    }
+
+    /// Appends `item` to `topic`'s list config `key` (IncrementalAlterConfigs' APPEND).
+    pub async fn append_topic_config(
+        &mut self,
+        topic: &str,
+        (key, item): (&str, &str),
+        limit: Duration,
+    ) -> Result<(), ClientError> {
+        /// The APPEND operation.
+        const APPEND: i8 = 2;
+        self.alter_topic_config(topic, APPEND, (key, item), limit).await
+    }
+
+    async fn alter_topic_config(
+        &mut self,
+        topic: &str,
+        operation: i8,
+        (key, value): (&str, &str),
+        limit: Duration,
+    ) -> Result<(), ClientError> {
+        /// The resource type of a topic.
+        const TOPIC: i8 = 2;
         let mut config = AlterableConfig::default();
         config.name = StrBytes::from_string(key.to_owned());
-        config.config_operation = SET;
+        config.config_operation = operation;
         config.value = Some(StrBytes::from_string(value.to_owned()));
         let mut resource = AlterConfigsResource::default();
         resource.resource_type = TOPIC;

@@ -15,6 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::admin::controller_error;
 use super::code;
 use crate::config::topic::Source;
+use crate::config::{ConfigChange, ConfigOp};
 use crate::controller::logic::ControllerError;
 use crate::controller::rpc::Request;
 use crate::node::Broker;
@@ -25,7 +26,7 @@ const RESOURCE_BROKER: i8 = 4;
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
-/// IncrementalAlterConfigs operations.
+/// IncrementalAlterConfigs operations (Kafka's AlterConfigOp codes).
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
@@ -149,10 +150,13 @@ macro_rules! answer {
 pub async fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
     for resource in request.resources {
-        let changes: Vec<(String, Option<String>)> = resource
+        let changes: Vec<ConfigChange> = resource
             .configs
             .iter()
-            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .map(|c| ConfigChange {
+                name: c.name.to_string(),
+                op: c.value.as_ref().map_or(ConfigOp::Delete, |v| ConfigOp::Set(v.to_string())),
+            })
             .collect();
         let outcome = apply(
             broker,
@@ -173,52 +177,17 @@ pub async fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterC
     response
 }
 
-/// Answers IncrementalAlterConfigs (SET, DELETE, APPEND and SUBTRACT for list values).
+/// Answers IncrementalAlterConfigs (SET, DELETE, APPEND and SUBTRACT for list values). The
+/// controller applies the changes to the overrides it holds, so changes of different settings
+/// sent through different brokers at once all take effect.
 pub async fn incremental_alter(
     broker: &Arc<Broker>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
     for resource in request.resources {
-        let current = broker.topic_config(resource.resource_name.as_str());
-        let mut changes = Vec::new();
-        let mut bad = None;
-        for c in &resource.configs {
-            let name = c.name.to_string();
-            let value = c.value.as_ref().map(|v| v.to_string());
-            let listed = |cfg: &Option<crate::config::TopicConfig>| -> Vec<String> {
-                cfg.as_ref()
-                    .and_then(|cfg| cfg.get(&name))
-                    .map(|(v, _)| {
-                        v.split(',')
-                            .map(str::trim)
-                            .filter(|s| !s.is_empty())
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            match c.config_operation {
-                OP_SET => changes.push((name, value)),
-                OP_DELETE => changes.push((name, None)),
-                OP_APPEND | OP_SUBTRACT => {
-                    let mut items = listed(&current);
-                    let given: Vec<String> =
-                        value.unwrap_or_default().split(',').map(|s| s.trim().to_owned()).collect();
-                    if c.config_operation == OP_APPEND {
-                        items.extend(given.into_iter().filter(|g| !g.is_empty()));
-                        items.dedup();
-                    } else {
-                        items.retain(|i| !given.contains(i));
-                    }
-                    changes.push((name, Some(items.join(","))));
-                }
-                other => bad = Some(other),
-            }
-        }
-        let outcome = match bad {
-            Some(op) => Err((ResponseError::InvalidRequest, format!("unknown operation {op}"))),
-            None => {
+        let outcome = match changes_of(&resource.configs) {
+            Ok(changes) => {
                 apply(
                     broker,
                     resource.resource_type,
@@ -229,6 +198,7 @@ pub async fn incremental_alter(
                 )
                 .await
             }
+            Err(refusal) => Err(refusal),
         };
         response.responses.push(answer!(
             incremental_alter_configs_response::AlterConfigsResourceResponse,
@@ -240,40 +210,81 @@ pub async fn incremental_alter(
     response
 }
 
+/// The changes one resource of an IncrementalAlterConfigs asks for. As in Kafka, a setting
+/// named twice, an unknown operation, or a missing value for an operation other than DELETE
+/// is INVALID_REQUEST.
+fn changes_of(
+    configs: &[incremental_alter_configs_request::AlterableConfig],
+) -> Result<Vec<ConfigChange>, (ResponseError, String)> {
+    let mut changes: Vec<ConfigChange> = Vec::with_capacity(configs.len());
+    for c in configs {
+        let name = c.name.to_string();
+        if changes.iter().any(|change| change.name == name) {
+            return Err((ResponseError::InvalidRequest, format!("{name} is named more than once")));
+        }
+        let value = || {
+            c.value.as_ref().map(|v| v.to_string()).ok_or_else(|| {
+                (
+                    ResponseError::InvalidRequest,
+                    format!("no value for {name}: only DELETE takes none"),
+                )
+            })
+        };
+        let op = match c.config_operation {
+            OP_SET => ConfigOp::Set(value()?),
+            OP_DELETE => ConfigOp::Delete,
+            OP_APPEND => ConfigOp::Append(value()?),
+            OP_SUBTRACT => ConfigOp::Subtract(value()?),
+            other => {
+                return Err((ResponseError::InvalidRequest, format!("unknown operation {other}")));
+            }
+        };
+        changes.push(ConfigChange { name, op });
+    }
+    Ok(changes)
+}
+
 /// Whether every change deletes one of `names` (settings Weir never holds: a change that
 /// changes nothing).
-fn only_deletes_of(changes: &[(String, Option<String>)], names: &[&str]) -> bool {
-    changes.iter().all(|(k, v)| v.is_none() && names.contains(&k.as_str()))
+fn only_deletes_of(changes: &[ConfigChange], names: &[&str]) -> bool {
+    changes.iter().all(|c| c.op == ConfigOp::Delete && names.contains(&c.name.as_str()))
 }
 
 async fn apply(
     broker: &Arc<Broker>,
     resource_type: i8,
     name: &StrBytes,
-    changes: &[(String, Option<String>)],
+    changes: &[ConfigChange],
     incremental: bool,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
     match resource_type {
         RESOURCE_TOPIC => {
             let fail = |error: ControllerError| (controller_error(&error), error.to_string());
-            let mut config = match broker.topic_config(name.as_str()) {
-                Some(config) if incremental => config,
-                Some(_) => broker.config.topic_config(),
-                None => return Err(fail(ControllerError::UnknownTopic(name.to_string()))),
-            };
-            config
-                .apply(changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())))
-                .map_err(|e| fail(e.into()))?;
-            if incremental && only_deletes_of(changes, crate::config::topic::NEVER_SET) {
-                // Nothing to change: sending this broker's copy of the overrides would undo a
-                // change another broker just made.
-                return Ok(());
-            }
-            let request = Request::AlterConfigs {
-                name: name.to_string(),
-                configs: config.overrides().clone(),
-                validate_only,
+            let request = if incremental {
+                if only_deletes_of(changes, crate::config::topic::NEVER_SET) {
+                    // Nothing to change, once the topic is known.
+                    return match broker.topic_config(name.as_str()) {
+                        Some(_) => Ok(()),
+                        None => Err(fail(ControllerError::UnknownTopic(name.to_string()))),
+                    };
+                }
+                Request::AlterConfigsIncremental {
+                    name: name.to_string(),
+                    changes: changes.to_vec(),
+                    validate_only,
+                }
+            } else {
+                if broker.topic_config(name.as_str()).is_none() {
+                    return Err(fail(ControllerError::UnknownTopic(name.to_string())));
+                }
+                let mut config = broker.config.topic_config();
+                config.apply_incremental(changes).map_err(|e| fail(e.into()))?;
+                Request::AlterConfigs {
+                    name: name.to_string(),
+                    configs: config.overrides().clone(),
+                    validate_only,
+                }
             };
             broker.change(request).await.map(|_| ()).map_err(fail)
         }
