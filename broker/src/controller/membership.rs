@@ -12,9 +12,9 @@ use tokio::sync::Notify;
 use super::client::{ControllerClient, Lane};
 use super::image::MetadataImage;
 use super::logic::ControllerError;
+use super::records::decode_entry;
 use super::records::{BrokerId, BrokerRegistration, Incarnation};
 use super::rpc::{LogReports, Request, Response};
-use super::service::decode_entry;
 use crate::io::{Env, Instant, timeout};
 
 /// How long a metadata fetch waits at the controller for something new.

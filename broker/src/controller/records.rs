@@ -346,6 +346,27 @@ pub(crate) fn read_registration(
     })
 }
 
+/// An entry of the metadata log: a batch of records applied atomically, with the nonce of the
+/// proposal that wrote it.
+pub(super) fn encode_entry(nonce: u64, records: &[MetadataRecord]) -> Bytes {
+    let mut w = Writer::default();
+    w.u64(nonce).u32(records.len() as u32);
+    for r in records {
+        w.bytes(&r.encode());
+    }
+    seal(w)
+}
+
+/// Decodes an entry of the metadata log into its nonce and records.
+pub fn decode_entry(bytes: &Bytes) -> Result<(u64, Vec<MetadataRecord>), DecodeError> {
+    let mut r: Reader = unseal(bytes)?;
+    let nonce = r.u64("nonce")?;
+    let records =
+        r.list("records", 4, |r| r.bytes("record").and_then(|b| MetadataRecord::decode(&b)))?;
+    r.end()?;
+    Ok((nonce, records))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

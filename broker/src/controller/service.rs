@@ -13,11 +13,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::codec::{DecodeError, Reader, Writer, seal, unseal};
+use super::codec::DecodeError;
 use super::image::MetadataImage;
 use super::logic::{ControllerError, ControllerLogic, IsrChange, LogicConfig};
 use super::quorum::{Quorum, QuorumConfig, QuorumError, QuorumStore};
-use super::records::{BrokerId, MetadataRecord};
+use super::records::{BrokerId, MetadataRecord, decode_entry, encode_entry};
 use super::rpc::{Channel, Hello, MetadataDelta, Request, Response, read_frame, write_frame};
 use crate::io::{Conn, Env, Listener, timeout};
 
@@ -68,27 +68,6 @@ pub enum ControllerStartError {
     /// The stored snapshot does not decode.
     #[error("metadata snapshot: {0}")]
     Snapshot(#[from] DecodeError),
-}
-
-/// An entry of the metadata log: a batch of records applied atomically, with the nonce of the
-/// proposal that wrote it.
-fn encode_entry(nonce: u64, records: &[MetadataRecord]) -> Bytes {
-    let mut w = Writer::default();
-    w.u64(nonce).u32(records.len() as u32);
-    for r in records {
-        w.bytes(&r.encode());
-    }
-    seal(w)
-}
-
-/// Decodes an entry of the metadata log into its nonce and records.
-pub fn decode_entry(bytes: &Bytes) -> Result<(u64, Vec<MetadataRecord>), DecodeError> {
-    let mut r: Reader = unseal(bytes)?;
-    let nonce = r.u64("nonce")?;
-    let records =
-        r.list("records", 4, |r| r.bytes("record").and_then(|b| MetadataRecord::decode(&b)))?;
-    r.end()?;
-    Ok((nonce, records))
 }
 
 enum Event {
