@@ -294,6 +294,13 @@ async fn incremental_config_changes_that_are_malformed_are_refused_and_change_no
         // APPEND to a setting that is not a list, and an unknown setting: INVALID_CONFIG.
         (vec![change("segment.ms", 0, Some("9")), change("retention.ms", 2, Some("1"))], 40),
         (vec![change("segment.ms", 0, Some("9")), change("no.such", 3, Some("1"))], 40),
+        // More changes than one resource may hold (every name distinct).
+        (
+            (0..=weir::server::handlers::CONFIG_CHANGES_MAX)
+                .map(|i| change(Box::leak(format!("no.such.{i}").into_boxed_str()), 1, None))
+                .collect(),
+            42,
+        ),
     ];
     for (correlation, (configs, expected)) in cases.into_iter().enumerate() {
         let mut resource = AlterConfigsResource::default();
@@ -310,7 +317,23 @@ async fn incremental_config_changes_that_are_malformed_are_refused_and_change_no
         let answer = IncrementalAlterConfigsResponse::decode(&mut response, 1).unwrap();
         let code = answer.responses[0].error_code;
         assert_eq!(code, expected, "{configs:?}: {:?}", answer.responses[0].error_message);
-        assert_eq!(broker.broker.topic_config("victim").unwrap(), before, "{configs:?}");
     }
+    // A valid change answered after all of them: the broker's copy then holds everything
+    // committed before it, so a refused change that was committed anyway would show.
+    let mut resource = AlterConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_static_str("victim");
+    resource.configs = vec![change("segment.ms", 0, Some("8"))];
+    let mut body = IncrementalAlterConfigsRequest::default();
+    body.resources = vec![resource];
+    let bytes = request(ApiKey::IncrementalAlterConfigs, 1, 99, &body);
+    let mut stream = send_raw(&broker, &bytes).await;
+    let mut response = read_response(&mut stream).await.expect("no answer");
+    ResponseHeader::decode(&mut response, 1).unwrap();
+    let answer = IncrementalAlterConfigsResponse::decode(&mut response, 1).unwrap();
+    assert_eq!(answer.responses[0].error_code, 0, "{:?}", answer.responses[0].error_message);
+    let mut expected = before.overrides().clone();
+    expected.insert("segment.ms".into(), "8".into());
+    assert_eq!(broker.broker.topic_config("victim").unwrap().overrides(), &expected);
     still_serves(&broker).await;
 }

@@ -2,7 +2,7 @@
 //! every other key takes the broker's default. Invalid names and values are refused with a
 //! message that says why, and nothing changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::log::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
 
@@ -72,13 +72,6 @@ macro_rules! long_min {
         }
     };
 }
-
-/// Kafka topic settings Weir does not honour, so none can be set, and deleting one is a
-/// change that changes nothing: the replication throttles, which Kafka's
-/// `kafka-reassign-partitions` deletes from every topic of a plan once its moves are done
-/// (Weir bounds catching-up replicas with `replica_catch_up_bytes_per_sec` instead).
-pub const NEVER_SET: &[&str] =
-    &["leader.replication.throttled.replicas", "follower.replication.throttled.replicas"];
 
 const KEYS: &[Key] = &[
     Key { name: "cleanup.policy", default: "delete", check: check_cleanup_policy },
@@ -224,10 +217,10 @@ impl TopicConfig {
                     Self::validate(name, value)?;
                     next.insert(name.to_owned(), value.to_owned());
                 }
+                // As in Kafka, deleting a setting the topic does not hold changes nothing,
+                // whatever its name (tools delete Kafka's settings Weir never holds, such as
+                // the replication throttles `kafka-reassign-partitions` clears).
                 None => {
-                    if !KEYS.iter().any(|k| k.name == name) && !NEVER_SET.contains(&name) {
-                        return Err(ConfigError::UnknownName(name.to_owned()));
-                    }
                     next.remove(name);
                 }
             }
@@ -236,9 +229,11 @@ impl TopicConfig {
         Ok(())
     }
 
-    /// Applies `changes` in order (IncrementalAlterConfigs semantics: APPEND and SUBTRACT
-    /// start from the value in force, the default where the topic has no override) if every
-    /// one is valid; otherwise changes nothing.
+    /// Applies `changes` in order (IncrementalAlterConfigs semantics) if every one is valid;
+    /// otherwise changes nothing. As in Kafka, APPEND and SUBTRACT start from the topic's
+    /// override, or Kafka's default where it has none (not the broker's configured default,
+    /// which may differ from node to node), and each item appended must be a valid value by
+    /// itself.
     pub fn apply_incremental(&mut self, changes: &[ConfigChange]) -> Result<(), ConfigError> {
         let mut next = self.clone();
         for change in changes {
@@ -247,22 +242,26 @@ impl TopicConfig {
                 ConfigOp::Set(value) => Some(value.clone()),
                 ConfigOp::Delete => None,
                 ConfigOp::Append(given) | ConfigOp::Subtract(given) => {
+                    let key = KEYS
+                        .iter()
+                        .find(|k| k.name == name)
+                        .ok_or_else(|| ConfigError::UnknownName(name.to_owned()))?;
                     if !LIST_KEYS.contains(&name) {
-                        return Err(match KEYS.iter().any(|k| k.name == name) {
-                            true => ConfigError::NotAList(name.to_owned()),
-                            false => ConfigError::UnknownName(name.to_owned()),
-                        });
+                        return Err(ConfigError::NotAList(name.to_owned()));
                     }
-                    let current = next.text(name);
-                    let mut list: Vec<&str> = items(&current).collect();
+                    let current = next.overrides.get(name).map_or(key.default, String::as_str);
+                    let mut list: Vec<&str> = items(current).collect();
                     if matches!(change.op, ConfigOp::Append(_)) {
+                        // Each item is checked before it is looked for, so the list stays
+                        // as short as the setting's valid values, however many are given.
                         for item in items(given) {
+                            Self::validate(name, item)?;
                             if !list.contains(&item) {
                                 list.push(item);
                             }
                         }
                     } else {
-                        let gone: Vec<&str> = items(given).collect();
+                        let gone: BTreeSet<&str> = items(given).collect();
                         list.retain(|item| !gone.contains(item));
                     }
                     Some(list.join(","))
@@ -404,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn incremental_changes_apply_in_order_to_the_value_in_force() {
+    fn incremental_changes_apply_in_order_to_the_override_or_kafkas_default() {
         let mut config = TopicConfig::default();
         let appended = config
             .apply_incremental(&[change("cleanup.policy", ConfigOp::Append("compact".into()))]);
@@ -420,6 +419,12 @@ mod tests {
         let subtract = [change("cleanup.policy", ConfigOp::Subtract("delete".into()))];
         assert_eq!(config.apply_incremental(&subtract), Ok(()));
         assert_eq!(config.log_config().cleanup_policy, CleanupPolicy::Compact);
+        // Without an override, from Kafka's default, whatever this broker's default is.
+        let mut compacting =
+            TopicConfig::with_defaults([("cleanup.policy".into(), "compact".into())].into());
+        let append = [change("cleanup.policy", ConfigOp::Append("compact".into()))];
+        assert_eq!(compacting.apply_incremental(&append), Ok(()));
+        assert_eq!(compacting.get("cleanup.policy").map(|v| v.0), Some("delete,compact".into()));
         let steps = [
             change("retention.ms", ConfigOp::Set("5".into())),
             change("segment.ms", ConfigOp::Set("7".into())),
@@ -451,6 +456,12 @@ mod tests {
             assert_eq!(config.apply_incremental(&changes), Err(error));
             assert_eq!(config, before);
         }
+        // Every item appended is checked by itself, however many are given.
+        let many = format!("compact,{}", vec!["bogus"; 10_000].join(","));
+        let appended =
+            config.apply_incremental(&[change("cleanup.policy", ConfigOp::Append(many))]);
+        assert!(matches!(appended, Err(ConfigError::InvalidValue { .. })), "{appended:?}");
+        assert_eq!(config, before);
         // Subtracting every item leaves no valid policy.
         let emptied = config
             .apply_incremental(&[change("cleanup.policy", ConfigOp::Subtract("delete".into()))]);
@@ -459,19 +470,18 @@ mod tests {
     }
 
     #[test]
-    fn replication_throttles_can_be_deleted_but_not_set() {
+    fn a_setting_weir_does_not_hold_can_be_deleted_but_not_set() {
         let mut config = TopicConfig::default();
         config.apply([("retention.ms", Some("5"))]).unwrap_or_default();
         let before = config.clone();
-        for name in NEVER_SET {
-            assert_eq!(config.apply([(*name, None)]), Ok(()), "{name}");
+        // The replication throttles `kafka-reassign-partitions` deletes, and any other name.
+        for name in ["leader.replication.throttled.replicas", "no.such"] {
+            assert_eq!(config.apply([(name, None)]), Ok(()), "{name}");
+            let delete = [change(name, ConfigOp::Delete)];
+            assert_eq!(config.apply_incremental(&delete), Ok(()), "{name}");
             assert_eq!(config, before);
-            let set = config.apply([(*name, Some("0:1"))]);
-            assert_eq!(set, Err(ConfigError::UnknownName((*name).into())), "{name}");
+            let set = config.apply([(name, Some("0:1"))]);
+            assert_eq!(set, Err(ConfigError::UnknownName(name.into())), "{name}");
         }
-        assert_eq!(
-            config.apply([("no.such", None)]),
-            Err(ConfigError::UnknownName("no.such".into()))
-        );
     }
 }

@@ -525,7 +525,7 @@ impl ControllerLogic {
     }
 
     /// [`ControllerLogic::alter_configs`] with `changes` applied, in order, to the topic's
-    /// overrides as this controller holds them.
+    /// overrides as this controller holds them; no record where they change nothing.
     pub fn alter_configs_incremental(
         &self,
         image: &MetadataImage,
@@ -538,6 +538,10 @@ impl ControllerLogic {
         let mut config = self.config.topic_defaults.clone();
         config.replace(topic.configs.clone())?;
         config.apply_incremental(changes)?;
+        if config.overrides() == &topic.configs {
+            // Nothing changes (a delete of a setting the topic does not hold): no record.
+            return Ok(Vec::new());
+        }
         self.alter_configs(image, name, config.overrides().clone(), validate_only, now)
     }
 

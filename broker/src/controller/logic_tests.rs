@@ -178,6 +178,10 @@ fn incremental_config_changes_apply_to_the_overrides_the_controller_holds() {
     assert_eq!(unknown, Err(ControllerError::UnknownTopic("u".into())));
     let check = [set("retention.ms", "1")];
     assert_eq!(logic.alter_configs_incremental(&image, "t", &check, true, at(0)), Ok(vec![]));
+    // Deleting a setting the topic does not hold, known or not, changes nothing.
+    let absent = ["max.message.bytes", "leader.replication.throttled.replicas"]
+        .map(|name| ConfigChange { name: name.into(), op: ConfigOp::Delete });
+    assert_eq!(logic.alter_configs_incremental(&image, "t", &absent, false, at(0)), Ok(vec![]));
     assert_eq!(image.topic("t").unwrap().configs, expected);
 }
 

@@ -3,6 +3,7 @@
 //! come from its configuration file — so altering them is refused with a message, except
 //! deleting a dynamic setting Weir never holds, which changes nothing and is answered so).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
@@ -210,17 +211,26 @@ pub async fn incremental_alter(
     response
 }
 
+/// The most settings one resource of an IncrementalAlterConfigs may change (a topic has
+/// fewer than 20 settings).
+pub const CONFIG_CHANGES_MAX: usize = 1_000;
+
 /// The changes one resource of an IncrementalAlterConfigs asks for. As in Kafka, a setting
 /// named twice, an unknown operation, or a missing value for an operation other than DELETE
-/// is INVALID_REQUEST.
+/// is INVALID_REQUEST; so are more than [`CONFIG_CHANGES_MAX`] changes.
 fn changes_of(
     configs: &[incremental_alter_configs_request::AlterableConfig],
 ) -> Result<Vec<ConfigChange>, (ResponseError, String)> {
-    let mut changes: Vec<ConfigChange> = Vec::with_capacity(configs.len());
+    let refuse = |why: String| Err((ResponseError::InvalidRequest, why));
+    if configs.len() > CONFIG_CHANGES_MAX {
+        return refuse(format!("{} changes: at most {CONFIG_CHANGES_MAX}", configs.len()));
+    }
+    let mut names = BTreeSet::new();
+    let mut changes = Vec::with_capacity(configs.len());
     for c in configs {
         let name = c.name.to_string();
-        if changes.iter().any(|change| change.name == name) {
-            return Err((ResponseError::InvalidRequest, format!("{name} is named more than once")));
+        if !names.insert(name.clone()) {
+            return refuse(format!("{name} is named more than once"));
         }
         let value = || {
             c.value.as_ref().map(|v| v.to_string()).ok_or_else(|| {
@@ -235,9 +245,7 @@ fn changes_of(
             OP_DELETE => ConfigOp::Delete,
             OP_APPEND => ConfigOp::Append(value()?),
             OP_SUBTRACT => ConfigOp::Subtract(value()?),
-            other => {
-                return Err((ResponseError::InvalidRequest, format!("unknown operation {other}")));
-            }
+            other => return refuse(format!("unknown operation {other}")),
         };
         changes.push(ConfigChange { name, op });
     }
@@ -262,13 +270,6 @@ async fn apply(
         RESOURCE_TOPIC => {
             let fail = |error: ControllerError| (controller_error(&error), error.to_string());
             let request = if incremental {
-                if only_deletes_of(changes, crate::config::topic::NEVER_SET) {
-                    // Nothing to change, once the topic is known.
-                    return match broker.topic_config(name.as_str()) {
-                        Some(_) => Ok(()),
-                        None => Err(fail(ControllerError::UnknownTopic(name.to_string()))),
-                    };
-                }
                 Request::AlterConfigsIncremental {
                     name: name.to_string(),
                     changes: changes.to_vec(),
