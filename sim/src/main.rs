@@ -10,6 +10,11 @@ use clap::{Parser, Subcommand};
 use weir_sim::bench::ping_pong;
 use weir_sim::workload::echo;
 
+/// As in the `weir` binary: hostile array counts in a request must not abort the process
+/// (see `weir::runtime::alloc`; the hostile workload sends them).
+#[global_allocator]
+static ALLOCATOR: weir::runtime::alloc::LazyHugeAlloc = weir::runtime::alloc::LazyHugeAlloc;
+
 #[derive(Parser)]
 #[command(name = "weir-sim", about = "Deterministic simulation of Weir")]
 struct Cli {
@@ -52,6 +57,9 @@ enum Workload {
     /// A 3-node cluster whose partition leader dies under acks=all writes: how long writes
     /// pause (median and worst over the seeds).
     Failover,
+    /// One node sent requests of every API and version, with fields at the edges of their
+    /// types and mutated bytes: no panic, every answer decodes, nothing else is damaged.
+    Hostile,
 }
 
 #[derive(Subcommand)]
@@ -221,6 +229,7 @@ fn run_workload(
             let (report, pause) = weir_sim::workload::cluster::failover::run(seed);
             Outcome { measured: pause, ..weir_outcome(report) }
         }
+        Workload::Hostile => weir_outcome(weir_sim::workload::hostile::run(seed)),
     }
 }
 

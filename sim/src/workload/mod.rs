@@ -4,6 +4,7 @@ pub mod broker;
 pub mod cluster;
 mod damage;
 pub mod echo;
+pub mod hostile;
 pub mod log;
 
 use std::time::Duration;
