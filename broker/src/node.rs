@@ -4,7 +4,7 @@
 //! compaction, checkpoints, interval flushes) and the client listener. The same wiring runs in
 //! production and in the simulator.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -115,6 +115,17 @@ pub struct Broker {
     pub read_ahead: Arc<ReadAheadBudget>,
     /// Set once a shutdown begins.
     stopping: AtomicBool,
+    /// Client connections being served.
+    open_connections: Arc<AtomicUsize>,
+}
+
+/// Counts a client connection as open until dropped (see [`Broker::connection_opened`]).
+pub struct OpenConnection(Arc<AtomicUsize>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// An empty file in the data folder written once a shutdown has flushed and closed every log,
@@ -184,6 +195,7 @@ impl Broker {
             catch_up: std::sync::Mutex::new(CatchUpBudget::new(catch_up_rate)),
             read_ahead: ReadAheadBudget::new(READ_AHEAD_BYTES_MAX),
             stopping: AtomicBool::new(false),
+            open_connections: Arc::default(),
         });
         broker.spawn_maintenance();
         broker.spawn_scrub().await;
@@ -268,6 +280,17 @@ impl Broker {
             Some(bound) if port == 0 => (host, i32::from(bound.port())),
             _ => (host, port),
         }
+    }
+
+    /// Counts one more client connection open, until the guard is dropped.
+    pub fn connection_opened(&self) -> OpenConnection {
+        self.open_connections.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(Arc::clone(&self.open_connections))
+    }
+
+    /// The client connections being served now.
+    pub fn open_connections(&self) -> usize {
+        self.open_connections.load(Ordering::Relaxed)
     }
 
     /// Accepts connections until the listener fails.

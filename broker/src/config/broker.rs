@@ -58,6 +58,9 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// `socket.request.max.bytes`.
     pub socket_request_max_bytes: usize,
+    /// `connections.max.idle.ms`: a client connection on which nothing was read or written for
+    /// this long, and that is owed no response, is closed.
+    pub connections_max_idle_ms: u64,
     /// `num.partitions`: partitions of an auto-created topic, and of CreateTopics without a
     /// count.
     pub num_partitions: i32,
@@ -146,6 +149,7 @@ impl Default for BrokerConfig {
             rack: None,
             data_dir: PathBuf::from("weir-data"),
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+            connections_max_idle_ms: 600_000,
             num_partitions: 1,
             auto_create_topics_enable: true,
             topic_defaults: BTreeMap::new(),
@@ -189,7 +193,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 17] = [
+        let checks: [(&'static str, bool, &'static str); 18] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -231,6 +235,7 @@ impl BrokerConfig {
                 self.socket_request_max_bytes >= 1024,
                 "must be at least 1024",
             ),
+            ("connections_max_idle_ms", self.connections_max_idle_ms >= 1, "must be at least 1"),
             (
                 "group_min_session_timeout_ms",
                 self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms,

@@ -4,15 +4,18 @@
 //! done its ordered work (an append takes its offsets); what is left — waiting for a sync, a
 //! fetch's long poll — runs while the next request is handled. Responses still leave in request
 //! order, as Kafka's clients require. A malformed frame closes its connection with a log line;
-//! no other connection notices.
+//! no other connection notices. So does a connection left idle (see [`idle`]).
 
 pub mod handlers;
+pub mod idle;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
+use self::idle::{Activity, IdleReader};
 use crate::io::{BoxFuture, Conn};
 use crate::node::Broker;
 use crate::protocol::{
@@ -52,22 +55,33 @@ impl Outgoing {
 
 /// Serves one client connection until it closes or misbehaves.
 pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: SocketAddr) {
-    let (mut reader, mut writer) = tokio::io::split(conn);
+    let _open = broker.connection_opened();
+    let (reader, mut writer) = tokio::io::split(conn);
+    let activity = Arc::new(Activity::default());
+    let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+    let clock = Arc::clone(&broker.env.clock);
+    let mut reader = IdleReader::new(reader, Arc::clone(&clock), idle, Arc::clone(&activity));
     let (tx, mut rx) = tokio::sync::mpsc::channel::<BoxFuture<'static, Option<Outgoing>>>(
         CONNECTION_IN_FLIGHT_MAX,
     );
+    let paid = Arc::clone(&activity);
     broker.env.spawn("connection-writer", async move {
         while let Some(pending) = rx.recv().await {
-            let mut frame = match pending.await {
+            let outgoing = pending.await;
+            let mut frame = match outgoing {
                 Some(Outgoing::Frame(frame)) => frame,
                 Some(Outgoing::Close) => break,
-                None => continue,
+                None => {
+                    paid.paid(clock.now());
+                    continue;
+                }
             };
             // One gathered write per socket call: a fetch's records go out from where they
             // were read, not from a copy.
             if writer.write_all_buf(&mut frame).await.is_err() {
                 return;
             }
+            paid.paid(clock.now());
         }
         let _ = writer.shutdown().await;
     });
@@ -85,6 +99,7 @@ pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: So
             Ok(decoded) => decoded,
             Err(DecodeError::UnsupportedVersion { reply: Some(bytes), key, version }) => {
                 tracing::debug!(%peer, ?key, version, "unsupported version; answering in the v0 format");
+                activity.owe();
                 if tx
                     .send(Box::pin(async move { Some(Outgoing::Frame(Frame::whole(bytes))) }))
                     .await
@@ -116,6 +131,7 @@ pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: So
                     None
                 }),
             };
+        activity.owe();
         if tx.send(pending).await.is_err() {
             return;
         }

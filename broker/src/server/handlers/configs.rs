@@ -105,6 +105,7 @@ fn broker_settings(broker: &Broker) -> Vec<(String, String)> {
         ("num.partitions".to_owned(), c.num_partitions.to_string()),
         ("auto.create.topics.enable".to_owned(), c.auto_create_topics_enable.to_string()),
         ("socket.request.max.bytes".to_owned(), c.socket_request_max_bytes.to_string()),
+        ("connections.max.idle.ms".to_owned(), c.connections_max_idle_ms.to_string()),
         ("offsets.topic.num.partitions".to_owned(), c.offsets_topic_num_partitions.to_string()),
         ("offsets.topic.segment.bytes".to_owned(), c.offsets_topic_segment_bytes.to_string()),
         (

@@ -79,6 +79,8 @@ pub struct ClusterSpec {
     pub scrub_interval_ms: u64,
     /// `log_scrub_bytes_per_sec`.
     pub scrub_bytes_per_sec: u64,
+    /// `connections_max_idle_ms`.
+    pub connections_max_idle_ms: u64,
 }
 
 impl ClusterSpec {
@@ -102,6 +104,7 @@ impl ClusterSpec {
                 .then_some(defaults.leader_imbalance_check_interval_seconds),
             scrub_interval_ms: defaults.log_scrub_interval_ms,
             scrub_bytes_per_sec: defaults.log_scrub_bytes_per_sec,
+            connections_max_idle_ms: defaults.connections_max_idle_ms,
         }
     }
 
@@ -137,6 +140,7 @@ impl ClusterSpec {
             leader_imbalance_check_interval_seconds: self.leader_rebalance_secs.unwrap_or(300),
             log_scrub_interval_ms: self.scrub_interval_ms,
             log_scrub_bytes_per_sec: self.scrub_bytes_per_sec,
+            connections_max_idle_ms: self.connections_max_idle_ms,
             ..BrokerConfig::default()
         }
     }

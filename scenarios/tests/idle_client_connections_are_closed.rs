@@ -1,0 +1,233 @@
+//! A client connection on which nothing is read or written for `connections_max_idle_ms`, and
+//! that is owed no response, is closed by the broker; one waiting for an answer, or in use, is
+//! not.
+//!
+//! One node, `connections_max_idle_ms` of 10 s. From one client host: a connection that sends
+//! nothing; one that sends half a frame and stalls; one whose Fetch long-polls for 25 s on an
+//! empty partition; one that sends a Metadata request every 4 s for 40 s. From another client
+//! host: three connections that each had a Metadata request answered, then the host loses power
+//! (it goes silent: no close ever reaches the broker). Judged by the broker's count of open
+//! client connections, and by what the clients saw:
+//! - 13 s after the power failure only the long poll and the busy connection are left;
+//! - the long poll is answered, and its connection closed 10 s (plus slack) after the answer;
+//! - the busy connection lasts as long as it sends, and is closed 10 s after it stops;
+//! - the silent and the stalled connections see the broker close them (end of stream).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use weir::io::{Conn, Env};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+
+/// The broker's idle limit in this scenario.
+const IDLE: Duration = Duration::from_secs(10);
+/// Slack for delivery and the broker's timer.
+const SLACK: Duration = Duration::from_secs(2);
+/// How long the Fetch waits for records that never come.
+const LONG_POLL: Duration = Duration::from_secs(25);
+/// How long the busy connection keeps sending, and how often.
+const BUSY_FOR: Duration = Duration::from_secs(40);
+const BUSY_EVERY: Duration = Duration::from_secs(4);
+/// Connections of the client host that loses power.
+const VANISHING: usize = 3;
+
+/// One request frame: size, header (v1 or v2 as the API's version needs), body.
+fn frame<R: Encodable>(key: ApiKey, version: i16, correlation: i32, body: &R) -> Vec<u8> {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = correlation;
+    header.client_id = Some(StrBytes::from_static_str("idle"));
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    let encoded = header
+        .encode(&mut buf, key.request_header_version(version))
+        .and_then(|()| body.encode(&mut buf, version));
+    if encoded.is_err() {
+        return Vec::new();
+    }
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    buf.to_vec()
+}
+
+/// Reads one response frame; `None` at end of stream or on an error.
+async fn answer(conn: &mut Box<dyn Conn>) -> Option<Vec<u8>> {
+    let size = usize::try_from(conn.read_i32().await.ok()?).ok()?;
+    let mut body = vec![0u8; size];
+    conn.read_exact(&mut body).await.ok()?;
+    Some(body)
+}
+
+/// Waits until the broker closes `conn` (end of stream or reset): when it did.
+async fn closed(env: &Env, conn: &mut Box<dyn Conn>) -> Duration {
+    let mut byte = [0u8; 1];
+    while let Ok(1) = conn.read(&mut byte).await {}
+    Duration::from_nanos(env.clock.now().as_nanos())
+}
+
+/// What the clients saw: when each connection was closed by the broker, and when the long
+/// poll was answered.
+#[derive(Default, Debug)]
+struct Seen {
+    silent_closed: Option<Duration>,
+    stalled_closed: Option<Duration>,
+    long_poll_answered: Option<Duration>,
+    busy_answers: usize,
+    vanishing_answers: usize,
+}
+
+type Shared = Arc<Mutex<Seen>>;
+
+fn record(seen: &Shared, f: impl FnOnce(&mut Seen)) {
+    f(&mut seen.lock().unwrap_or_else(|p| p.into_inner()));
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let spec = ClusterSpec {
+        connections_max_idle_ms: IDLE.as_millis() as u64,
+        ..ClusterSpec::combined(1)
+    };
+    let mut c = Cluster::new_settled(seed, spec)?;
+    c.create_topic(0, "t", 1).map_err(|e| e.to_string())?;
+    c.run_for(Duration::from_secs(1));
+    let broker = c.broker(0).ok_or("no broker")?;
+    let base = broker.open_connections();
+    let addr = c.addr(0);
+    let seen: Shared = Arc::default();
+    let start = c.sim.now();
+
+    let out = Arc::clone(&seen);
+    let _silent = c.sim.spawn(c.client, "silent", move |env| async move {
+        let Ok(mut conn) = env.net.connect(addr).await else { return };
+        let at = closed(&env, &mut conn).await;
+        record(&out, |s| s.silent_closed = Some(at));
+    });
+    let out = Arc::clone(&seen);
+    let _stalled = c.sim.spawn(c.client, "stalled", move |env| async move {
+        let Ok(mut conn) = env.net.connect(addr).await else { return };
+        let mut half = 100i32.to_be_bytes().to_vec();
+        half.extend_from_slice(&[0, 3, 0, 12, 0, 0]);
+        if conn.write_all(&half).await.is_err() {
+            return;
+        }
+        let at = closed(&env, &mut conn).await;
+        record(&out, |s| s.stalled_closed = Some(at));
+    });
+    let out = Arc::clone(&seen);
+    let _long_poll = c.sim.spawn(c.client, "long-poll", move |env| async move {
+        let Ok(mut conn) = env.net.connect(addr).await else { return };
+        let mut p = fetch_request::FetchPartition::default();
+        p.partition_max_bytes = 1 << 20;
+        p.current_leader_epoch = -1;
+        p.last_fetched_epoch = -1;
+        let mut t = fetch_request::FetchTopic::default();
+        t.topic = TopicName(StrBytes::from_static_str("t"));
+        t.partitions = vec![p];
+        let mut r = FetchRequest::default();
+        r.replica_id = BrokerId(-1);
+        r.max_wait_ms = LONG_POLL.as_millis() as i32;
+        r.min_bytes = 1;
+        r.max_bytes = 1 << 20;
+        r.session_epoch = -1;
+        r.topics = vec![t];
+        if conn.write_all(&frame(ApiKey::Fetch, 12, 1, &r)).await.is_err() {
+            return;
+        }
+        if answer(&mut conn).await.is_some() {
+            let at = Duration::from_nanos(env.clock.now().as_nanos());
+            record(&out, |s| s.long_poll_answered = Some(at));
+        }
+        // Then hold the connection without a word.
+        closed(&env, &mut conn).await;
+    });
+    let out = Arc::clone(&seen);
+    let _busy = c.sim.spawn(c.client, "busy", move |env| async move {
+        let Ok(mut conn) = env.net.connect(addr).await else { return };
+        let until = env.clock.now() + BUSY_FOR;
+        let mut correlation = 0;
+        while env.clock.now() < until {
+            correlation += 1;
+            let request = frame(ApiKey::Metadata, 9, correlation, &MetadataRequest::default());
+            if conn.write_all(&request).await.is_err() || answer(&mut conn).await.is_none() {
+                return;
+            }
+            record(&out, |s| s.busy_answers += 1);
+            env.clock.sleep(BUSY_EVERY).await;
+        }
+        closed(&env, &mut conn).await;
+    });
+    let vanishing = c.sim.add_client("vanishing");
+    for i in 0..VANISHING {
+        let out = Arc::clone(&seen);
+        let _held = c.sim.spawn(vanishing, &format!("held-{i}"), move |env| async move {
+            let Ok(mut conn) = env.net.connect(addr).await else { return };
+            let request = frame(ApiKey::Metadata, 9, 1, &MetadataRequest::default());
+            if conn.write_all(&request).await.is_err() || answer(&mut conn).await.is_none() {
+                return;
+            }
+            record(&out, |s| s.vanishing_answers += 1);
+            closed(&env, &mut conn).await;
+        });
+    }
+
+    let open = |c: &Cluster| c.broker(0).map_or(0, |b| b.open_connections()).saturating_sub(base);
+    let all_in = |c: &Cluster| open(c) == 4 + VANISHING;
+    ensure(c.run_until(SLACK, all_in), || {
+        format!("{} of {} connections open", open(&c), 4 + VANISHING)
+    })?;
+    let held = |_: &Cluster| seen.lock().is_ok_and(|s| s.vanishing_answers == VANISHING);
+    ensure(c.run_until(SLACK, held), || "the held connections were not answered".to_owned())?;
+    c.sim.power_fail(vanishing);
+    let failed_at = c.sim.now();
+
+    // The long poll and the busy connection stay; the others go once idle.
+    c.run_for(IDLE + SLACK);
+    ensure(open(&c) == 2, || {
+        format!(
+            "{} connections open {:?} after the power failure",
+            open(&c),
+            c.sim.now() - failed_at
+        )
+    })?;
+    let (silent, stalled) =
+        seen.lock().map(|s| (s.silent_closed, s.stalled_closed)).unwrap_or_default();
+    let bound = start + IDLE + SLACK;
+    ensure(silent.is_some_and(|at| at <= bound) && stalled.is_some_and(|at| at <= bound), || {
+        format!("the silent and stalled connections closed at {silent:?} and {stalled:?}")
+    })?;
+
+    // The long poll is answered in full, then its connection goes once idle.
+    let polled = |_: &Cluster| seen.lock().is_ok_and(|s| s.long_poll_answered.is_some());
+    ensure(c.run_until(LONG_POLL + SLACK, polled), || "the long poll was not answered".to_owned())?;
+    let answered_at = seen.lock().ok().and_then(|s| s.long_poll_answered).unwrap_or_default();
+    ensure(answered_at >= start + LONG_POLL, || {
+        format!("the long poll was answered at {answered_at:?}, before its wait ended")
+    })?;
+    let quiet_at = answered_at + IDLE + SLACK;
+    c.run_for(quiet_at.saturating_sub(c.sim.now()));
+    ensure(open(&c) == 1, || format!("{} open 10 s after the long poll's answer", open(&c)))?;
+
+    // The busy connection lasts while it sends, then goes once idle.
+    let busy_end = start + BUSY_FOR;
+    let busy = seen.lock().map(|s| s.busy_answers).unwrap_or(0);
+    ensure(c.sim.now() < busy_end || busy > 0, || {
+        "the busy connection was not answered".to_owned()
+    })?;
+    c.run_for((busy_end + BUSY_EVERY + IDLE + SLACK).saturating_sub(c.sim.now()));
+    let busy = seen.lock().map(|s| s.busy_answers).unwrap_or(0);
+    let expected = (BUSY_FOR.as_secs() / BUSY_EVERY.as_secs()) as usize;
+    ensure(busy >= expected, || format!("the busy connection had {busy} answers, not {expected}"))?;
+    ensure(open(&c) == 0, || format!("{} connections still open at the end", open(&c)))?;
+    c.watch_verdict()
+}
+
+#[test]
+fn idle_client_connections_are_closed() {
+    for_each_seed("idle_client_connections_are_closed", 0..6, scenario);
+}
