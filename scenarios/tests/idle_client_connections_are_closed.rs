@@ -9,9 +9,11 @@
 //! (it goes silent: no close ever reaches the broker). Judged by the broker's count of open
 //! client connections, and by what the clients saw:
 //! - 13 s after the power failure only the long poll and the busy connection are left;
-//! - the long poll is answered, and its connection closed 10 s (plus slack) after the answer;
+//! - the long poll is answered, and its connection closed 10 s (plus slack, not less) after the
+//!   answer;
 //! - the busy connection lasts as long as it sends, and is closed 10 s after it stops;
-//! - the silent and the stalled connections see the broker close them (end of stream).
+//! - the silent and the stalled connections see the broker close them (end of stream) 10 to
+//!   12 s after they opened.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -197,9 +199,13 @@ fn scenario(seed: u64) -> Result<(), String> {
     })?;
     let (silent, stalled) =
         seen.lock().map(|s| (s.silent_closed, s.stalled_closed)).unwrap_or_default();
-    let bound = start + IDLE + SLACK;
-    ensure(silent.is_some_and(|at| at <= bound) && stalled.is_some_and(|at| at <= bound), || {
-        format!("the silent and stalled connections closed at {silent:?} and {stalled:?}")
+    // Not before the limit, and not long after.
+    let window = (start + IDLE)..=(start + IDLE + SLACK);
+    ensure(silent.is_some_and(|at| window.contains(&at)), || {
+        format!("the silent connection closed at {silent:?}, not within {window:?}")
+    })?;
+    ensure(stalled.is_some_and(|at| window.contains(&at)), || {
+        format!("the stalled connection closed at {stalled:?}, not within {window:?}")
     })?;
 
     // The long poll is answered in full, then its connection goes once idle.
@@ -209,16 +215,14 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(answered_at >= start + LONG_POLL, || {
         format!("the long poll was answered at {answered_at:?}, before its wait ended")
     })?;
-    let quiet_at = answered_at + IDLE + SLACK;
-    c.run_for(quiet_at.saturating_sub(c.sim.now()));
-    ensure(open(&c) == 1, || format!("{} open 10 s after the long poll's answer", open(&c)))?;
+    // Writing the answer counts as activity: the connection is idle only from then on.
+    c.run_for((answered_at + IDLE - SLACK).saturating_sub(c.sim.now()));
+    ensure(open(&c) == 2, || format!("{} open 8 s after the long poll's answer", open(&c)))?;
+    c.run_for((answered_at + IDLE + SLACK).saturating_sub(c.sim.now()));
+    ensure(open(&c) == 1, || format!("{} open 12 s after the long poll's answer", open(&c)))?;
 
     // The busy connection lasts while it sends, then goes once idle.
     let busy_end = start + BUSY_FOR;
-    let busy = seen.lock().map(|s| s.busy_answers).unwrap_or(0);
-    ensure(c.sim.now() < busy_end || busy > 0, || {
-        "the busy connection was not answered".to_owned()
-    })?;
     c.run_for((busy_end + BUSY_EVERY + IDLE + SLACK).saturating_sub(c.sim.now()));
     let busy = seen.lock().map(|s| s.busy_answers).unwrap_or(0);
     let expected = (BUSY_FOR.as_secs() / BUSY_EVERY.as_secs()) as usize;

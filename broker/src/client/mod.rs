@@ -27,6 +27,10 @@ pub use error::CallError;
 pub const RESPONSE_BYTES_MAX: usize = 64 << 20;
 /// How long opening a connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// A connection unused for this long is dropped before the next call (Kafka clients'
+/// `connections.max.idle.ms`): below the broker's own idle limit (10 minutes by default), so
+/// the client, not a call, finds out the broker would have closed it.
+pub const CLIENT_IDLE: Duration = Duration::from_secs(540);
 
 /// A connection to one broker, opened on demand and dropped after any failure.
 pub struct Connection {
@@ -35,13 +39,23 @@ pub struct Connection {
     client_id: String,
     conn: Option<Box<dyn Conn>>,
     correlation_id: i32,
+    /// When the connection last finished an exchange.
+    last_used: crate::io::Instant,
 }
 
 impl Connection {
     /// A client of the broker at `addr`, naming itself `client_id` in request headers. Nothing
     /// is opened until the first call.
     pub fn new(env: Env, addr: SocketAddr, client_id: &str) -> Connection {
-        Connection { env, addr, client_id: client_id.to_owned(), conn: None, correlation_id: 0 }
+        let last_used = env.clock.now();
+        Connection {
+            env,
+            addr,
+            client_id: client_id.to_owned(),
+            conn: None,
+            correlation_id: 0,
+            last_used,
+        }
     }
 
     /// The node environment the client runs in.
@@ -134,10 +148,17 @@ impl Connection {
                 }
             }
         };
-        timeout(&*clock, remaining, work).await.map_err(|_| CallError::TimedOut)?
+        let outcome = timeout(&*clock, remaining, work).await;
+        self.last_used = self.env.clock.now();
+        outcome.map_err(|_| CallError::TimedOut)?
     }
 
     async fn ensure_connected(&mut self) -> Result<(), CallError> {
+        let now = self.env.clock.now();
+        if self.conn.is_some() && now.saturating_duration_since(self.last_used) >= CLIENT_IDLE {
+            self.conn = None;
+        }
+        self.last_used = now;
         if self.conn.is_some() {
             return Ok(());
         }

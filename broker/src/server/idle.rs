@@ -7,7 +7,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ use crate::io::{BoxFuture, Clock, Instant};
 pub struct Activity {
     owed: AtomicUsize,
     last_write_nanos: AtomicU64,
+    /// The writer stopped: whatever is owed will never be delivered.
+    writer_gone: AtomicBool,
 }
 
 impl Activity {
@@ -31,12 +33,20 @@ impl Activity {
 
     /// The writer delivered one owed response (or learned it has none to send) at `now`.
     pub fn paid(&self, now: Instant) {
-        self.owed.fetch_sub(1, Ordering::Relaxed);
+        // The write's time first: a reader that sees nothing owed sees it too.
         self.last_write_nanos.fetch_max(now.as_nanos(), Ordering::Relaxed);
+        self.owed.fetch_sub(1, Ordering::Release);
+    }
+
+    /// The writer stopped at `now` (the connection failed, or a response could not be
+    /// encoded): nothing more will be delivered, so nothing is owed any longer.
+    pub fn writer_gone(&self, now: Instant) {
+        self.last_write_nanos.fetch_max(now.as_nanos(), Ordering::Relaxed);
+        self.writer_gone.store(true, Ordering::Release);
     }
 
     fn owes(&self) -> bool {
-        self.owed.load(Ordering::Relaxed) > 0
+        !self.writer_gone.load(Ordering::Acquire) && self.owed.load(Ordering::Acquire) > 0
     }
 
     fn last_write(&self) -> Instant {

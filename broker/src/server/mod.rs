@@ -55,7 +55,8 @@ impl Outgoing {
 
 /// Serves one client connection until it closes or misbehaves.
 pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: SocketAddr) {
-    let _open = broker.connection_opened();
+    // Open while either half runs: the writer may still owe answers once the reader stopped.
+    let open = Arc::new(broker.connection_opened());
     let (reader, mut writer) = tokio::io::split(conn);
     let activity = Arc::new(Activity::default());
     let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
@@ -64,11 +65,11 @@ pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: So
     let (tx, mut rx) = tokio::sync::mpsc::channel::<BoxFuture<'static, Option<Outgoing>>>(
         CONNECTION_IN_FLIGHT_MAX,
     );
-    let paid = Arc::clone(&activity);
+    let (paid, writer_open) = (Arc::clone(&activity), Arc::clone(&open));
     broker.env.spawn("connection-writer", async move {
+        let _open = writer_open;
         while let Some(pending) = rx.recv().await {
-            let outgoing = pending.await;
-            let mut frame = match outgoing {
+            let mut frame = match pending.await {
                 Some(Outgoing::Frame(frame)) => frame,
                 Some(Outgoing::Close) => break,
                 None => {
@@ -79,13 +80,16 @@ pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: So
             // One gathered write per socket call: a fetch's records go out from where they
             // were read, not from a copy.
             if writer.write_all_buf(&mut frame).await.is_err() {
+                paid.writer_gone(clock.now());
                 return;
             }
             paid.paid(clock.now());
         }
+        paid.writer_gone(clock.now());
         let _ = writer.shutdown().await;
     });
     let max_bytes = broker.config.socket_request_max_bytes;
+    let _open = open;
     loop {
         let frame = match read_frame(&mut reader, max_bytes).await {
             Ok(frame) => frame,

@@ -11,9 +11,11 @@
 //! flipped, or the header given a version outside the advertised range. Each request goes on a
 //! connection of its own and waits a while for its answer.
 //!
-//! Judged: no panic (the simulator turns one into the seed's failure); every answer to a
-//! request whose header is intact carries its correlation id and decodes as that API's response
-//! at that version, to the last byte; at least a quarter of the requests are answered (so the
+//! Judged: no panic (the simulator turns one into the seed's failure); every answer is a whole
+//! frame, and every answer to a request whose header is intact carries its correlation id and
+//! decodes as that API's response at that version, to the last byte; a request whose bytes were
+//! left as built (its fields may still be at edges) is answered or waited on, never met with a
+//! closed connection; at least a quarter of the requests are answered (so the
 //! mutations do not all die in the decoder); afterwards the broker answers ApiVersions on a new
 //! connection, and every acknowledged record of `precious` reads back at its offset.
 //!
@@ -97,22 +99,38 @@ struct Tally {
     garbage: Vec<String>,
 }
 
+/// What one request met.
+enum Met {
+    /// An answer frame (its body).
+    Answered(Bytes),
+    /// The broker closed the connection (or refused it) without a whole answer frame.
+    Closed,
+    /// No answer within [`ANSWER_WAIT`] (acks=0, a long wait, or a frame it still waits on).
+    Silent,
+    /// An answer frame that is not one: a size out of range, or fewer bytes than it said.
+    BadFrame(String),
+}
+
 /// Sends one frame on a new connection and reads one answer, if one comes within
-/// [`ANSWER_WAIT`]: `None` if the broker closed the connection or said nothing.
-async fn exchange(env: &Env, addr: SocketAddr, frame: &[u8]) -> Option<Bytes> {
+/// [`ANSWER_WAIT`].
+async fn exchange(env: &Env, addr: SocketAddr, frame: &[u8]) -> Met {
     let clock = Arc::clone(&env.clock);
     let work = async {
-        let mut conn = env.net.connect(addr).await.ok()?;
-        conn.write_all(frame).await.ok()?;
-        let size = usize::try_from(conn.read_i32().await.ok()?).ok()?;
-        if size > ANSWER_BYTES_MAX {
-            return Some(Bytes::new());
+        let Ok(mut conn) = env.net.connect(addr).await else { return Met::Closed };
+        if conn.write_all(frame).await.is_err() {
+            return Met::Closed;
         }
-        let mut body = vec![0u8; size];
-        conn.read_exact(&mut body).await.ok()?;
-        Some(Bytes::from(body))
+        let Ok(size) = conn.read_i32().await else { return Met::Closed };
+        let Some(len) = usize::try_from(size).ok().filter(|&n| n <= ANSWER_BYTES_MAX) else {
+            return Met::BadFrame(format!("a frame of {size} bytes"));
+        };
+        let mut body = vec![0u8; len];
+        match conn.read_exact(&mut body).await {
+            Ok(_) => Met::Answered(Bytes::from(body)),
+            Err(_) => Met::BadFrame(format!("a frame of {len} bytes cut short")),
+        }
     };
-    timeout(&*clock, ANSWER_WAIT, work).await.ok().flatten()
+    timeout(&*clock, ANSWER_WAIT, work).await.unwrap_or(Met::Silent)
 }
 
 /// The client's part: [`REQUESTS`] requests, each on its own connection.
@@ -126,7 +144,7 @@ async fn hostile_client(env: Env, addr: SocketAddr, seed: u64, tally: Arc<Mutex<
         let intact_header = !rng.chance(5);
         let sent_version =
             if intact_header { version } else { version + 20 - rng.below(40) as i16 };
-        mutate(&mut rng, &mut body);
+        let pristine = mutate(&mut rng, &mut body) && intact_header;
         let mut header = RequestHeader::default();
         header.request_api_key = key as i16;
         header.request_api_version = sent_version;
@@ -143,10 +161,23 @@ async fn hostile_client(env: Env, addr: SocketAddr, seed: u64, tally: Arc<Mutex<
         frame.extend_from_slice(&body);
         let size = (frame.len() - 4) as i32;
         frame[..4].copy_from_slice(&size.to_be_bytes());
-        let answer = exchange(&env, addr, &frame).await;
+        let met = exchange(&env, addr, &frame).await;
         let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
         t.sent += 1;
-        let Some(mut answer) = answer else { continue };
+        let mut answer = match met {
+            Met::Answered(answer) => answer,
+            Met::Silent => continue,
+            Met::Closed if !pristine => continue,
+            Met::Closed => {
+                t.garbage
+                    .push(format!("{key:?} v{version}: a request as built closed its connection"));
+                continue;
+            }
+            Met::BadFrame(why) => {
+                t.garbage.push(format!("{key:?} v{sent_version}: {why}"));
+                continue;
+            }
+        };
         t.answered += 1;
         if !intact_header {
             continue;
@@ -167,7 +198,7 @@ pub fn run(seed: u64) -> Report {
     if let Err(e) = drive(&mut c, seed, &mut tally) {
         violations.push(e);
     }
-    violations.extend(tally.garbage.iter().map(|g| format!("an answer that does not decode: {g}")));
+    violations.extend(tally.garbage.iter().map(|g| format!("a bad answer: {g}")));
     violations.extend(c.violations());
     Report {
         seed,
