@@ -235,3 +235,31 @@ fn scenario(seed: u64) -> Result<(), String> {
 fn idle_client_connections_are_closed() {
     for_each_seed("idle_client_connections_are_closed", 0..6, scenario);
 }
+
+/// A client that sat unused longer than the broker's idle limit (the default, 10 minutes) finds
+/// out itself and reconnects: its next call succeeds, where a call on the connection the broker
+/// closed would fail.
+fn returning_client(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(1))?;
+    let addr = c.addr(0);
+    let idle = Duration::from_millis(ClusterSpec::combined(1).connections_max_idle_ms);
+    let outcome = c.client_call(idle * 2, move |env| async move {
+        let mut client = weir_sim::client::Client::new(env.clone(), addr, "returning");
+        let request = MetadataRequest::default();
+        let first = client.call(&request, 9, Duration::from_secs(5)).await;
+        env.clock.sleep(idle + Duration::from_secs(60)).await;
+        let second = client.call(&request, 9, Duration::from_secs(5)).await;
+        (first.is_ok(), second.map(|_| ()))
+    });
+    ensure(matches!(outcome, Some((true, Ok(())))), || {
+        format!("calls before and after the idle limit: {outcome:?}")
+    })?;
+    let closed = |c: &Cluster| c.broker(0).is_some_and(|b| b.open_connections() == 0);
+    ensure(c.run_until(SLACK, closed), || "the client's connection stayed open".to_owned())?;
+    c.watch_verdict()
+}
+
+#[test]
+fn a_client_back_after_the_idle_limit_reconnects() {
+    for_each_seed("idle_client_connections_are_closed", 0..3, returning_client);
+}
