@@ -2,22 +2,24 @@
 //! mutated, must never panic a broker, never get an answer that does not decode, and never
 //! damage data they do not name.
 //!
-//! One node. Topic `precious` (two partitions) holds acknowledged records; topic `scratch` is
+//! One node, or (odd seeds) three, each a controller and a broker. Topic `precious` (two
+//! partitions, on every node) holds acknowledged records; topic `scratch` is
 //! the one the destructive requests (DeleteTopics, DeleteRecords, CreatePartitions, the config
 //! changes, reassignments) name. A client then sends a few hundred requests built as real
 //! clients build them, each for a random API and version (see [`requests`]): numeric fields now
 //! and then at an edge of their type (0, −1, 1, the smallest, the largest), and most bodies
 //! then mutated: windows overwritten with edge values or random bytes, cut short, grown, a bit
-//! flipped, or the header given a version outside the advertised range. Each request goes on a
-//! connection of its own and waits a while for its answer.
+//! flipped, or the header given a version outside the advertised range. Each request goes to a
+//! random node on a connection of its own and waits a while for its answer.
 //!
 //! Judged: no panic (the simulator turns one into the seed's failure); every answer is a whole
 //! frame, and every answer to a request whose header is intact carries its correlation id and
 //! decodes as that API's response at that version, to the last byte; a request whose bytes were
 //! left as built (its fields may still be at edges) is answered or waited on, never met with a
 //! closed connection; at least a quarter of the requests are answered (so the
-//! mutations do not all die in the decoder); afterwards the broker answers ApiVersions on a new
-//! connection, and every acknowledged record of `precious` reads back at its offset.
+//! mutations do not all die in the decoder); afterwards the first node answers ApiVersions on a
+//! new connection, and every acknowledged record of `precious` reads back at its offset from
+//! the partition's leader.
 //!
 //! A process that runs this must install `weir::runtime::alloc::LazyHugeAlloc` as its global
 //! allocator, as the `weir` binary does: the protocol decoder reserves what a hostile array
@@ -48,6 +50,8 @@ const ANSWER_WAIT: Duration = Duration::from_secs(3);
 const ANSWER_BYTES_MAX: usize = 64 << 20;
 /// Partitions of `precious`.
 const PARTITIONS: i32 = 2;
+/// How long setting up (and finding a leader afterwards) may take.
+const SETUP_BOUND: Duration = Duration::from_secs(60);
 /// Records acknowledged to `precious` before the hostile requests.
 const PRECIOUS_RECORDS: i32 = 8;
 
@@ -134,7 +138,7 @@ async fn exchange(env: &Env, addr: SocketAddr, frame: &[u8]) -> Met {
 }
 
 /// The client's part: [`REQUESTS`] requests, each on its own connection.
-async fn hostile_client(env: Env, addr: SocketAddr, seed: u64, tally: Arc<Mutex<Tally>>) {
+async fn hostile_client(env: Env, addrs: &[SocketAddr], seed: u64, tally: Arc<Mutex<Tally>>) {
     let mut rng = Rng(seed ^ 0x5eed_f00d);
     let mut scratch_ids = 0;
     for correlation in 0..REQUESTS as i32 {
@@ -161,6 +165,7 @@ async fn hostile_client(env: Env, addr: SocketAddr, seed: u64, tally: Arc<Mutex<
         frame.extend_from_slice(&body);
         let size = (frame.len() - 4) as i32;
         frame[..4].copy_from_slice(&size.to_be_bytes());
+        let addr = addrs[rng.below(addrs.len())];
         let met = exchange(&env, addr, &frame).await;
         let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
         t.sent += 1;
@@ -192,7 +197,8 @@ async fn hostile_client(env: Env, addr: SocketAddr, seed: u64, tally: Arc<Mutex<
 
 /// Runs one seed.
 pub fn run(seed: u64) -> Report {
-    let mut c = Cluster::new(seed, ClusterSpec::combined(1));
+    let nodes = if seed.is_multiple_of(2) { 1 } else { 3 };
+    let mut c = Cluster::new(seed, ClusterSpec::combined(nodes));
     let mut tally = Tally::default();
     let mut violations = Vec::new();
     if let Err(e) = drive(&mut c, seed, &mut tally) {
@@ -204,7 +210,7 @@ pub fn run(seed: u64) -> Report {
         seed,
         trace_hash: c.sim.trace_hash(),
         simulated: c.sim.now(),
-        shape: format!("1 node, {REQUESTS} hostile requests"),
+        shape: format!("{nodes} node(s), {REQUESTS} hostile requests"),
         counts: format!("{} sent, {} answered", tally.sent, tally.answered),
         acked: PRECIOUS_RECORDS as usize,
         faults: Vec::new(),
@@ -216,24 +222,31 @@ pub fn run(seed: u64) -> Report {
 /// the requests met in `tally`.
 fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
     c.settle("start")?;
-    c.create_topic(0, "precious", PARTITIONS).map_err(|e| format!("create precious: {e}"))?;
+    let nodes = c.nodes.len();
+    let replication = i16::try_from(nodes).unwrap_or(1);
+    c.create_replicated_topic(0, "precious", PARTITIONS, replication, &[])
+        .map_err(|e| format!("create precious: {e}"))?;
+    for partition in 0..PARTITIONS {
+        c.await_isr_size(("precious", partition), nodes, SETUP_BOUND)?;
+    }
     c.create_topic(0, "scratch", 1).map_err(|e| format!("create scratch: {e}"))?;
     let mut acknowledged = Vec::new();
     for i in 0..PRECIOUS_RECORDS {
         let partition = i % PARTITIONS;
         let value = format!("record-{i}");
         let offset = c
-            .produce_at(0, "precious", partition, &value)
-            .map_err(|e| format!("produce before: {e:?}"))?;
+            .produce(0, "precious", partition, &value, SETUP_BOUND)
+            .ok_or_else(|| format!("record {i} was not acknowledged"))?;
         acknowledged.push((partition, offset, value));
     }
 
     let shared: Arc<Mutex<Tally>> = Arc::default();
+    let addrs: Vec<SocketAddr> = (0..nodes).map(|ix| c.addr(ix)).collect();
     let (addr, out) = (c.addr(0), Arc::clone(&shared));
     let done: Arc<Mutex<bool>> = Arc::default();
     let finished = Arc::clone(&done);
     let _task = c.sim.spawn(c.client, "hostile-client", move |env| async move {
-        hostile_client(env, addr, seed, out).await;
+        hostile_client(env, &addrs, seed, out).await;
         *finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
     });
     let limit = ANSWER_WAIT * (REQUESTS as u32 + 10);
@@ -255,7 +268,16 @@ fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
         return Err(format!("ApiVersions after the hostile requests: {versions:?}"));
     }
     for partition in 0..PARTITIONS {
-        let read = c.read_all(0, "precious", partition)?;
+        let led = |c: &Cluster| {
+            c.committed_partition("precious", partition)
+                .and_then(|p| c.ix_of(p.leader))
+                .filter(|&ix| c.broker(ix).is_some())
+        };
+        if !c.run_until(SETUP_BOUND, |c| led(c).is_some()) {
+            return Err(format!("precious-{partition} has no leader"));
+        }
+        let leader = led(c).unwrap_or_default();
+        let read = c.read_all(leader, "precious", partition)?;
         for (p, offset, value) in acknowledged.iter().filter(|(p, ..)| *p == partition) {
             let got = read.get(offset);
             if got.is_none_or(|g| g != value.as_bytes()) {
