@@ -162,7 +162,8 @@ impl Client {
 
     /// Asks for leader elections (ElectLeaders): `unclean` false for the preferred replica,
     /// true for any live replica of a partition without a leader; `partitions` by topic and
-    /// index, or `None` for every partition. The error code answered for each partition.
+    /// index, or `None` for every partition. The error code answered for each partition (the
+    /// broker is given [`REQUEST_TIMEOUT`]).
     pub async fn elect_leaders(
         &mut self,
         unclean: bool,
@@ -186,7 +187,9 @@ impl Client {
                 })
                 .collect()
         });
-        let response = self.call(&request, versions::ELECT_LEADERS, REQUEST_TIMEOUT).await?;
+        // A second longer than the broker has: an answer sent at its deadline still arrives.
+        let wait = REQUEST_TIMEOUT + Duration::from_secs(1);
+        let response = self.call(&request, versions::ELECT_LEADERS, wait).await?;
         if response.error_code != codes::NONE {
             return Err(ClientError::Kafka(response.error_code));
         }
