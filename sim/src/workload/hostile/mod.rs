@@ -10,13 +10,14 @@
 //! and then at an edge of their type (0, −1, 1, the smallest, the largest), and most bodies
 //! then mutated: windows overwritten with edge values or random bytes, cut short, grown, a bit
 //! flipped, or the header given a version outside the advertised range. Each request goes to a
-//! random node on a connection of its own and waits a while for its answer.
+//! random node on a connection of its own and waits a while for its answer, or now and then
+//! in a burst of up to 8 written back to back on one connection.
 //!
-//! Judged: no panic (the simulator turns one into the seed's failure); every answer is a whole
-//! frame, and every answer to a request whose header is intact carries its correlation id and
+//! Judged: no panic (the simulator turns one into the seed's failure); answers come in the
+//! order the requests were sent; every answer is a whole frame, and every answer to a request whose header is intact carries its correlation id and
 //! decodes as that API's response at that version, to the last byte; a request whose bytes were
 //! left as built (its fields may still be at edges) is answered or waited on, never met with a
-//! closed connection; at least a quarter of the requests are answered (so the
+//! closed connection; at least a quarter of the requests sent alone are answered (so the
 //! mutations do not all die in the decoder); afterwards the first node answers ApiVersions on a
 //! new connection, and every acknowledged record of `precious` reads back at its offset from
 //! the partition's leader.
@@ -46,6 +47,9 @@ use crate::workload::cluster::{Cluster, ClusterSpec};
 const REQUESTS: usize = 250;
 /// How long one request waits for its answer (a Fetch may wait, a JoinGroup may rebalance).
 const ANSWER_WAIT: Duration = Duration::from_secs(3);
+/// How often requests go in a burst on one connection, and the most in one burst.
+const BURST_PERCENT: usize = 8;
+const BURST_MAX: usize = 8;
 /// The largest answer read.
 const ANSWER_BYTES_MAX: usize = 64 << 20;
 /// Partitions of `precious`.
@@ -100,98 +104,165 @@ fn decodes(key: ApiKey, version: i16, mut body: Bytes) -> bool {
 struct Tally {
     sent: usize,
     answered: usize,
+    /// Requests sent alone on a connection, and those of them answered.
+    alone: usize,
+    alone_answered: usize,
     garbage: Vec<String>,
 }
 
-/// What one request met.
-enum Met {
-    /// An answer frame (its body).
-    Answered(Bytes),
-    /// The broker closed the connection (or refused it) without a whole answer frame.
-    Closed,
-    /// No answer within [`ANSWER_WAIT`] (acks=0, a long wait, or a frame it still waits on).
+/// One request as sent.
+struct Sent {
+    key: ApiKey,
+    /// The version it was built at.
+    version: i16,
+    /// The version its header names (another, outside the range, where the header was broken).
+    sent_version: i16,
+    correlation: i32,
+    intact_header: bool,
+    /// Neither its header nor its body was touched after it was built.
+    pristine: bool,
+    frame: Vec<u8>,
+}
+
+/// Builds one request for a random API and version, mutated as the seed draws.
+fn build(rng: &mut Rng, scratch_ids: &mut u32, correlation: i32) -> Option<Sent> {
+    let (key, version, mut body) = request(rng, scratch_ids)?;
+    let intact_header = !rng.chance(5);
+    let sent_version = if intact_header { version } else { version + 20 - rng.below(40) as i16 };
+    let pristine = mutate(rng, &mut body) && intact_header;
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = sent_version;
+    header.correlation_id = correlation;
+    header.client_id = Some(s("fuzz"));
+    let mut frame = BytesMut::new();
+    frame.put_i32(0);
+    header.encode(&mut frame, key.request_header_version(version)).ok()?;
+    frame.extend_from_slice(&body);
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    Some(Sent {
+        key,
+        version,
+        sent_version,
+        correlation,
+        intact_header,
+        pristine,
+        frame: frame.to_vec(),
+    })
+}
+
+/// How reading a connection's answers ended.
+enum End {
+    /// No answer came within [`ANSWER_WAIT`] (acks=0, a long wait, or a frame it still waits
+    /// on).
     Silent,
+    /// The broker closed the connection (or refused it).
+    Closed,
     /// An answer frame that is not one: a size out of range, or fewer bytes than it said.
     BadFrame(String),
 }
 
-/// Sends one frame on a new connection and reads one answer, if one comes within
-/// [`ANSWER_WAIT`].
-async fn exchange(env: &Env, addr: SocketAddr, frame: &[u8]) -> Met {
+/// Sends `burst` back to back on a new connection and reads answers, each within
+/// [`ANSWER_WAIT`] of the last: the answer frames in the order they came, and how reading ended.
+async fn exchange(env: &Env, addr: SocketAddr, burst: &[Sent]) -> (Vec<Bytes>, End) {
     let clock = Arc::clone(&env.clock);
-    let work = async {
-        let Ok(mut conn) = env.net.connect(addr).await else { return Met::Closed };
-        if conn.write_all(frame).await.is_err() {
-            return Met::Closed;
-        }
-        let Ok(size) = conn.read_i32().await else { return Met::Closed };
-        let Some(len) = usize::try_from(size).ok().filter(|&n| n <= ANSWER_BYTES_MAX) else {
-            return Met::BadFrame(format!("a frame of {size} bytes"));
+    let mut answers = Vec::new();
+    let Ok(mut conn) = env.net.connect(addr).await else { return (answers, End::Closed) };
+    let bytes: Vec<u8> = burst.iter().flat_map(|sent| sent.frame.iter().copied()).collect();
+    if conn.write_all(&bytes).await.is_err() {
+        return (answers, End::Closed);
+    }
+    loop {
+        let next = async {
+            let Ok(size) = conn.read_i32().await else { return Err(End::Closed) };
+            let Some(len) = usize::try_from(size).ok().filter(|&n| n <= ANSWER_BYTES_MAX) else {
+                return Err(End::BadFrame(format!("a frame of {size} bytes")));
+            };
+            let mut body = vec![0u8; len];
+            match conn.read_exact(&mut body).await {
+                Ok(_) => Ok(Bytes::from(body)),
+                Err(_) => Err(End::BadFrame(format!("a frame of {len} bytes cut short"))),
+            }
         };
-        let mut body = vec![0u8; len];
-        match conn.read_exact(&mut body).await {
-            Ok(_) => Met::Answered(Bytes::from(body)),
-            Err(_) => Met::BadFrame(format!("a frame of {len} bytes cut short")),
+        match timeout(&*clock, ANSWER_WAIT, next).await {
+            Ok(Ok(answer)) => answers.push(answer),
+            Ok(Err(end)) => return (answers, end),
+            Err(_) => return (answers, End::Silent),
         }
-    };
-    timeout(&*clock, ANSWER_WAIT, work).await.unwrap_or(Met::Silent)
+    }
 }
 
-/// The client's part: [`REQUESTS`] requests, each on its own connection.
+/// Judges the answers to `burst`: in the order the requests were sent (a correlation id may be
+/// skipped, for a request never answered, but never come back later), each a whole frame, and
+/// each answer to an intact header decoding as its API's response at its version to the last
+/// byte. A closed connection is a violation only where every request of the burst was left as
+/// built. Requests sent alone are also counted apart.
+fn judge(burst: &[Sent], answers: Vec<Bytes>, end: End, t: &mut Tally) {
+    t.sent += burst.len();
+    if burst.len() == 1 {
+        t.alone += 1;
+        t.alone_answered += usize::from(!answers.is_empty());
+    }
+    let mut next = 0;
+    for mut answer in answers {
+        let correlation = answer.get(..4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let Some(at) = burst[next..].iter().position(|s| Some(s.correlation) == correlation) else {
+            t.garbage.push(format!("an answer for correlation id {correlation:?} out of order"));
+            return;
+        };
+        let sent = &burst[next + at];
+        next += at + 1;
+        t.answered += 1;
+        if !sent.intact_header {
+            continue;
+        }
+        let (key, version) = (sent.key, sent.version);
+        let header = ResponseHeader::decode(&mut answer, key.response_header_version(version));
+        if !(header.is_ok() && decodes(key, version, answer)) {
+            t.garbage.push(format!("{key:?} v{version}: an answer that does not decode"));
+        }
+    }
+    match end {
+        End::Silent => {}
+        End::Closed => {
+            // Which request closed it is unknown (one left unanswered may be an acks=0
+            // produce): only a burst of requests all left as built is owed no close.
+            if next < burst.len() && burst.iter().all(|s| s.pristine) {
+                let unanswered: Vec<_> =
+                    burst[next..].iter().map(|s| format!("{:?} v{}", s.key, s.version)).collect();
+                t.garbage.push(format!(
+                    "requests left as built met a closed connection: {}",
+                    unanswered.join(", ")
+                ));
+            }
+        }
+        End::BadFrame(why) => {
+            let sent = burst.get(next).map(|s| (s.key, s.sent_version));
+            t.garbage.push(format!("after {sent:?}: {why}"));
+        }
+    }
+}
+
+/// The client's part: [`REQUESTS`] requests, one at a time on a connection of its own or, now
+/// and then, in bursts of up to 8 back to back on one connection.
 async fn hostile_client(env: Env, addrs: &[SocketAddr], seed: u64, tally: Arc<Mutex<Tally>>) {
     let mut rng = Rng(seed ^ 0x5eed_f00d);
     let mut scratch_ids = 0;
-    for correlation in 0..REQUESTS as i32 {
-        let Some((key, version, mut body)) = request(&mut rng, &mut scratch_ids) else {
-            continue;
-        };
-        let intact_header = !rng.chance(5);
-        let sent_version =
-            if intact_header { version } else { version + 20 - rng.below(40) as i16 };
-        let pristine = mutate(&mut rng, &mut body) && intact_header;
-        let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
-        header.request_api_version = sent_version;
-        header.correlation_id = correlation;
-        header.client_id = Some(s("fuzz"));
-        let mut frame = BytesMut::new();
-        frame.put_i32(0);
-        let header_version = key.request_header_version(version);
-        let mut head = BytesMut::new();
-        if header.encode(&mut head, header_version).is_err() {
+    let mut correlation = 0;
+    while (correlation as usize) < REQUESTS {
+        let size = if rng.chance(BURST_PERCENT) { 2 + rng.below(BURST_MAX - 1) } else { 1 };
+        let mut burst = Vec::with_capacity(size);
+        for _ in 0..size {
+            correlation += 1;
+            burst.extend(build(&mut rng, &mut scratch_ids, correlation));
+        }
+        if burst.is_empty() {
             continue;
         }
-        frame.extend_from_slice(&head);
-        frame.extend_from_slice(&body);
-        let size = (frame.len() - 4) as i32;
-        frame[..4].copy_from_slice(&size.to_be_bytes());
         let addr = addrs[rng.below(addrs.len())];
-        let met = exchange(&env, addr, &frame).await;
-        let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
-        t.sent += 1;
-        let mut answer = match met {
-            Met::Answered(answer) => answer,
-            Met::Silent => continue,
-            Met::Closed if !pristine => continue,
-            Met::Closed => {
-                t.garbage
-                    .push(format!("{key:?} v{version}: a request as built closed its connection"));
-                continue;
-            }
-            Met::BadFrame(why) => {
-                t.garbage.push(format!("{key:?} v{sent_version}: {why}"));
-                continue;
-            }
-        };
-        t.answered += 1;
-        if !intact_header {
-            continue;
-        }
-        let header = ResponseHeader::decode(&mut answer, key.response_header_version(version));
-        match header {
-            Ok(h) if h.correlation_id == correlation && decodes(key, version, answer) => {}
-            other => t.garbage.push(format!("{key:?} v{version}: header {other:?}")),
-        }
+        let (answers, end) = exchange(&env, addr, &burst).await;
+        judge(&burst, answers, end, &mut tally.lock().unwrap_or_else(|p| p.into_inner()));
     }
 }
 
@@ -255,8 +326,9 @@ fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
     if !ended {
         return Err("the hostile client did not finish".to_owned());
     }
-    if tally.answered * 4 < tally.sent {
-        return Err(format!("only {} of {} requests answered", tally.answered, tally.sent));
+    if tally.alone_answered * 4 < tally.alone {
+        let (answered, alone) = (tally.alone_answered, tally.alone);
+        return Err(format!("only {answered} of {alone} requests sent alone answered"));
     }
 
     // The broker still serves, and what it acknowledged is intact.
@@ -286,4 +358,56 @@ fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request as built, of `key`, with correlation id `correlation`.
+    fn sent(key: ApiKey, correlation: i32, pristine: bool) -> Sent {
+        Sent {
+            key,
+            version: 1,
+            sent_version: 1,
+            correlation,
+            intact_header: true,
+            pristine,
+            frame: Vec::new(),
+        }
+    }
+
+    /// A ListGroups v1 answer for `correlation`.
+    fn answer(correlation: i32) -> Bytes {
+        let mut body = BytesMut::new();
+        body.put_i32(correlation);
+        let encoded = ListGroupsResponse::default().encode(&mut body, 1);
+        assert!(encoded.is_ok());
+        body.freeze()
+    }
+
+    #[test]
+    fn answers_out_of_order_bad_ones_and_closes_of_requests_as_built_are_violations() {
+        let burst: Vec<Sent> = (1..=3).map(|c| sent(ApiKey::ListGroups, c, true)).collect();
+        let judged = |answers: Vec<Bytes>, end: End| {
+            let mut t = Tally::default();
+            judge(&burst, answers, end, &mut t);
+            t.garbage
+        };
+        // In order, one skipped (never answered): fine.
+        assert!(judged(vec![answer(1), answer(3)], End::Silent).is_empty());
+        // Out of order, or an answer to no request.
+        assert_eq!(judged(vec![answer(2), answer(1)], End::Silent).len(), 1);
+        assert_eq!(judged(vec![answer(9)], End::Silent).len(), 1);
+        // An answer that does not decode (cut short).
+        assert_eq!(judged(vec![answer(1).slice(..4)], End::Silent).len(), 1);
+        // A close before every request as built was answered; not once all were.
+        assert_eq!(judged(vec![answer(1)], End::Closed).len(), 1);
+        assert!(judged(vec![answer(1), answer(2), answer(3)], End::Closed).is_empty());
+        // A close where some request was mutated is its right.
+        let mutated: Vec<Sent> = (1..=2).map(|c| sent(ApiKey::ListGroups, c, c == 1)).collect();
+        let mut t = Tally::default();
+        judge(&mutated, vec![answer(1)], End::Closed, &mut t);
+        assert!(t.garbage.is_empty(), "{:?}", t.garbage);
+    }
 }
