@@ -12,6 +12,8 @@ use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::codes;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
+/// The timeout the simulated client gives ElectLeaders.
+const ELECTION_TIMEOUT: Duration = weir_sim::client::REQUEST_TIMEOUT;
 /// How long the ISR may take to fill, and the cluster to heal.
 const BOUND: Duration = Duration::from_secs(60);
 
@@ -29,7 +31,13 @@ fn scenario(seed: u64) -> Result<(), String> {
     let others: Vec<_> = (0..3).filter(|&ix| ix != via).map(|ix| c.nodes[ix]).collect();
     c.sim.partition(&[c.nodes[via]], &others);
     let asked = Some(vec![("t", 0), ("t", 1)]);
+    let sent_at = c.sim.now();
     let cut = elect(&mut c, via, false, asked.clone())?;
+    let took = c.sim.now() - sent_at;
+    // The request's timeout (the client gives 5 s), plus delivery.
+    ensure(took <= ELECTION_TIMEOUT + Duration::from_millis(500), || {
+        format!("answered after {took:?}")
+    })?;
     let expected =
         answers(&[("t", 0, codes::REQUEST_TIMED_OUT), ("t", 1, codes::REQUEST_TIMED_OUT)]);
     ensure(cut == expected, || format!("cut off from the controller: {cut:?}"))?;

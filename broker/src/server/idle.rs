@@ -38,8 +38,9 @@ impl Activity {
         self.owed.fetch_sub(1, Ordering::Release);
     }
 
-    /// The writer stopped at `now` (the connection failed, or a response could not be
-    /// encoded): nothing more will be delivered, so nothing is owed any longer.
+    /// The writer stopped at `now` (the connection failed, a response could not be encoded,
+    /// or the reader stopped and everything owed was delivered): nothing more will be
+    /// delivered, so nothing is owed any longer.
     pub fn writer_gone(&self, now: Instant) {
         self.last_write_nanos.fetch_max(now.as_nanos(), Ordering::Relaxed);
         self.writer_gone.store(true, Ordering::Release);

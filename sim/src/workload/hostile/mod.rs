@@ -5,13 +5,16 @@
 //! One node, or (odd seeds) three, each a controller and a broker. Topic `precious` (two
 //! partitions, on every node) holds acknowledged records; topic `scratch` is
 //! the one the destructive requests (DeleteTopics, DeleteRecords, CreatePartitions, the config
-//! changes, reassignments) name. A client then sends a few hundred requests built as real
+//! changes, reassignments) name. A client then sends about 250 requests built as real
 //! clients build them, each for a random API and version (see [`requests`]): numeric fields now
 //! and then at an edge of their type (0, −1, 1, the smallest, the largest), and most bodies
 //! then mutated: windows overwritten with edge values or random bytes, cut short, grown, a bit
 //! flipped, or the header given a version outside the advertised range. Each request goes to a
 //! random node on a connection of its own and waits a while for its answer, or now and then
-//! in a burst of up to 8 written back to back on one connection.
+//! in a burst of up to 8 written back to back on one connection. Now and then the client also
+//! joins a group as a real consumer would, and sends a burst of that member's requests (sync,
+//! heartbeat, commit, fetch offsets, leave, describe) with its real member id and generation to
+//! its coordinator, so that they get past the coordinator's first checks.
 //!
 //! Judged: no panic (the simulator turns one into the seed's failure); answers come in the
 //! order the requests were sent; every answer is a whole frame, and every answer to a request whose header is intact carries its correlation id and
@@ -38,9 +41,11 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weir::io::{Env, timeout};
 
-use self::requests::{Rng, mutate, request, s};
+use self::requests::{Member, Rng, member_request, mutate, request, s};
 use super::Report;
 use crate::client::Client;
+use crate::client::assignment::encode_subscription;
+use crate::client::group::MemberConfig;
 use crate::workload::cluster::{Cluster, ClusterSpec};
 
 /// Requests sent per seed.
@@ -50,6 +55,12 @@ const ANSWER_WAIT: Duration = Duration::from_secs(3);
 /// How often requests go in a burst on one connection, and the most in one burst.
 const BURST_PERCENT: usize = 8;
 const BURST_MAX: usize = 8;
+/// How often the client joins a group as a member and sends that member's requests, the
+/// groups it joins, and the member's session and rebalance timeouts.
+const MEMBER_PERCENT: usize = 6;
+const MEMBER_GROUPS: usize = 3;
+const MEMBER_SESSION: Duration = Duration::from_secs(10);
+const MEMBER_REBALANCE: Duration = Duration::from_secs(3);
 /// The largest answer read.
 const ANSWER_BYTES_MAX: usize = 64 << 20;
 /// Partitions of `precious`.
@@ -126,9 +137,15 @@ struct Sent {
 
 /// Builds one request for a random API and version, mutated as the seed draws.
 fn build(rng: &mut Rng, scratch_ids: &mut u32, correlation: i32) -> Option<Sent> {
-    let (key, version, mut body) = request(rng, scratch_ids)?;
-    let intact_header = !rng.chance(5);
-    let sent_version = if intact_header { version } else { version + 20 - rng.below(40) as i16 };
+    let built = request(rng, scratch_ids)?;
+    mutated(rng, built, correlation)
+}
+
+/// Frames a request built as a client builds it, mutated as the seed draws.
+fn mutated(rng: &mut Rng, (key, version, mut body): Built, correlation: i32) -> Option<Sent> {
+    let broken = rng.chance(5);
+    let sent_version = if broken { version + 20 - rng.below(40) as i16 } else { version };
+    let intact_header = sent_version == version;
     let pristine = mutate(rng, &mut body) && intact_header;
     let mut header = RequestHeader::default();
     header.request_api_key = key as i16;
@@ -152,6 +169,9 @@ fn build(rng: &mut Rng, scratch_ids: &mut u32, correlation: i32) -> Option<Sent>
     })
 }
 
+/// A request as built: its API, version and body.
+type Built = (ApiKey, i16, Vec<u8>);
+
 /// How reading a connection's answers ended.
 enum End {
     /// No answer came within [`ANSWER_WAIT`] (acks=0, a long wait, or a frame it still waits
@@ -170,12 +190,22 @@ async fn exchange(env: &Env, addr: SocketAddr, burst: &[Sent]) -> (Vec<Bytes>, E
     let mut answers = Vec::new();
     let Ok(mut conn) = env.net.connect(addr).await else { return (answers, End::Closed) };
     let bytes: Vec<u8> = burst.iter().flat_map(|sent| sent.frame.iter().copied()).collect();
-    if conn.write_all(&bytes).await.is_err() {
-        return (answers, End::Closed);
-    }
-    loop {
+    // A failed write (the broker closed on a bad frame) still leaves the answers it owed.
+    let _ = conn.write_all(&bytes).await;
+    while answers.len() < burst.len() {
         let next = async {
-            let Ok(size) = conn.read_i32().await else { return Err(End::Closed) };
+            let mut size = [0u8; 4];
+            let mut got = 0;
+            while got < size.len() {
+                match conn.read(&mut size[got..]).await {
+                    Ok(0) | Err(_) if got == 0 => return Err(End::Closed),
+                    Ok(0) | Err(_) => {
+                        return Err(End::BadFrame(format!("a size cut short after {got} bytes")));
+                    }
+                    Ok(n) => got += n,
+                }
+            }
+            let size = i32::from_be_bytes(size);
             let Some(len) = usize::try_from(size).ok().filter(|&n| n <= ANSWER_BYTES_MAX) else {
                 return Err(End::BadFrame(format!("a frame of {size} bytes")));
             };
@@ -191,13 +221,15 @@ async fn exchange(env: &Env, addr: SocketAddr, burst: &[Sent]) -> (Vec<Bytes>, E
             Err(_) => return (answers, End::Silent),
         }
     }
+    (answers, End::Silent)
 }
 
 /// Judges the answers to `burst`: in the order the requests were sent (a correlation id may be
 /// skipped, for a request never answered, but never come back later), each a whole frame, and
 /// each answer to an intact header decoding as its API's response at its version to the last
-/// byte. A closed connection is a violation only where every request of the burst was left as
-/// built. Requests sent alone are also counted apart.
+/// byte. A closed connection is a violation where a request left as built, sent before every
+/// changed one, went unanswered (a produce excepted: acks=0 is answered by silence). Requests
+/// sent alone are also counted apart.
 fn judge(burst: &[Sent], answers: Vec<Bytes>, end: End, t: &mut Tally) {
     t.sent += burst.len();
     if burst.len() == 1 {
@@ -207,8 +239,12 @@ fn judge(burst: &[Sent], answers: Vec<Bytes>, end: End, t: &mut Tally) {
     let mut next = 0;
     for mut answer in answers {
         let correlation = answer.get(..4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-        let Some(at) = burst[next..].iter().position(|s| Some(s.correlation) == correlation) else {
-            t.garbage.push(format!("an answer for correlation id {correlation:?} out of order"));
+        let Some(correlation) = correlation else {
+            t.garbage.push(format!("an answer of {} bytes, too short for a header", answer.len()));
+            return;
+        };
+        let Some(at) = burst[next..].iter().position(|s| s.correlation == correlation) else {
+            t.garbage.push(format!("an answer for correlation id {correlation} out of order"));
             return;
         };
         let sent = &burst[next + at];
@@ -226,14 +262,19 @@ fn judge(burst: &[Sent], answers: Vec<Bytes>, end: End, t: &mut Tally) {
     match end {
         End::Silent => {}
         End::Closed => {
-            // Which request closed it is unknown (one left unanswered may be an acks=0
-            // produce): only a burst of requests all left as built is owed no close.
-            if next < burst.len() && burst.iter().all(|s| s.pristine) {
-                let unanswered: Vec<_> =
-                    burst[next..].iter().map(|s| format!("{:?} v{}", s.key, s.version)).collect();
+            // The broker answers what it read before a bad frame, then closes: a request left
+            // as built that came before every changed one is owed its answer, unless it is a
+            // produce (acks=0 is answered by silence).
+            let first_changed = burst.iter().position(|s| !s.pristine).unwrap_or(burst.len());
+            let owed: Vec<_> = burst[next.min(first_changed)..first_changed]
+                .iter()
+                .filter(|s| s.key != ApiKey::Produce)
+                .map(|s| format!("{:?} v{}", s.key, s.version))
+                .collect();
+            if !owed.is_empty() {
                 t.garbage.push(format!(
                     "requests left as built met a closed connection: {}",
-                    unanswered.join(", ")
+                    owed.join(", ")
                 ));
             }
         }
@@ -244,6 +285,40 @@ fn judge(burst: &[Sent], answers: Vec<Bytes>, end: End, t: &mut Tally) {
     }
 }
 
+/// Joins one of a few groups as a real consumer would (through its coordinator, found with
+/// FindCoordinator), then builds a burst of up to [`BURST_MAX`] requests of that member, with
+/// its real member id and generation, for its coordinator: the coordinator's address and the
+/// burst, or `None` where the join did not succeed.
+async fn member_session(
+    env: &Env,
+    addrs: &[SocketAddr],
+    rng: &mut Rng,
+    correlation: &mut i32,
+) -> Option<(SocketAddr, Vec<Sent>)> {
+    *correlation += 1;
+    let group = format!("fuzz-{}", rng.below(MEMBER_GROUPS));
+    let mut client = Client::new(env.clone(), addrs[rng.below(addrs.len())], "fuzz-member");
+    let coordinator = client.find_coordinator(&group).await.ok()?;
+    let addr = *addrs.get(usize::try_from(coordinator.node_id - 1).ok()?)?;
+    let mut member = Client::new(env.clone(), addr, "fuzz-member");
+    let config = MemberConfig {
+        group: group.clone(),
+        session_timeout: MEMBER_SESSION,
+        rebalance_timeout: MEMBER_REBALANCE,
+    };
+    let subscription = encode_subscription(&["precious".to_owned()]).ok()?;
+    let joined = member.join_group(&config, "", subscription).await.ok()?;
+    let place =
+        Member { group: &group, member_id: &joined.member_id, generation: joined.generation };
+    let mut burst = Vec::new();
+    for _ in 0..1 + rng.below(BURST_MAX) {
+        *correlation += 1;
+        let built = member_request(rng, &place);
+        burst.extend(built.and_then(|built| mutated(rng, built, *correlation)));
+    }
+    Some((addr, burst))
+}
+
 /// The client's part: [`REQUESTS`] requests, one at a time on a connection of its own or, now
 /// and then, in bursts of up to 8 back to back on one connection.
 async fn hostile_client(env: Env, addrs: &[SocketAddr], seed: u64, tally: Arc<Mutex<Tally>>) {
@@ -251,6 +326,14 @@ async fn hostile_client(env: Env, addrs: &[SocketAddr], seed: u64, tally: Arc<Mu
     let mut scratch_ids = 0;
     let mut correlation = 0;
     while (correlation as usize) < REQUESTS {
+        if rng.chance(MEMBER_PERCENT) {
+            let burst = member_session(&env, addrs, &mut rng, &mut correlation).await;
+            if let Some((addr, burst)) = burst {
+                let (answers, end) = exchange(&env, addr, &burst).await;
+                judge(&burst, answers, end, &mut tally.lock().unwrap_or_else(|p| p.into_inner()));
+            }
+            continue;
+        }
         let size = if rng.chance(BURST_PERCENT) { 2 + rng.below(BURST_MAX - 1) } else { 1 };
         let mut burst = Vec::with_capacity(size);
         for _ in 0..size {
@@ -320,7 +403,9 @@ fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
         hostile_client(env, &addrs, seed, out).await;
         *finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
     });
-    let limit = ANSWER_WAIT * (REQUESTS as u32 + 10);
+    // Each exchange waits at most one ANSWER_WAIT per request after the last answer, and a
+    // member's join its rebalance: generous, in simulated time.
+    let limit = (ANSWER_WAIT + MEMBER_REBALANCE) * (REQUESTS as u32 + 10);
     let ended = c.run_until(limit, |_| *done.lock().unwrap_or_else(|p| p.into_inner()));
     *tally = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
     if !ended {
@@ -404,10 +489,21 @@ mod tests {
         // A close before every request as built was answered; not once all were.
         assert_eq!(judged(vec![answer(1)], End::Closed).len(), 1);
         assert!(judged(vec![answer(1), answer(2), answer(3)], End::Closed).is_empty());
-        // A close where some request was mutated is its right.
-        let mutated: Vec<Sent> = (1..=2).map(|c| sent(ApiKey::ListGroups, c, c == 1)).collect();
-        let mut t = Tally::default();
-        judge(&mutated, vec![answer(1)], End::Closed, &mut t);
-        assert!(t.garbage.is_empty(), "{:?}", t.garbage);
+        // A close at a mutated request is its right; a request as built before it is still
+        // owed its answer, unless it is a produce (acks=0 answers nothing).
+        let judged_mixed = |keys: [ApiKey; 3], answers: Vec<Bytes>| {
+            let burst: Vec<Sent> =
+                keys.iter().zip(1..).map(|(&key, c)| sent(key, c, c != 3)).collect();
+            let mut t = Tally::default();
+            judge(&burst, answers, End::Closed, &mut t);
+            t.garbage
+        };
+        let groups = [ApiKey::ListGroups; 3];
+        assert!(judged_mixed(groups, vec![answer(1), answer(2)]).is_empty());
+        assert_eq!(judged_mixed(groups, vec![answer(1)]).len(), 1);
+        let produce = [ApiKey::ListGroups, ApiKey::Produce, ApiKey::ListGroups];
+        assert!(judged_mixed(produce, vec![answer(1)]).is_empty());
+        // An answer too short to hold a correlation id.
+        assert_eq!(judged(vec![Bytes::from_static(&[0, 0])], End::Silent).len(), 1);
     }
 }

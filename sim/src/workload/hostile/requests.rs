@@ -439,6 +439,96 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
     }
 }
 
+/// A member's place in a group it joined: what its requests name.
+pub(super) struct Member<'a> {
+    pub(super) group: &'a str,
+    pub(super) member_id: &'a str,
+    pub(super) generation: i32,
+}
+
+/// One request of a member of `m.group` with its real member id and generation, so that it
+/// passes the coordinator's first checks and reaches what lies behind them; fields now and
+/// then at their edges, as in [`request`].
+pub(super) fn member_request(rng: &mut Rng, m: &Member<'_>) -> Option<(ApiKey, i16, Vec<u8>)> {
+    let generation = rng.edge(m.generation);
+    let (id, member) = (group(m.group), s(m.member_id));
+    match rng.below(6) {
+        0 => {
+            let mut a = sync_group_request::SyncGroupRequestAssignment::default();
+            a.member_id = member.clone();
+            a.assignment = Bytes::from_static(&[
+                0, 1, 0, 0, 0, 1, 0, 8, b'p', b'r', b'e', b'c', b'i', b'o', b'u', b's', 0, 0, 0, 1,
+                0, 0, 0, 0, 0, 0, 0, 0,
+            ]);
+            let mut r = SyncGroupRequest::default();
+            r.group_id = id;
+            r.generation_id = generation;
+            r.member_id = member;
+            r.assignments = vec![a];
+            // The protocol's type and name from v5.
+            let plain = encoded!(rng, SyncGroup, r.clone());
+            r.protocol_type = Some(s("consumer"));
+            r.protocol_name = Some(s("roundrobin"));
+            plain.filter(|(_, v, _)| *v < 5).or_else(|| encoded!(rng, SyncGroup, r))
+        }
+        1 => {
+            let mut r = HeartbeatRequest::default();
+            r.group_id = id;
+            r.generation_id = generation;
+            r.member_id = member;
+            encoded!(rng, Heartbeat, r)
+        }
+        2 => {
+            let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+            p.partition_index = {
+                let i = rng.below(PARTITIONS as usize) as i32;
+                rng.edge(i)
+            };
+            p.committed_offset = {
+                let o = rng.below(8) as i64;
+                rng.edge(o)
+            };
+            p.committed_leader_epoch = rng.edge(-1);
+            let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+            t.name = topic("precious");
+            t.partitions = vec![p];
+            let mut r = OffsetCommitRequest::default();
+            r.group_id = id;
+            r.generation_id_or_member_epoch = generation;
+            r.member_id = member;
+            r.retention_time_ms = rng.edge(-1);
+            r.topics = vec![t];
+            encoded!(rng, OffsetCommit, r)
+        }
+        3 => {
+            let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+            t.name = topic("precious");
+            t.partition_indexes = vec![0, 1];
+            let mut r = OffsetFetchRequest::default();
+            r.group_id = id;
+            r.topics = Some(vec![t]);
+            encoded!(rng, OffsetFetch, r)
+        }
+        4 => {
+            // One member id before v3, a list of members from v3.
+            let mut by_id = LeaveGroupRequest::default();
+            by_id.group_id = id.clone();
+            by_id.member_id = member.clone();
+            let mut identity = leave_group_request::MemberIdentity::default();
+            identity.member_id = member;
+            let mut by_list = LeaveGroupRequest::default();
+            by_list.group_id = id;
+            by_list.members = vec![identity];
+            encoded!(rng, LeaveGroup, by_id).or_else(|| encoded!(rng, LeaveGroup, by_list))
+        }
+        _ => {
+            let mut r = DescribeGroupsRequest::default();
+            r.groups = vec![id];
+            encoded!(rng, DescribeGroups, r)
+        }
+    }
+}
+
 /// Values that break arithmetic and bounds when a field takes them.
 const EDGES: [&[u8]; 9] = [
     &[0, 0, 0, 0],
