@@ -20,7 +20,7 @@
 //! order the requests were sent; every answer is a whole frame, and every answer to a request whose header is intact carries its correlation id and
 //! decodes as that API's response at that version, to the last byte; a request whose bytes were
 //! left as built (its fields may still be at edges) is answered or waited on, never met with a
-//! closed connection; at least a quarter of the requests sent alone are answered (so the
+//! closed connection; at least a sixth of the requests sent alone are answered (so the
 //! mutations do not all die in the decoder); afterwards the first node answers ApiVersions on a
 //! new connection, and every acknowledged record of `precious` reads back at its offset from
 //! the partition's leader.
@@ -61,6 +61,9 @@ const MEMBER_PERCENT: usize = 6;
 const MEMBER_GROUPS: usize = 3;
 const MEMBER_SESSION: Duration = Duration::from_secs(10);
 const MEMBER_REBALANCE: Duration = Duration::from_secs(3);
+/// At least one in this many requests sent alone must be answered (about two in five are;
+/// a quarter failed one seed of 9,000 by chance, with about a hundred sent alone).
+const ANSWERED_FLOOR: usize = 6;
 /// The largest answer read.
 const ANSWER_BYTES_MAX: usize = 64 << 20;
 /// Partitions of `precious`.
@@ -411,7 +414,7 @@ fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
     if !ended {
         return Err("the hostile client did not finish".to_owned());
     }
-    if tally.alone_answered * 4 < tally.alone {
+    if tally.alone_answered * ANSWERED_FLOOR < tally.alone {
         let (answered, alone) = (tally.alone_answered, tally.alone);
         return Err(format!("only {answered} of {alone} requests sent alone answered"));
     }
