@@ -277,8 +277,12 @@ impl Controller {
         // A broker back from a lapsed session is answered with an index only a quorum could
         // have committed: this controller may have been deposed without knowing it (paused, or
         // cut off, with that broker), and an index from its stale image would let the broker
-        // lead partitions that moved away meanwhile.
-        let prove = matches!(request, Request::Heartbeat { lapsed: true, .. });
+        // lead partitions that moved away meanwhile. So is an operator's election that needs
+        // no change: "not needed" from a deposed controller's image may be false.
+        let prove = matches!(
+            request,
+            Request::Heartbeat { lapsed: true, .. } | Request::ElectLeaders { .. }
+        );
         // A heartbeat of a broker this controller fenced: the answer's entry unfences it, and
         // the broker must not lead again before its image holds every change up to it.
         let rejoining = match &request {
