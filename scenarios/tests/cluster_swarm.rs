@@ -102,6 +102,10 @@ const FOUND_BY_SWEEPS: &[(u64, bool)] = &[
     // log start lay inside as "outside the log" (0x627e).
     (0x6230, true),
     (0x627e, true),
+    // Three adjacent batches of a follower damaged, the last in its base offset (outside the
+    // CRC): the middle one was refused as "does not end where the copy does" (the batch after
+    // it states another base), and the last as needing the middle one first, for good.
+    (0x7fa2, true),
 ];
 
 #[test]

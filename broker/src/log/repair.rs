@@ -20,7 +20,7 @@
 //! - the copy ends where the damaged batch did: at the segment's end, which is the offset after
 //!   the copy's last, or where an intact batch begins with the offset after the copy's last (or
 //!   a later one, where offsets may have gaps), or a damaged one whose header states exactly
-//!   that offset;
+//!   that offset, or (without gaps) one intact by its own checks whose base offset was flipped;
 //! - in a log that may have gaps in its offsets (compacted), the damaged batch's own length
 //!   field also states the copy's length: there, each replica compacts its own copy, and a
 //!   longer copy could otherwise reach over intact batches whose offsets a gap hides;
@@ -124,9 +124,12 @@ impl Log {
             match walker.next().await {
                 Ok(Some(w)) => w.position == after,
                 // Damaged too (as adjacent batches on one bad sector are): where its header
-                // states the offset after the copy's last.
+                // states the offset after the copy's last, or, in a log without gaps in its
+                // offsets, where a batch intact by its own checks starts (its base offset,
+                // outside its CRC, flipped: it is repaired in turn once this one is).
                 Err(WalkStop::Invalid { position, .. }) if position == after => {
                     states_base_at(file, (after, next)).await?
+                        || (dense && intact_batch_at(file, after, plan.end).await?)
                 }
                 _ => false,
             }
@@ -233,6 +236,16 @@ impl Log {
             }
         }
     }
+}
+
+/// Whether a batch that passes its own checks starts at byte `at` (before `end`).
+async fn intact_batch_at(file: &dyn File, at: u64, end: u64) -> std::io::Result<bool> {
+    let head = file.read_at(at, BATCH_HEADER_BYTES).await?;
+    let Some(len) = segment::frame_len(&head).filter(|&len| at + len as u64 <= end) else {
+        return Ok(false);
+    };
+    let whole = file.read_at(at, len).await?;
+    Ok(batch::validate(&whole, whole.len()).is_ok())
 }
 
 /// Where the damaged batch with base offset `base` starts, the walk having met damage at byte
