@@ -341,15 +341,23 @@ fn log_repair_never_takes_a_batch_a_gap_hides_for_the_damaged_one() {
 }
 
 /// Two adjacent batches damaged (as one bad sector damages several small batches), each in its
-/// records or in its length field: the first is repaired while the second is still damaged (its
-/// header states where it starts), then the second.
+/// records or in its length field, or the second (by seed) in its base offset, outside its CRC:
+/// the first is repaired while the second is still damaged (its header states where it starts,
+/// or it passes its own checks there), then the second.
 fn adjacent_scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
     let host = sim.add_client("broker");
     let (log, stored) = log_of_batches(&sim, host, BATCHES, seed % 2 == 1)?;
     let first = 1 + (seed / 2 % u64::from(BATCHES - 2)) as u8;
+    let flipped_base = (seed >> 4) % 2 == 1;
     for (i, n) in [first, first + 1].into_iter().enumerate() {
-        let within = if (seed >> (2 + i)) % 2 == 1 { 8 + seed as usize % 4 } else { 61 };
+        let within = if i == 1 && flipped_base {
+            7
+        } else if (seed >> (2 + i)) % 2 == 1 {
+            8 + seed as usize % 4
+        } else {
+            61
+        };
         damage_batch(&sim, host, &stored, usize::from(n), within)?;
     }
     sim.block_on(host, Duration::from_secs(60), move |_env| async move {
