@@ -32,6 +32,7 @@ use crate::producer_ids::ProducerIds;
 use crate::replication::catch_up::CatchUpBudget;
 use crate::scrub::{ScrubConfig, Scrubber};
 use crate::server;
+use crate::server::accept::Acceptor;
 use crate::topics::OFFSETS_TOPIC;
 
 /// How long an admin request waits for the controller and for its change to be visible here.
@@ -293,20 +294,14 @@ impl Broker {
         self.open_connections.load(Ordering::Relaxed)
     }
 
-    /// Accepts connections until the listener fails.
+    /// Accepts connections until the listener is closed; a failed accept is tried again (see
+    /// [`server::accept`]).
     pub async fn serve(self: Arc<Self>, listener: Box<dyn Listener>) {
         tracing::info!(addr = %listener.local_addr(), node = self.config.node_id, "weir listening");
-        loop {
-            match listener.accept().await {
-                Ok((conn, peer)) => {
-                    let broker = Arc::clone(&self);
-                    self.env.spawn("connection", server::serve_connection(broker, conn, peer));
-                }
-                Err(e) => {
-                    tracing::error!("accept failed: {e}");
-                    return;
-                }
-            }
+        let mut acceptor = Acceptor::new(listener, Arc::clone(&self.env.clock), "client");
+        while let Some((conn, peer)) = acceptor.next().await {
+            let broker = Arc::clone(&self);
+            self.env.spawn("connection", server::serve_connection(broker, conn, peer));
         }
     }
 

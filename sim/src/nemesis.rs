@@ -17,6 +17,8 @@ use crate::trace::mix;
 
 /// Most bytes a disk that fills up still takes.
 const DISK_FULL_ROOM_MAX: u64 = 8 << 10;
+/// Most accepts a host made to fail along with a reset of its connections fails.
+const ACCEPT_FAILURES_MAX: u64 = 20;
 
 /// The relative weights of each fault for one seed (0 disables a fault).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +113,10 @@ pub struct Nemesis {
     log: Vec<String>,
     power_failures: u64,
     wipes: u64,
+    /// Draws whether a reset also makes a host fail accepts (see
+    /// [`Nemesis::with_accept_failures`]); a stream of its own, so that the faults drawn for a
+    /// seed stay what they were without it.
+    accept_failures: Option<ChaCha8Rng>,
 }
 
 impl Nemesis {
@@ -127,7 +133,29 @@ impl Nemesis {
             log: Vec::new(),
             power_failures: 0,
             wipes: 0,
+            accept_failures: None,
         }
+    }
+
+    /// A third of the connection resets also make the target host fail its next 1 to
+    /// [`ACCEPT_FAILURES_MAX`] accepts, as a process out of file descriptors fails them, so
+    /// that the connections made again wait on a listener that must not give up. For
+    /// workloads whose servers retry failed accepts.
+    pub fn with_accept_failures(mut self, seed: u64) -> Nemesis {
+        self.accept_failures = Some(ChaCha8Rng::seed_from_u64(mix_seed(seed) ^ 0xacce));
+        self
+    }
+
+    /// After a reset of `host`'s connections: maybe fail its next accepts, and say so.
+    fn maybe_fail_accepts(&mut self, sim: &Sim, host: Host) -> String {
+        let Some(rng) = self.accept_failures.as_mut() else { return String::new() };
+        let draw = rng.next_u64();
+        if !draw.is_multiple_of(3) {
+            return String::new();
+        }
+        let count = 1 + (draw >> 8) % ACCEPT_FAILURES_MAX;
+        sim.fail_accepts(host, count as u32);
+        format!(", {} fails its next {count} accepts", sim.name(host))
     }
 
     /// Network faults (partitions, one-way cuts, clogs, resets) then fall between a target and
@@ -279,7 +307,8 @@ impl Nemesis {
             6 => {
                 let other = self.pick();
                 sim.reset_connections(host, other);
-                format!("reset {name} <-> {}", sim.name(other))
+                let accepts = self.maybe_fail_accepts(sim, host);
+                format!("reset {name} <-> {}{accepts}", sim.name(other))
             }
             7 => {
                 if self.rng.next_u32().is_multiple_of(2) {
@@ -346,7 +375,8 @@ impl Nemesis {
             }
             _ => {
                 sim.reset_connections(host, peer);
-                format!("reset {name} <-> {other}")
+                let accepts = self.maybe_fail_accepts(sim, host);
+                format!("reset {name} <-> {other}{accepts}")
             }
         }
     }

@@ -101,6 +101,8 @@ struct NetInner {
     /// Readers waiting for a blocked link to heal.
     held: BTreeMap<(NodeIx, NodeIx), Vec<Waker>>,
     connect_timeout: Option<Duration>,
+    /// Accepts still to fail on each node's listeners (see [`NetState::fail_accepts`]).
+    failing_accepts: BTreeMap<NodeIx, u32>,
 }
 
 /// The network of one simulation.
@@ -165,6 +167,29 @@ impl NetState {
     /// peer's next packet meets a host that no longer knows them.
     pub(crate) fn on_start(&self, world: &World, node: NodeIx) {
         self.break_conns(world, node, PipeFault::Reset);
+    }
+
+    /// Makes the next `count` accepts on `node`'s listeners fail, as a process out of file
+    /// descriptors fails them: each fails only once a connection waits, which stays waiting.
+    pub(crate) fn fail_accepts(&self, node: NodeIx, count: u32) {
+        *lock(&self.inner).failing_accepts.entry(node).or_default() += count;
+    }
+
+    /// Accepts still to fail on `node`'s listeners.
+    pub(crate) fn accept_failures_left(&self, node: NodeIx) -> u32 {
+        lock(&self.inner).failing_accepts.get(&node).copied().unwrap_or(0)
+    }
+
+    /// Takes one failure off `node`'s count, if it has one left.
+    fn take_accept_failure(&self, node: NodeIx) -> bool {
+        let mut inner = lock(&self.inner);
+        match inner.failing_accepts.get_mut(&node) {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     fn close_listeners(&self, node: NodeIx) {
@@ -242,8 +267,9 @@ impl World {
         lock(&self.net.inner).default_latency = latency;
     }
 
-    /// Heals every partition and clog.
+    /// Heals every partition and clog, and ends failing accepts.
     pub(crate) fn heal_all(&self) {
+        lock(&self.net.inner).failing_accepts.clear();
         let links: Vec<(NodeIx, NodeIx)> = lock(&self.net.inner).links.keys().copied().collect();
         for (from, to) in links {
             self.net.update_link(self, from, to, |l| {
@@ -611,6 +637,10 @@ impl Listener for SimListener {
     fn accept(&self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
         Box::pin(std::future::poll_fn(move |cx| {
             let mut state = lock(&self.shared.state);
+            if !state.backlog.is_empty() && self.world.net.take_accept_failure(self.shared.node) {
+                self.world.trace.fold(Event::NetConn, 0xacce);
+                return Poll::Ready(Err(io::Error::other("too many open files (simulated)")));
+            }
             if let Some((conn, peer)) = state.backlog.pop_front() {
                 return Poll::Ready(Ok((Box::new(conn) as Box<dyn Conn>, peer)));
             }

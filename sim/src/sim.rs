@@ -227,7 +227,8 @@ impl Sim {
         self.world.set_clogged(from.0, to.0, false);
     }
 
-    /// Ends every partition and clog; held bytes are delivered.
+    /// Ends every partition and clog (held bytes are delivered) and every run of failing
+    /// accepts.
     pub fn heal_all(&self) {
         self.world.heal_all();
     }
@@ -245,6 +246,18 @@ impl Sim {
     /// Resets every open connection between `a` and `b`.
     pub fn reset_connections(&self, a: Host, b: Host) {
         self.world.net.reset_between(&self.world, a.0, b.0);
+    }
+
+    /// Makes the next `count` accepts on the host's listeners fail, as a process out of file
+    /// descriptors fails them; the connections wait in the backlog meanwhile.
+    pub fn fail_accepts(&self, host: Host, count: u32) {
+        self.world.trace.fold(Event::NetFault, u64::from(count) << 32 | host.0 as u64);
+        self.world.net.fail_accepts(host.0, count);
+    }
+
+    /// Accepts still to fail on the host's listeners (see [`Sim::fail_accepts`]).
+    pub fn accept_failures_left(&self, host: Host) -> u32 {
+        self.world.net.accept_failures_left(host.0)
     }
 
     /// How long connecting across a partition takes to fail with `TimedOut`.

@@ -20,6 +20,7 @@ use super::quorum::{Quorum, QuorumConfig, QuorumError, QuorumStore};
 use super::records::{BrokerId, MetadataRecord, decode_entry, encode_entry};
 use super::rpc::{Channel, Hello, MetadataDelta, Request, Response, read_frame, write_frame};
 use crate::io::{Conn, Env, Listener, timeout};
+use crate::server::accept::Acceptor;
 
 /// Raft's tick.
 pub const TICK: Duration = Duration::from_millis(50);
@@ -173,23 +174,17 @@ impl Controller {
         p.is_leader && p.current
     }
 
-    /// Accepts controller connections (Raft peers and brokers) until the listener fails.
+    /// Accepts controller connections (Raft peers and brokers) until the listener is closed; a
+    /// failed accept is tried again (see [`crate::server::accept`]).
     pub async fn serve(self: Arc<Self>, listener: Box<dyn Listener>) {
-        loop {
-            match listener.accept().await {
-                Ok((conn, peer)) => {
-                    let me = Arc::clone(&self);
-                    self.env.spawn("controller-conn", async move {
-                        if let Err(e) = me.serve_conn(conn).await {
-                            tracing::debug!(%peer, "controller connection ended: {e}");
-                        }
-                    });
+        let mut acceptor = Acceptor::new(listener, Arc::clone(&self.env.clock), "controller");
+        while let Some((conn, peer)) = acceptor.next().await {
+            let me = Arc::clone(&self);
+            self.env.spawn("controller-conn", async move {
+                if let Err(e) = me.serve_conn(conn).await {
+                    tracing::debug!(%peer, "controller connection ended: {e}");
                 }
-                Err(e) => {
-                    tracing::error!("controller accept failed: {e}");
-                    return;
-                }
-            }
+            });
         }
     }
 

@@ -26,6 +26,10 @@ pub trait Net: Send + Sync {
 /// A bound listening socket. Dropping it stops listening.
 pub trait Listener: Send + Sync {
     /// Waits for the next incoming connection and returns it with the peer's address.
+    ///
+    /// `NotConnected` means the listener is closed for good. Any other error is about this
+    /// attempt alone (too many open files, a connection reset before it was accepted): the
+    /// listener still listens, and a later call may succeed.
     fn accept(&self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>>;
 
     /// The address actually bound (with the chosen port when 0 was asked for).

@@ -43,7 +43,11 @@ impl Listener for TcpListener {
     fn accept(&self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
         Box::pin(async move {
             let (stream, peer) = self.0.accept().await?;
-            stream.set_nodelay(true)?;
+            // A connection reset before this point may refuse the option; its first read
+            // then fails, and that is where its end is noticed.
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(%peer, "TCP_NODELAY refused: {e}");
+            }
             Ok((Box::new(stream) as Box<dyn Conn>, peer))
         })
     }

@@ -6,6 +6,7 @@
 //! order, as Kafka's clients require. A malformed frame closes its connection with a log line;
 //! no other connection notices. So does a connection left idle (see [`idle`]).
 
+pub mod accept;
 pub mod handlers;
 pub mod idle;
 

@@ -149,7 +149,8 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     let mix = if options.disk_faults { mix } else { mix.without_disk_faults() };
     let mut nemesis = Nemesis::new(seed, mix, vec![broker])
         .with_peers(clients.clone())
-        .with_disk_baseline(shape.disk_baseline());
+        .with_disk_baseline(shape.disk_baseline())
+        .with_accept_failures(seed);
     let mut damage = Damage::default();
     fault_phase_run(&sim, (&mut nemesis, &mut damage, broker), &shared, fault_phase, seed);
     nemesis.heal(&sim);

@@ -305,7 +305,9 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     let faults = FaultMix::from_seed(seed);
     let faults = if options.disk_faults { faults } else { faults.without_disk_faults() };
     let broker_only = cluster.nodes[spec.voters.min(spec.nodes)..].to_vec();
-    let mut nemesis = Nemesis::new(seed, faults, cluster.nodes.clone()).with_wipeable(broker_only);
+    let mut nemesis = Nemesis::new(seed, faults, cluster.nodes.clone())
+        .with_wipeable(broker_only)
+        .with_accept_failures(seed);
     let mut damage = Damage::default();
     let mut rng = mix(seed ^ 0xda_a6e);
     let end = cluster.sim.now() + fault_phase;
