@@ -59,6 +59,13 @@ fn main() -> ExitCode {
     if let Err(e) = settings.validate() {
         return fail(e.to_string());
     }
+    match runtime::limits::raise_open_files() {
+        Ok(files) if files.now > files.was => {
+            tracing::info!(was = files.was, now = files.now, "raised the limit of open files");
+        }
+        Ok(files) => tracing::info!(limit = files.now, hard = files.hard, "limit of open files"),
+        Err(e) => tracing::warn!("the limit of open files could not be raised: {e}"),
+    }
     let rt = match runtime::build_runtime() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("starting the runtime: {e}")),

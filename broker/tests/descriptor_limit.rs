@@ -6,7 +6,10 @@
 //! connections to it and holds them, so its accepts fail with "too many open files" (its log
 //! says so, or the test fails: it must have tested something). Then the test closes them all,
 //! and a new connection must get ApiVersions answered. Before failed accepts were retried, the
-//! first failure ended the listener for good, and that answer never came.
+//! first failure ended the listener (and the process) for good, and that answer never came.
+//!
+//! A process started with a low soft limit and a higher hard one raises the soft limit to the
+//! hard one, so the same 150 connections are all accepted and served.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
@@ -73,15 +76,16 @@ async fn await_answer(addr: std::net::SocketAddr) -> bool {
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn broker_out_of_descriptors_serves_again_once_they_are_free() {
+/// Starts `weir serve` after the shell command `limit` (a `ulimit`), and waits until it
+/// answers.
+async fn start(limit: &str) -> (Process, std::net::SocketAddr) {
     let dir = support::scratch();
     std::fs::create_dir_all(&dir).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let stderr = std::fs::File::create(dir.join("weir.log")).unwrap();
     let child = Command::new("sh")
-        .args(["-c", &format!("ulimit -n {DESCRIPTORS} && exec \"$0\" \"$@\"")])
+        .args(["-c", &format!("{limit} && exec \"$0\" \"$@\"")])
         .arg(env!("CARGO_BIN_EXE_weir"))
         .args(["serve", "--listener", &addr.to_string(), "--data-dir"])
         .arg(dir.join("data"))
@@ -92,8 +96,12 @@ async fn broker_out_of_descriptors_serves_again_once_they_are_free() {
         .unwrap();
     let process = Process { child, dir };
     assert!(await_answer(addr).await, "the broker did not start");
+    (process, addr)
+}
 
-    // A connect that the kernel's backlog has no room for hangs; it ends the opening.
+/// Opens up to [`HELD`] connections to `addr` and holds them. A connect that the kernel's
+/// backlog has no room for hangs; it ends the opening.
+async fn hold(addr: std::net::SocketAddr) -> Vec<TcpStream> {
     let mut held = Vec::new();
     for _ in 0..HELD {
         match tokio::time::timeout(CONNECT_WAIT, TcpStream::connect(addr)).await {
@@ -101,6 +109,14 @@ async fn broker_out_of_descriptors_serves_again_once_they_are_free() {
             _ => break,
         }
     }
+    held
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_out_of_descriptors_serves_again_once_they_are_free() {
+    // Soft and hard limit alike: the broker cannot raise it.
+    let (process, addr) = start(&format!("ulimit -n {DESCRIPTORS}")).await;
+    let held = hold(addr).await;
     // The broker accepts what its descriptors allow, then fails the rest.
     let start = Instant::now();
     while !log(&process.dir).contains("accept failed") && start.elapsed() < WAIT {
@@ -113,4 +129,22 @@ async fn broker_out_of_descriptors_serves_again_once_they_are_free() {
     drop(held);
     assert!(await_answer(addr).await, "the broker did not serve again once descriptors were free");
     assert!(log(&process.dir).contains("accepting again after failed accepts"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_raises_its_soft_limit_of_open_files_to_the_hard_one() {
+    let (process, addr) = start(&format!("ulimit -S -n {DESCRIPTORS}")).await;
+    assert!(
+        log(&process.dir).contains(&format!("raised the limit of open files was={DESCRIPTORS}")),
+        "the limit was not raised"
+    );
+    let held = hold(addr).await;
+    assert_eq!(held.len(), HELD);
+    // Every held connection is served: each gets ApiVersions answered.
+    let frame = request(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default());
+    for mut stream in held {
+        stream.write_all(&frame).await.unwrap();
+        assert!(read_response(&mut stream).await.is_some(), "a held connection was not served");
+    }
+    assert!(!log(&process.dir).contains("accept failed"));
 }

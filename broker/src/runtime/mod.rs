@@ -10,6 +10,7 @@ mod clock;
 mod disk;
 mod entropy;
 mod gathered;
+pub mod limits;
 mod net;
 mod spawn;
 
