@@ -4,7 +4,7 @@
 //! compaction, checkpoints, interval flushes) and the client listener. The same wiring runs in
 //! production and in the simulator.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -33,6 +33,7 @@ use crate::replication::catch_up::CatchUpBudget;
 use crate::scrub::{ScrubConfig, Scrubber};
 use crate::server;
 use crate::server::accept::Acceptor;
+use crate::server::connections::Connections;
 use crate::topics::OFFSETS_TOPIC;
 
 /// How long an admin request waits for the controller and for its change to be visible here.
@@ -116,17 +117,8 @@ pub struct Broker {
     pub read_ahead: Arc<ReadAheadBudget>,
     /// Set once a shutdown begins.
     stopping: AtomicBool,
-    /// Client connections being served.
-    open_connections: Arc<AtomicUsize>,
-}
-
-/// Counts a client connection as open until dropped (see [`Broker::connection_opened`]).
-pub struct OpenConnection(Arc<AtomicUsize>);
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
+    /// Client connections being served, and their limits.
+    connections: Arc<Connections>,
 }
 
 /// An empty file in the data folder written once a shutdown has flushed and closed every log,
@@ -176,6 +168,8 @@ impl Broker {
         ));
         let appended = Arc::new(tokio::sync::Notify::new());
         let catch_up_rate = config.replica_catch_up_bytes_per_sec;
+        let (max_connections, max_connections_per_ip) =
+            (config.max_connections, config.max_connections_per_ip);
         let catalog = Catalog::new(env.clone(), config.clone(), Arc::clone(&appended));
         let groups = Groups::start(env.clone(), coordinator_config(&config)).await;
         let broker = Arc::new(Broker {
@@ -196,7 +190,7 @@ impl Broker {
             catch_up: std::sync::Mutex::new(CatchUpBudget::new(catch_up_rate)),
             read_ahead: ReadAheadBudget::new(READ_AHEAD_BYTES_MAX),
             stopping: AtomicBool::new(false),
-            open_connections: Arc::default(),
+            connections: Connections::new(max_connections, max_connections_per_ip),
         });
         broker.spawn_maintenance();
         broker.spawn_scrub().await;
@@ -283,25 +277,30 @@ impl Broker {
         }
     }
 
-    /// Counts one more client connection open, until the guard is dropped.
-    pub fn connection_opened(&self) -> OpenConnection {
-        self.open_connections.fetch_add(1, Ordering::Relaxed);
-        OpenConnection(Arc::clone(&self.open_connections))
-    }
-
     /// The client connections being served now.
     pub fn open_connections(&self) -> usize {
-        self.open_connections.load(Ordering::Relaxed)
+        self.connections.open()
     }
 
     /// Accepts connections until the listener is closed; a failed accept is tried again (see
-    /// [`server::accept`]).
+    /// [`server::accept`]). Within `max_connections` and `max_connections_per_ip` (see
+    /// [`server::connections`]).
     pub async fn serve(self: Arc<Self>, listener: Box<dyn Listener>) {
         tracing::info!(addr = %listener.local_addr(), node = self.config.node_id, "weir listening");
         let mut acceptor = Acceptor::new(listener, Arc::clone(&self.env.clock), "client");
-        while let Some((conn, peer)) = acceptor.next().await {
+        loop {
+            self.connections.room().await;
+            let Some((conn, peer)) = acceptor.next().await else { return };
+            let Some(open) = self.connections.admit(peer.ip()) else {
+                tracing::info!(
+                    %peer,
+                    max = self.config.max_connections_per_ip,
+                    "closing a new connection: its address has max_connections_per_ip open"
+                );
+                continue;
+            };
             let broker = Arc::clone(&self);
-            self.env.spawn("connection", server::serve_connection(broker, conn, peer));
+            self.env.spawn("connection", server::serve_connection(broker, conn, peer, open));
         }
     }
 

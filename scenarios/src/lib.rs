@@ -4,6 +4,7 @@ pub mod admin;
 pub mod group;
 pub mod log;
 pub mod replicas;
+pub mod wire;
 pub mod writes;
 
 /// Runs `scenario` for every seed in `seeds` (or only the seed in `WEIR_SEED`, decimal or

@@ -18,11 +18,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weir::io::{Conn, Env};
+use weir_scenarios::wire::{answer, frame};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
@@ -37,34 +37,6 @@ const BUSY_FOR: Duration = Duration::from_secs(40);
 const BUSY_EVERY: Duration = Duration::from_secs(4);
 /// Connections of the client host that loses power.
 const VANISHING: usize = 3;
-
-/// One request frame: size, header (v1 or v2 as the API's version needs), body.
-fn frame<R: Encodable>(key: ApiKey, version: i16, correlation: i32, body: &R) -> Vec<u8> {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = correlation;
-    header.client_id = Some(StrBytes::from_static_str("idle"));
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    let encoded = header
-        .encode(&mut buf, key.request_header_version(version))
-        .and_then(|()| body.encode(&mut buf, version));
-    if encoded.is_err() {
-        return Vec::new();
-    }
-    let size = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    buf.to_vec()
-}
-
-/// Reads one response frame; `None` at end of stream or on an error.
-async fn answer(conn: &mut Box<dyn Conn>) -> Option<Vec<u8>> {
-    let size = usize::try_from(conn.read_i32().await.ok()?).ok()?;
-    let mut body = vec![0u8; size];
-    conn.read_exact(&mut body).await.ok()?;
-    Some(body)
-}
 
 /// Waits until the broker closes `conn` (end of stream or reset): when it did.
 async fn closed(env: &Env, conn: &mut Box<dyn Conn>) -> Duration {

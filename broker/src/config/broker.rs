@@ -13,6 +13,8 @@ use super::topic::{ConfigError, TopicConfig};
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame accepted.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
+/// Kafka's default `max.connections` and `max.connections.per.ip`: no limit in effect.
+pub const MAX_CONNECTIONS_DEFAULT: usize = i32::MAX as usize;
 /// A week between scrub passes: at the default rate, one pass reads about 4.8 TB.
 pub const LOG_SCRUB_INTERVAL_MS_DEFAULT: u64 = 7 * 24 * 3_600_000;
 /// The shortest time between scrub passes: each writes its checkpoint.
@@ -61,6 +63,12 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: a client connection on which nothing was read or written for
     /// this long, and that is owed no response, is closed.
     pub connections_max_idle_ms: u64,
+    /// `max.connections`: once this many client connections are open, the listener accepts
+    /// no more until one closes (replicas' connections to their leaders count too).
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: a connection from an address with this many open is closed
+    /// as soon as it is accepted.
+    pub max_connections_per_ip: usize,
     /// `num.partitions`: partitions of an auto-created topic, and of CreateTopics without a
     /// count.
     pub num_partitions: i32,
@@ -150,6 +158,8 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from("weir-data"),
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             connections_max_idle_ms: 600_000,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            max_connections_per_ip: MAX_CONNECTIONS_DEFAULT,
             num_partitions: 1,
             auto_create_topics_enable: true,
             topic_defaults: BTreeMap::new(),
@@ -193,7 +203,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 18] = [
+        let checks: [(&'static str, bool, &'static str); 20] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -236,6 +246,8 @@ impl BrokerConfig {
                 "must be at least 1024",
             ),
             ("connections_max_idle_ms", self.connections_max_idle_ms >= 1, "must be at least 1"),
+            ("max_connections", self.max_connections >= 1, "must be at least 1"),
+            ("max_connections_per_ip", self.max_connections_per_ip >= 1, "must be at least 1"),
             (
                 "group_min_session_timeout_ms",
                 self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms,
@@ -352,6 +364,8 @@ mod tests {
             "log_checkpoint_interval_ms",
             "replica_high_watermark_checkpoint_interval_ms",
             "log_scrub_bytes_per_sec",
+            "max_connections",
+            "max_connections_per_ip",
         ] {
             let refused = BrokerConfig::from_toml(&format!("{interval} = 0"));
             assert!(

@@ -7,6 +7,7 @@
 //! no other connection notices. So does a connection left idle (see [`idle`]).
 
 pub mod accept;
+pub mod connections;
 pub mod handlers;
 pub mod idle;
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
+use self::connections::OpenConnection;
 use self::idle::{Activity, IdleReader};
 use crate::io::{BoxFuture, Conn};
 use crate::node::Broker;
@@ -55,9 +57,14 @@ impl Outgoing {
 }
 
 /// Serves one client connection until it closes or misbehaves.
-pub async fn serve_connection(broker: Arc<Broker>, conn: Box<dyn Conn>, peer: SocketAddr) {
+pub async fn serve_connection(
+    broker: Arc<Broker>,
+    conn: Box<dyn Conn>,
+    peer: SocketAddr,
+    open: OpenConnection,
+) {
     // Open while either half runs: the writer may still owe answers once the reader stopped.
-    let open = Arc::new(broker.connection_opened());
+    let open = Arc::new(open);
     let (reader, mut writer) = tokio::io::split(conn);
     let activity = Arc::new(Activity::default());
     let idle = Duration::from_millis(broker.config.connections_max_idle_ms);

@@ -81,6 +81,10 @@ pub struct ClusterSpec {
     pub scrub_bytes_per_sec: u64,
     /// `connections_max_idle_ms`.
     pub connections_max_idle_ms: u64,
+    /// `max_connections`.
+    pub max_connections: usize,
+    /// `max_connections_per_ip`.
+    pub max_connections_per_ip: usize,
 }
 
 impl ClusterSpec {
@@ -105,6 +109,8 @@ impl ClusterSpec {
             scrub_interval_ms: defaults.log_scrub_interval_ms,
             scrub_bytes_per_sec: defaults.log_scrub_bytes_per_sec,
             connections_max_idle_ms: defaults.connections_max_idle_ms,
+            max_connections: defaults.max_connections,
+            max_connections_per_ip: defaults.max_connections_per_ip,
         }
     }
 
@@ -141,6 +147,8 @@ impl ClusterSpec {
             log_scrub_interval_ms: self.scrub_interval_ms,
             log_scrub_bytes_per_sec: self.scrub_bytes_per_sec,
             connections_max_idle_ms: self.connections_max_idle_ms,
+            max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip,
             ..BrokerConfig::default()
         }
     }

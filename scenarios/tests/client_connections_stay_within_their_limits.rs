@@ -1,0 +1,157 @@
+//! `max_connections_per_ip` and `max_connections` (Kafka's `max.connections.per.ip` and
+//! `max.connections`) on one node, with connections held open from two client hosts. Each
+//! connection sends one ApiVersions request as it opens.
+//!
+//! Per address (limit 3): host A's first three connections are answered; its fourth is closed
+//! unanswered; host B's connection is answered, its address having none open; once one of A's
+//! first three closes, a new one from A is answered.
+//!
+//! In total (limit 3): A's three connections are answered; B's, opened next, is not answered
+//! while they stay open (the broker does not accept it, nor close it: it waits); once one of
+//! A's closes, B's is answered, within a second.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::oneshot;
+use weir::io::TaskHandle;
+use weir_scenarios::wire::{answer, frame};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::Host;
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+
+/// The limit under test, per address or in total.
+const LIMIT: usize = 3;
+/// Time for a connection to be made and answered.
+const SETTLE: Duration = Duration::from_secs(2);
+/// How long a waiting connection is watched for an answer that must not come.
+const WATCH: Duration = Duration::from_secs(10);
+
+/// What a connection saw of its request, and when (simulated time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    Waiting,
+    Answered(Duration),
+    Closed(Duration),
+    NotConnected,
+}
+
+/// A connection held open by a task on a client host until it is closed (or dropped).
+struct Held {
+    seen: Arc<Mutex<Seen>>,
+    close: Option<oneshot::Sender<()>>,
+    _task: TaskHandle,
+}
+
+impl Held {
+    fn seen(&self) -> Seen {
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Opens a connection from `host` to node 0, sends ApiVersions and holds the connection.
+fn open(c: &Cluster, host: Host, name: &str) -> Held {
+    let seen = Arc::new(Mutex::new(Seen::Waiting));
+    let (close, closed) = oneshot::channel::<()>();
+    let (addr, out) = (c.addr(0), Arc::clone(&seen));
+    let task = c.sim.spawn(host, name, move |env| async move {
+        let set = |s: Seen| *out.lock().unwrap_or_else(|p| p.into_inner()) = s;
+        let Ok(mut conn) = env.net.connect(addr).await else { return set(Seen::NotConnected) };
+        let request = frame(ApiKey::ApiVersions, 0, 1, &ApiVersionsRequest::default());
+        if conn.write_all(&request).await.is_err() {
+            return set(Seen::Closed(Duration::from_nanos(env.clock.now().as_nanos())));
+        }
+        let got = answer(&mut conn).await;
+        let at = Duration::from_nanos(env.clock.now().as_nanos());
+        set(if got.is_some() { Seen::Answered(at) } else { Seen::Closed(at) });
+        let _ = closed.await;
+    });
+    Held { seen, close: Some(close), _task: task }
+}
+
+/// Closes a held connection.
+fn close(held: &mut Held) {
+    if let Some(close) = held.close.take() {
+        let _ = close.send(());
+    }
+}
+
+fn answered(held: &Held) -> bool {
+    matches!(held.seen(), Seen::Answered(_))
+}
+
+/// A one-node cluster with `spec` and no connection of its own open; a second client host.
+fn start(seed: u64, spec: ClusterSpec) -> Result<(Cluster, Host), String> {
+    let mut c = Cluster::new_settled(seed, spec)?;
+    c.run_for(Duration::from_secs(1));
+    let open = c.broker(0).ok_or("no broker")?.open_connections();
+    ensure(open == 0, || format!("{open} connections open before the test"))?;
+    let other = c.sim.add_client("client-b");
+    Ok((c, other))
+}
+
+fn per_ip(seed: u64) -> Result<(), String> {
+    let spec = ClusterSpec { max_connections_per_ip: LIMIT, ..ClusterSpec::combined(1) };
+    let (mut c, b) = start(seed, spec)?;
+    let a = c.client;
+    let mut first: Vec<Held> = (0..LIMIT).map(|i| open(&c, a, &format!("a{i}"))).collect();
+    c.run_for(SETTLE);
+    ensure(first.iter().all(answered), || {
+        format!(
+            "A's first {LIMIT} not all answered: {:?}",
+            first.iter().map(Held::seen).collect::<Vec<_>>()
+        )
+    })?;
+    let over = open(&c, a, "a-over");
+    let other = open(&c, b, "b");
+    c.run_for(SETTLE);
+    ensure(matches!(over.seen(), Seen::Closed(_)), || {
+        format!("A's connection past the limit: {:?}, not closed", over.seen())
+    })?;
+    ensure(answered(&other), || format!("B's connection: {:?}, not answered", other.seen()))?;
+    close(&mut first[0]);
+    c.run_for(SETTLE);
+    let again = open(&c, a, "a-again");
+    c.run_for(SETTLE);
+    ensure(answered(&again), || {
+        format!("A's connection after one closed: {:?}, not answered", again.seen())
+    })
+}
+
+fn total(seed: u64) -> Result<(), String> {
+    let spec = ClusterSpec { max_connections: LIMIT, ..ClusterSpec::combined(1) };
+    let (mut c, b) = start(seed, spec)?;
+    let a = c.client;
+    let mut first: Vec<Held> = (0..LIMIT).map(|i| open(&c, a, &format!("a{i}"))).collect();
+    c.run_for(SETTLE);
+    ensure(first.iter().all(answered), || {
+        format!(
+            "A's first {LIMIT} not all answered: {:?}",
+            first.iter().map(Held::seen).collect::<Vec<_>>()
+        )
+    })?;
+    let waiting = open(&c, b, "b");
+    c.run_for(WATCH);
+    ensure(waiting.seen() == Seen::Waiting, || {
+        format!("B's connection past the limit: {:?}, not waiting", waiting.seen())
+    })?;
+    let closed_at = c.sim.now();
+    close(&mut first[(seed % LIMIT as u64) as usize]);
+    c.run_for(SETTLE);
+    match waiting.seen() {
+        Seen::Answered(at) if at - closed_at <= Duration::from_secs(1) => Ok(()),
+        seen => Err(format!("B's connection after one closed: {seen:?} (closed at {closed_at:?})")),
+    }
+}
+
+#[test]
+fn a_connection_past_max_connections_per_ip_is_closed() {
+    for_each_seed("a_connection_past_max_connections_per_ip_is_closed", 0..4, per_ip);
+}
+
+#[test]
+fn a_connection_past_max_connections_waits_for_one_to_close() {
+    for_each_seed("a_connection_past_max_connections_waits_for_one_to_close", 0..4, total);
+}
