@@ -32,7 +32,7 @@ use crate::producer_ids::ProducerIds;
 use crate::replication::catch_up::CatchUpBudget;
 use crate::scrub::{ScrubConfig, Scrubber};
 use crate::server;
-use crate::server::accept::Acceptor;
+use crate::server::accept::{ACCEPT_LOG_INTERVAL, Acceptor};
 use crate::server::connections::Connections;
 use crate::topics::OFFSETS_TOPIC;
 
@@ -288,10 +288,21 @@ impl Broker {
     pub async fn serve(self: Arc<Self>, listener: Box<dyn Listener>) {
         tracing::info!(addr = %listener.local_addr(), node = self.config.node_id, "weir listening");
         let mut acceptor = Acceptor::new(listener, Arc::clone(&self.env.clock), "client");
+        let mut full_logged: Option<crate::io::Instant> = None;
         loop {
-            self.connections.room().await;
+            if !self.connections.has_room() {
+                let now = self.env.clock.now();
+                if full_logged.is_none_or(|at| now - at >= ACCEPT_LOG_INTERVAL) {
+                    tracing::warn!(
+                        max = self.config.max_connections,
+                        "max_connections open: accepting no more until one closes"
+                    );
+                    full_logged = Some(now);
+                }
+                self.connections.room().await;
+            }
             let Some((conn, peer)) = acceptor.next().await else { return };
-            let Some(open) = self.connections.admit(peer.ip()) else {
+            let Some(open) = self.connections.admit(peer.ip().to_canonical()) else {
                 tracing::info!(
                     %peer,
                     max = self.config.max_connections_per_ip,

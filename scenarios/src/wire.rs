@@ -1,8 +1,11 @@
 //! Kafka requests written and answers read by hand on a simulated connection, for scenarios
 //! about connections themselves rather than what a client does with them.
 
+use std::time::Duration;
+
 use bytes::{BufMut, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::io::AsyncReadExt;
 use weir::io::Conn;
@@ -34,4 +37,24 @@ pub async fn answer(conn: &mut Box<dyn Conn>) -> Option<Vec<u8>> {
     let mut body = vec![0u8; size];
     conn.read_exact(&mut body).await.ok()?;
     Some(body)
+}
+
+/// A consumer's Fetch (v12) of partition 0 of `topic` from offset 0 that waits up to `wait`
+/// for a byte: a long poll, on an empty partition.
+pub fn long_poll(topic: &'static str, wait: Duration) -> FetchRequest {
+    let mut p = FetchPartition::default();
+    p.partition_max_bytes = 1 << 20;
+    p.current_leader_epoch = -1;
+    p.last_fetched_epoch = -1;
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(StrBytes::from_static_str(topic));
+    t.partitions = vec![p];
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+    r.min_bytes = 1;
+    r.max_bytes = 1 << 20;
+    r.session_epoch = -1;
+    r.topics = vec![t];
+    r
 }

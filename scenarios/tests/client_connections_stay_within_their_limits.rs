@@ -9,6 +9,12 @@
 //! In total (limit 3): A's three connections are answered; B's, opened next, is not answered
 //! while they stay open (the broker does not accept it, nor close it: it waits); once one of
 //! A's closes, B's is answered, within a second.
+//!
+//! A connection its client closes stops counting at once, even with an answer still pending
+//! (a long-poll Fetch of 30 s, closed after 2): the broker's count of open connections is back
+//! to none within a second of the close, as Kafka drops a closed peer's pending answers.
+//! Before, it counted until the long poll ended, so it kept its address's and the broker's
+//! slot for up to that long.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +23,7 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 use weir::io::TaskHandle;
-use weir_scenarios::wire::{answer, frame};
+use weir_scenarios::wire::{answer, frame, long_poll};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Host;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
@@ -144,6 +150,38 @@ fn total(seed: u64) -> Result<(), String> {
         Seen::Answered(at) if at - closed_at <= Duration::from_secs(1) => Ok(()),
         seen => Err(format!("B's connection after one closed: {seen:?} (closed at {closed_at:?})")),
     }
+}
+
+fn closed_with_an_answer_pending(seed: u64) -> Result<(), String> {
+    const WAIT: Duration = Duration::from_secs(30);
+    const HOLD: Duration = Duration::from_secs(2);
+    let (mut c, _) = start(seed, ClusterSpec::combined(1))?;
+    c.create_topic(0, "t", 1).map_err(|e| e.to_string())?;
+    c.run_for(SETTLE);
+    let open = |c: &Cluster| c.broker(0).map_or(usize::MAX, |b| b.open_connections());
+    ensure(open(&c) == 0, || format!("{} connections open before the long poll", open(&c)))?;
+    let addr = c.addr(0);
+    let _poll = c.sim.spawn(c.client, "long-poll", move |env| async move {
+        let Ok(mut conn) = env.net.connect(addr).await else { return };
+        if conn.write_all(&frame(ApiKey::Fetch, 12, 1, &long_poll("t", WAIT))).await.is_ok() {
+            env.clock.sleep(HOLD).await;
+        }
+    });
+    c.run_for(HOLD / 2);
+    ensure(open(&c) == 1, || format!("{} connections open during the long poll", open(&c)))?;
+    c.run_for(HOLD / 2 + SETTLE / 2);
+    ensure(open(&c) == 0, || {
+        format!("{} connections open a second after the client closed its long poll", open(&c))
+    })
+}
+
+#[test]
+fn a_connection_closed_by_its_client_stops_counting_at_once() {
+    for_each_seed(
+        "a_connection_closed_by_its_client_stops_counting_at_once",
+        0..4,
+        closed_with_an_answer_pending,
+    );
 }
 
 #[test]

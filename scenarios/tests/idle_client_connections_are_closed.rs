@@ -19,10 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weir::io::{Conn, Env};
-use weir_scenarios::wire::{answer, frame};
+use weir_scenarios::wire::{answer, frame, long_poll};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
@@ -96,20 +95,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let out = Arc::clone(&seen);
     let _long_poll = c.sim.spawn(c.client, "long-poll", move |env| async move {
         let Ok(mut conn) = env.net.connect(addr).await else { return };
-        let mut p = fetch_request::FetchPartition::default();
-        p.partition_max_bytes = 1 << 20;
-        p.current_leader_epoch = -1;
-        p.last_fetched_epoch = -1;
-        let mut t = fetch_request::FetchTopic::default();
-        t.topic = TopicName(StrBytes::from_static_str("t"));
-        t.partitions = vec![p];
-        let mut r = FetchRequest::default();
-        r.replica_id = BrokerId(-1);
-        r.max_wait_ms = LONG_POLL.as_millis() as i32;
-        r.min_bytes = 1;
-        r.max_bytes = 1 << 20;
-        r.session_epoch = -1;
-        r.topics = vec![t];
+        let r = long_poll("t", LONG_POLL);
         if conn.write_all(&frame(ApiKey::Fetch, 12, 1, &r)).await.is_err() {
             return;
         }

@@ -103,6 +103,8 @@ struct NetInner {
     connect_timeout: Option<Duration>,
     /// Accepts still to fail on each node's listeners (see [`NetState::fail_accepts`]).
     failing_accepts: BTreeMap<NodeIx, u32>,
+    /// Accepts failed so far, by listening address.
+    failed_accepts: BTreeMap<SocketAddr, u32>,
 }
 
 /// The network of one simulation.
@@ -180,12 +182,18 @@ impl NetState {
         lock(&self.inner).failing_accepts.get(&node).copied().unwrap_or(0)
     }
 
-    /// Takes one failure off `node`'s count, if it has one left.
-    fn take_accept_failure(&self, node: NodeIx) -> bool {
+    /// Accepts failed so far on the listener at `addr`.
+    pub(crate) fn accept_failures_met(&self, addr: SocketAddr) -> u32 {
+        lock(&self.inner).failed_accepts.get(&addr).copied().unwrap_or(0)
+    }
+
+    /// Takes one failure off `node`'s count for its listener at `addr`, if it has one left.
+    fn take_accept_failure(&self, node: NodeIx, addr: SocketAddr) -> bool {
         let mut inner = lock(&self.inner);
         match inner.failing_accepts.get_mut(&node) {
             Some(left) if *left > 0 => {
                 *left -= 1;
+                *inner.failed_accepts.entry(addr).or_default() += 1;
                 true
             }
             _ => false,
@@ -637,7 +645,9 @@ impl Listener for SimListener {
     fn accept(&self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
         Box::pin(std::future::poll_fn(move |cx| {
             let mut state = lock(&self.shared.state);
-            if !state.backlog.is_empty() && self.world.net.take_accept_failure(self.shared.node) {
+            if !state.backlog.is_empty()
+                && self.world.net.take_accept_failure(self.shared.node, self.shared.addr)
+            {
                 self.world.trace.fold(Event::NetConn, 0xacce);
                 return Poll::Ready(Err(io::Error::other("too many open files (simulated)")));
             }

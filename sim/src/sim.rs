@@ -260,6 +260,11 @@ impl Sim {
         self.world.net.accept_failures_left(host.0)
     }
 
+    /// Accepts failed so far on the listener at `addr` (see [`Sim::fail_accepts`]).
+    pub fn accept_failures_met(&self, addr: std::net::SocketAddr) -> u32 {
+        self.world.net.accept_failures_met(addr)
+    }
+
     /// How long connecting across a partition takes to fail with `TimedOut`.
     pub fn set_connect_timeout(&self, timeout: Duration) {
         self.world.set_connect_timeout(timeout);

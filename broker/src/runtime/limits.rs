@@ -5,19 +5,19 @@
 //! start, as Kafka's documentation asks operators to.
 #![allow(unsafe_code)]
 
-/// The highest soft limit asked for, whatever the hard limit: Linux refuses more than its
-/// `nr_open` (1,048,576 by default), and an unlimited hard limit would otherwise be asked for.
-pub const OPEN_FILES_WANTED: u64 = 1 << 20;
+/// The highest soft limit asked for, whatever the hard limit (which may be unlimited): Linux
+/// never lets a process hold more than its `nr_open` (1,048,576 by default).
+pub const OPEN_FILES_WANTED: libc::rlim_t = 1 << 20;
 
 /// The soft and hard limits of open files, as they were and as they are now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpenFiles {
     /// The soft limit before.
-    pub was: u64,
+    pub was: libc::rlim_t,
     /// The soft limit now.
-    pub now: u64,
+    pub now: libc::rlim_t,
     /// The hard limit.
-    pub hard: u64,
+    pub hard: libc::rlim_t,
 }
 
 /// Raises the soft limit of open files to the hard one (at most [`OPEN_FILES_WANTED`]).

@@ -70,13 +70,18 @@ impl Connections {
         self.open.load(Ordering::SeqCst)
     }
 
+    /// Whether fewer than `max.connections` are open.
+    pub fn has_room(&self) -> bool {
+        self.open() < self.max
+    }
+
     /// Completes once fewer than `max.connections` are open.
     pub async fn room(&self) {
         loop {
             let closed = self.closed.notified();
             tokio::pin!(closed);
             closed.as_mut().enable();
-            if self.open() < self.max {
+            if self.has_room() {
                 return;
             }
             closed.await;

@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::Notify;
 
 use crate::io::{BoxFuture, Clock, Instant};
 
@@ -23,6 +24,10 @@ pub struct Activity {
     last_write_nanos: AtomicU64,
     /// The writer stopped: whatever is owed will never be delivered.
     writer_gone: AtomicBool,
+    /// The peer closed or reset the connection: answers owed to it are dropped.
+    peer_left: AtomicBool,
+    /// Woken when the peer leaves.
+    peer_left_notify: Notify,
 }
 
 impl Activity {
@@ -44,6 +49,27 @@ impl Activity {
     pub fn writer_gone(&self, now: Instant) {
         self.last_write_nanos.fetch_max(now.as_nanos(), Ordering::Relaxed);
         self.writer_gone.store(true, Ordering::Release);
+    }
+
+    /// The reader found the peer gone (end of stream, or the connection failed): the writer
+    /// stops at once, dropping the answers it still owes, as Kafka closes a connection whose
+    /// peer closed, so that the connection stops counting as open.
+    pub fn peer_left(&self) {
+        self.peer_left.store(true, Ordering::Release);
+        self.peer_left_notify.notify_waiters();
+    }
+
+    /// Completes once the peer has left (see [`Activity::peer_left`]).
+    pub async fn left(&self) {
+        loop {
+            let notified = self.peer_left_notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.peer_left.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
     }
 
     fn owes(&self) -> bool {

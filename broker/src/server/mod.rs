@@ -3,8 +3,10 @@
 //! Requests on one connection are handled one after another up to the point where a handler has
 //! done its ordered work (an append takes its offsets); what is left — waiting for a sync, a
 //! fetch's long poll — runs while the next request is handled. Responses still leave in request
-//! order, as Kafka's clients require. A malformed frame closes its connection with a log line;
-//! no other connection notices. So does a connection left idle (see [`idle`]).
+//! order, as Kafka's clients require. A malformed frame closes its connection with a log line,
+//! once the answers owed for the requests before it are written; no other connection notices.
+//! So does a connection left idle (see [`idle`]). A peer that closed or reset its connection is
+//! owed nothing: the answers still pending for it are dropped at once, as Kafka drops them.
 
 pub mod accept;
 pub mod connections;
@@ -76,8 +78,21 @@ pub async fn serve_connection(
     let (paid, writer_open) = (Arc::clone(&activity), Arc::clone(&open));
     broker.env.spawn("connection-writer", async move {
         let _open = writer_open;
-        while let Some(pending) = rx.recv().await {
-            let mut frame = match pending.await {
+        // Each step ends early once the peer has left: nothing is owed to a peer that is gone.
+        let left = Arc::clone(&paid);
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = left.left() => return paid.writer_gone(clock.now()),
+                next = rx.recv() => next,
+            };
+            let Some(pending) = next else { break };
+            let outgoing = tokio::select! {
+                biased;
+                () = left.left() => return paid.writer_gone(clock.now()),
+                outgoing = pending => outgoing,
+            };
+            let mut frame = match outgoing {
                 Some(Outgoing::Frame(frame)) => frame,
                 Some(Outgoing::Close) => break,
                 None => {
@@ -87,7 +102,12 @@ pub async fn serve_connection(
             };
             // One gathered write per socket call: a fetch's records go out from where they
             // were read, not from a copy.
-            if writer.write_all_buf(&mut frame).await.is_err() {
+            let written = tokio::select! {
+                biased;
+                () = left.left() => return paid.writer_gone(clock.now()),
+                written = writer.write_all_buf(&mut frame) => written,
+            };
+            if written.is_err() {
                 paid.writer_gone(clock.now());
                 return;
             }
@@ -101,7 +121,11 @@ pub async fn serve_connection(
     loop {
         let frame = match read_frame(&mut reader, max_bytes).await {
             Ok(frame) => frame,
-            Err(FrameError::Closed) => return,
+            Err(FrameError::Closed) => return activity.peer_left(),
+            Err(error @ FrameError::Io(_)) => {
+                tracing::info!(%peer, "closing connection: {error}");
+                return activity.peer_left();
+            }
             Err(error) => {
                 tracing::info!(%peer, "closing connection: {error}");
                 return;
