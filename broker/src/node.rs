@@ -282,6 +282,11 @@ impl Broker {
         self.connections.open()
     }
 
+    /// The client connections from `ip` being served now.
+    pub fn open_connections_from(&self, ip: std::net::IpAddr) -> usize {
+        self.connections.open_from(ip)
+    }
+
     /// Accepts connections until the listener is closed; a failed accept is tried again (see
     /// [`server::accept`]). Within `max_connections` and `max_connections_per_ip` (see
     /// [`server::connections`]).

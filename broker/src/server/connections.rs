@@ -70,6 +70,11 @@ impl Connections {
         self.open.load(Ordering::SeqCst)
     }
 
+    /// Client connections open now from `ip`.
+    pub fn open_from(&self, ip: IpAddr) -> usize {
+        self.lock().get(&ip.to_canonical()).copied().unwrap_or(0)
+    }
+
     /// Whether fewer than `max.connections` are open.
     pub fn has_room(&self) -> bool {
         self.open() < self.max

@@ -21,7 +21,8 @@
 //! decodes as that API's response at that version, to the last byte; a request whose bytes were
 //! left as built (its fields may still be at edges) is answered or waited on, never met with a
 //! closed connection; at least a sixth of the requests sent alone are answered (so the
-//! mutations do not all die in the decoder); afterwards the first node answers ApiVersions on a
+//! mutations do not all die in the decoder); once the client has finished, no node keeps a
+//! connection of it open for longer than a request may take; afterwards the first node answers ApiVersions on a
 //! new connection, and every acknowledged record of `precious` reads back at its offset from
 //! the partition's leader.
 //!
@@ -66,6 +67,9 @@ const MEMBER_REBALANCE: Duration = Duration::from_secs(3);
 const ANSWERED_FLOOR: usize = 6;
 /// The largest answer read.
 const ANSWER_BYTES_MAX: usize = 64 << 20;
+/// How long the connections of the finished client may stay open on the nodes: past the
+/// longest an admin request waits for the controller.
+const CLOSE_BOUND: Duration = Duration::from_secs(60);
 /// Partitions of `precious`.
 const PARTITIONS: i32 = 2;
 /// How long setting up (and finding a leader afterwards) may take.
@@ -417,6 +421,18 @@ fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
     if tally.alone_answered * ANSWERED_FLOOR < tally.alone {
         let (answered, alone) = (tally.alone_answered, tally.alone);
         return Err(format!("only {answered} of {alone} requests sent alone answered"));
+    }
+    // Every connection the client closed is closed on the nodes too, once each request being
+    // handled on it (an admin request waits up to its timeout) is done: none leaks.
+    let client_ip = c.sim.ip(c.client);
+    let open = |c: &Cluster| -> usize {
+        (0..c.nodes.len())
+            .filter_map(|ix| c.broker(ix))
+            .map(|b| b.open_connections_from(client_ip))
+            .sum()
+    };
+    if !c.run_until(CLOSE_BOUND, |c| open(c) == 0) {
+        return Err(format!("{} connections of the finished client still open", open(c)));
     }
 
     // The broker still serves, and what it acknowledged is intact.
