@@ -161,6 +161,36 @@ pub struct Partition {
 /// The rest of a produce after its append: resolves when the batch may be acknowledged.
 pub type Completion = crate::io::BoxFuture<'static, Result<(), CompletionError>>;
 
+/// Sees a produce's batch made durable and visible even when its completion is dropped
+/// before it got there: the client gave up on its answer (a produce timeout of 0, a closed
+/// connection), but the batch is in the log, and under `flush.policy=ack` only a completion
+/// syncs it and moves the high watermark past it. Without this, it stayed unreadable until
+/// another produce came.
+struct Settle {
+    partition: Option<Arc<Partition>>,
+    end: Offset,
+}
+
+impl Settle {
+    /// The completion got through its durability step itself.
+    fn disarm(mut self) {
+        self.partition = None;
+    }
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        if let Some(partition) = self.partition.take() {
+            let (env, end) = (partition.env.clone(), self.end);
+            env.spawn("produce-settle", async move {
+                if let Err(e) = partition.durable(end).await {
+                    tracing::debug!("a dropped produce's batch could not be made durable: {e}");
+                }
+            });
+        }
+    }
+}
+
 /// What a successful produce returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Produced {
@@ -306,19 +336,29 @@ impl Partition {
             }
         };
         let partition = Arc::clone(self);
+        let settle = Settle { partition: Some(Arc::clone(self)), end: last_offset.next() };
         // A duplicate is acknowledged only once its original is durable too.
         let completion: Completion = Box::pin(async move {
-            match partition.log.config().flush_policy {
-                FlushPolicy::Ack => partition.log.wait_durable(last_offset.next()).await?,
-                FlushPolicy::Interval => partition.log.flush_if_due().await?,
-            }
-            partition.local_progress();
+            let durable = partition.durable(last_offset.next()).await;
+            settle.disarm();
+            durable?;
             match acks {
                 Acks::Leader => Ok(()),
                 Acks::All => partition.wait_replicated(last_offset.next(), epoch).await,
             }
         });
         Ok((produced, completion))
+    }
+
+    /// Makes the log durable to `end` as the flush policy requires (synced under `ack`, a
+    /// due flush under `interval`), then lets the high watermark move.
+    async fn durable(&self, end: Offset) -> Result<(), crate::log::Offline> {
+        match self.log.config().flush_policy {
+            FlushPolicy::Ack => self.log.wait_durable(end).await?,
+            FlushPolicy::Interval => self.log.flush_if_due().await?,
+        }
+        self.local_progress();
+        Ok(())
     }
 
     /// Appends batches a leader sent to this follower, keeping the leader's offsets and epochs

@@ -24,10 +24,10 @@ pub struct Activity {
     last_write_nanos: AtomicU64,
     /// The writer stopped: whatever is owed will never be delivered.
     writer_gone: AtomicBool,
-    /// The peer closed or reset the connection: answers owed to it are dropped.
+    /// The peer closed or reset the connection: nothing more is written to it.
     peer_left: AtomicBool,
-    /// Woken when the peer leaves.
-    peer_left_notify: Notify,
+    /// Woken when the peer leaves or the writer stops.
+    changed: Notify,
 }
 
 impl Activity {
@@ -49,23 +49,35 @@ impl Activity {
     pub fn writer_gone(&self, now: Instant) {
         self.last_write_nanos.fetch_max(now.as_nanos(), Ordering::Relaxed);
         self.writer_gone.store(true, Ordering::Release);
+        self.changed.notify_waiters();
+    }
+
+    /// Completes once the writer has stopped (see [`Activity::writer_gone`]).
+    pub async fn writer_stopped(&self) {
+        self.until(&self.writer_gone).await;
     }
 
     /// The reader found the peer gone (end of stream, or the connection failed): the writer
-    /// stops at once, dropping the answers it still owes, as Kafka closes a connection whose
-    /// peer closed, so that the connection stops counting as open.
+    /// stops at once and the connection closes, so that it stops counting as open; what its
+    /// requests still have to do is finished without it (see `server::drain`). Kafka notices
+    /// a closed peer only when it next writes to it.
     pub fn peer_left(&self) {
         self.peer_left.store(true, Ordering::Release);
-        self.peer_left_notify.notify_waiters();
+        self.changed.notify_waiters();
     }
 
     /// Completes once the peer has left (see [`Activity::peer_left`]).
     pub async fn left(&self) {
+        self.until(&self.peer_left).await;
+    }
+
+    /// Completes once `flag` is set.
+    async fn until(&self, flag: &AtomicBool) {
         loop {
-            let notified = self.peer_left_notify.notified();
+            let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.peer_left.load(Ordering::Acquire) {
+            if flag.load(Ordering::Acquire) {
                 return;
             }
             notified.await;

@@ -6,7 +6,10 @@
 //! order, as Kafka's clients require. A malformed frame closes its connection with a log line,
 //! once the answers owed for the requests before it are written; no other connection notices.
 //! So does a connection left idle (see [`idle`]). A peer that closed or reset its connection is
-//! owed nothing: the answers still pending for it are dropped at once, as Kafka drops them.
+//! written nothing more: the connection closes at once and stops counting as open (see
+//! [`connections`]), while what its requests still have to do (a produce's sync, a commit, a
+//! join) is finished without it, their answers discarded. Kafka keeps such a connection until
+//! it next writes to it.
 
 pub mod accept;
 pub mod connections;
@@ -17,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use self::connections::OpenConnection;
 use self::idle::{Activity, IdleReader};
@@ -29,6 +32,8 @@ use crate::protocol::{
 
 /// Responses a connection may owe at once (requests read ahead of their answers).
 pub const CONNECTION_IN_FLIGHT_MAX: usize = 16;
+/// Bytes read at a time from a connection whose requests are no longer read.
+const DISCARD_CHUNK: usize = 4096;
 
 /// What a handler gives back.
 pub enum Reply {
@@ -58,6 +63,47 @@ impl Outgoing {
     }
 }
 
+/// The writer stops for good (its peer left, a write failed, or an answer could not be
+/// encoded): the connection closes now, but what its requests still have to do — `current`
+/// and those queued in `rx`: a produce's sync, a commit, a join — is driven to its end on a
+/// task of its own, its answers discarded, as if they had been written. The connection no
+/// longer counts as open meanwhile.
+fn drain(
+    env: &crate::io::Env,
+    activity: &Activity,
+    current: Option<BoxFuture<'static, Option<Outgoing>>>,
+    mut rx: tokio::sync::mpsc::Receiver<BoxFuture<'static, Option<Outgoing>>>,
+) {
+    activity.writer_gone(env.clock.now());
+    // The reader sends nothing more: its next request finds the connection closing.
+    rx.close();
+    env.spawn("connection-drain", async move {
+        if let Some(pending) = current {
+            pending.await;
+        }
+        while let Some(pending) = rx.recv().await {
+            pending.await;
+        }
+    });
+}
+
+/// After a request that ends the connection, while the writer still writes the answers owed
+/// for the requests before it: reads and discards whatever else comes, so that a peer that
+/// closes meanwhile is noticed (and stops being owed anything) rather than waited on.
+async fn discard_until_closed<R: AsyncRead + Unpin>(reader: &mut R, activity: &Activity) {
+    let mut scratch = [0u8; DISCARD_CHUNK];
+    loop {
+        tokio::select! {
+            biased;
+            () = activity.writer_stopped() => return,
+            read = reader.read(&mut scratch) => match read {
+                Ok(0) | Err(_) => return activity.peer_left(),
+                Ok(_) => {}
+            },
+        }
+    }
+}
+
 /// Serves one client connection until it closes or misbehaves.
 pub async fn serve_connection(
     broker: Arc<Broker>,
@@ -75,26 +121,31 @@ pub async fn serve_connection(
     let (tx, mut rx) = tokio::sync::mpsc::channel::<BoxFuture<'static, Option<Outgoing>>>(
         CONNECTION_IN_FLIGHT_MAX,
     );
-    let (paid, writer_open) = (Arc::clone(&activity), Arc::clone(&open));
+    let (paid, writer_open, env) = (Arc::clone(&activity), Arc::clone(&open), broker.env.clone());
     broker.env.spawn("connection-writer", async move {
         let _open = writer_open;
-        // Each step ends early once the peer has left: nothing is owed to a peer that is gone.
+        // Each step ends early once the peer has left: nothing more is written to a peer that
+        // is gone, and what is still owed is driven to its end elsewhere (see `drain`).
         let left = Arc::clone(&paid);
         loop {
             let next = tokio::select! {
                 biased;
-                () = left.left() => return paid.writer_gone(clock.now()),
+                () = left.left() => return drain(&env, &paid, None, rx),
                 next = rx.recv() => next,
             };
-            let Some(pending) = next else { break };
+            let Some(mut pending) = next else { break };
             let outgoing = tokio::select! {
                 biased;
-                () = left.left() => return paid.writer_gone(clock.now()),
-                outgoing = pending => outgoing,
+                () = left.left() => return drain(&env, &paid, Some(pending), rx),
+                outgoing = &mut pending => outgoing,
             };
             let mut frame = match outgoing {
                 Some(Outgoing::Frame(frame)) => frame,
-                Some(Outgoing::Close) => break,
+                Some(Outgoing::Close) => {
+                    drain(&env, &paid, None, rx);
+                    let _ = writer.shutdown().await;
+                    return;
+                }
                 None => {
                     paid.paid(clock.now());
                     continue;
@@ -104,12 +155,11 @@ pub async fn serve_connection(
             // were read, not from a copy.
             let written = tokio::select! {
                 biased;
-                () = left.left() => return paid.writer_gone(clock.now()),
+                () = left.left() => return drain(&env, &paid, None, rx),
                 written = writer.write_all_buf(&mut frame) => written,
             };
             if written.is_err() {
-                paid.writer_gone(clock.now());
-                return;
+                return drain(&env, &paid, None, rx);
             }
             paid.paid(clock.now());
         }
@@ -128,7 +178,8 @@ pub async fn serve_connection(
             }
             Err(error) => {
                 tracing::info!(%peer, "closing connection: {error}");
-                return;
+                drop(tx);
+                return discard_until_closed(&mut reader, &activity).await;
             }
         };
         let decoded = match decode_request(frame) {
@@ -147,7 +198,8 @@ pub async fn serve_connection(
             }
             Err(error) => {
                 tracing::info!(%peer, "closing connection: {error}");
-                return;
+                drop(tx);
+                return discard_until_closed(&mut reader, &activity).await;
             }
         };
         let header = decoded.header.clone();

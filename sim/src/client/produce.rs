@@ -112,6 +112,20 @@ impl Client {
         batches: &[PartitionBatch],
         deadline: std::time::Duration,
     ) -> Result<ProduceOutcome, ClientError> {
+        self.produce_timed(topic, acks, producer, batches, deadline, deadline).await
+    }
+
+    /// [`Client::produce`] giving the broker `broker_timeout` (the request's `timeout_ms`) and
+    /// waiting `deadline` for the answer.
+    pub async fn produce_timed(
+        &mut self,
+        topic: &str,
+        acks: Acks,
+        producer: Option<ProducerIdentity>,
+        batches: &[PartitionBatch],
+        broker_timeout: std::time::Duration,
+        deadline: std::time::Duration,
+    ) -> Result<ProduceOutcome, ClientError> {
         let timestamp_ms = self.env().clock.wall_ms();
         let mut data = TopicProduceData::default();
         data.name = name(topic);
@@ -123,7 +137,7 @@ impl Client {
         }
         let mut request = ProduceRequest::default();
         request.acks = acks.wire();
-        request.timeout_ms = deadline.as_millis() as i32;
+        request.timeout_ms = i32::try_from(broker_timeout.as_millis()).unwrap_or(i32::MAX);
         request.topic_data = vec![data];
         if acks == Acks::None {
             self.send_only(&request, versions::PRODUCE, deadline).await?;

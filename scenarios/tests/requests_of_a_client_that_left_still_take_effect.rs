@@ -1,0 +1,149 @@
+//! What a client's requests set going still happens when the client does not wait for the
+//! answers, one node each:
+//! - A produce with acks=1 and a timeout of 0 under `flush.policy=ack` is answered
+//!   REQUEST_TIMED_OUT before its batch is synced; the batch becomes readable all the same,
+//!   with no other produce to sync it. Before, only the answer's wait synced it and moved the
+//!   high watermark, so it stayed unreadable.
+//! - A produce with acks=0 whose connection closes right after it: its batch becomes readable.
+//! - An OffsetCommit sent behind a long-poll Fetch (30 s) on a connection that closes right
+//!   after: the commit takes effect once the long poll ends, as it would have had the client
+//!   stayed (a connection's requests complete in order). The connection itself closes at once.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{ApiKey, GroupId, OffsetCommitRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::io::AsyncWriteExt;
+use weir_scenarios::group::SimpleGroup;
+use weir_scenarios::wire::{frame, long_poll};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::client::Client;
+use weir_sim::client::produce::{Acks, PartitionBatch, ProduceOutcome};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+
+/// How long the effect may take once the client is gone.
+const SETTLE: Duration = Duration::from_secs(2);
+/// The request-timeout error code.
+const REQUEST_TIMED_OUT: i16 = 7;
+
+fn one_record(value: &str) -> PartitionBatch {
+    PartitionBatch {
+        partition: 0,
+        base_sequence: 0,
+        records: vec![(None, Bytes::from(value.to_owned()))],
+    }
+}
+
+/// Whether `value` reads back from `t`-0 at node 0.
+fn readable(c: &mut Cluster, value: &str) -> Result<bool, String> {
+    let read = c.read_all(0, "t", 0)?;
+    Ok(read.values().any(|v| &v[..] == value.as_bytes()))
+}
+
+fn produce_timed_out(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(1))?;
+    c.create_topic(0, "t", 1).map_err(|e| e.to_string())?;
+    let addr = c.addr(0);
+    let outcome = c.client_call(Duration::from_secs(10), move |env| async move {
+        let mut client = Client::new(env, addr, "impatient");
+        let batch = one_record("given-up");
+        client
+            .produce_timed(
+                "t",
+                Acks::Leader,
+                None,
+                &[batch],
+                Duration::ZERO,
+                Duration::from_secs(5),
+            )
+            .await
+    });
+    let code = match outcome {
+        Some(Ok(ProduceOutcome::Answered(acks))) => acks.first().map(|a| a.error_code),
+        other => return Err(format!("the produce was not answered: {other:?}")),
+    };
+    ensure(code == Some(REQUEST_TIMED_OUT), || {
+        format!("a produce with timeout 0 answered {code:?}, not REQUEST_TIMED_OUT")
+    })?;
+    c.run_for(SETTLE);
+    ensure(readable(&mut c, "given-up")?, || {
+        "the batch of a timed-out produce never became readable".to_owned()
+    })
+}
+
+fn produce_then_close(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(1))?;
+    c.create_topic(0, "t", 1).map_err(|e| e.to_string())?;
+    let addr = c.addr(0);
+    let sent = c.client_call(Duration::from_secs(10), move |env| async move {
+        let mut client = Client::new(env, addr, "fire-and-forget");
+        client.produce("t", Acks::None, None, &[one_record("sent-and-gone")]).await
+        // The client, and its connection, are dropped here.
+    });
+    ensure(matches!(sent, Some(Ok(ProduceOutcome::Unacknowledged))), || {
+        format!("the acks=0 produce was not sent: {sent:?}")
+    })?;
+    c.run_for(SETTLE);
+    ensure(readable(&mut c, "sent-and-gone")?, || {
+        "the batch of an acks=0 produce whose connection closed never became readable".to_owned()
+    })
+}
+
+fn commit_behind_a_long_poll(seed: u64) -> Result<(), String> {
+    let mut g = SimpleGroup::one_node(seed, 3)?;
+    let (addr, group) = (g.addr, g.group.clone());
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(StrBytes::from_string(group));
+    commit.generation_id_or_member_epoch = -1;
+    let mut partition = OffsetCommitRequestPartition::default();
+    partition.partition_index = 0;
+    partition.committed_offset = 7;
+    let mut topic = OffsetCommitRequestTopic::default();
+    topic.name = TopicName(StrBytes::from_static_str("data"));
+    topic.partitions = vec![partition];
+    commit.topics = vec![topic];
+    let wait = Duration::from_secs(30);
+    let mut bytes = frame(ApiKey::Fetch, 12, 1, &long_poll("data", wait));
+    bytes.extend(frame(ApiKey::OffsetCommit, 2, 2, &commit));
+    let written = g.c.client_call(Duration::from_secs(10), move |env| async move {
+        let mut conn = env.net.connect(addr).await.map_err(|e| e.to_string())?;
+        conn.write_all(&bytes).await.map_err(|e| e.to_string())
+        // The connection is dropped here, long before the long poll ends.
+    });
+    ensure(matches!(written, Some(Ok(()))), || format!("the requests were not sent: {written:?}"))?;
+    g.c.run_for(SETTLE);
+    let open = g.c.broker(0).map_or(usize::MAX, |b| b.open_connections());
+    ensure(open == 0, || format!("{open} connections open after the client closed"))?;
+    g.c.run_for(wait);
+    let committed = g.committed()?;
+    ensure(committed == 7, || {
+        format!("the commit behind the long poll of a closed connection: {committed}, not 7")
+    })
+}
+
+#[test]
+fn a_produce_that_timed_out_becomes_readable() {
+    for_each_seed("a_produce_that_timed_out_becomes_readable", 0..4, produce_timed_out);
+}
+
+#[test]
+fn an_acks_0_produce_whose_connection_closed_becomes_readable() {
+    for_each_seed(
+        "an_acks_0_produce_whose_connection_closed_becomes_readable",
+        0..4,
+        produce_then_close,
+    );
+}
+
+#[test]
+fn a_commit_behind_a_long_poll_of_a_closed_connection_takes_effect() {
+    for_each_seed(
+        "a_commit_behind_a_long_poll_of_a_closed_connection_takes_effect",
+        0..4,
+        commit_behind_a_long_poll,
+    );
+}
