@@ -1,13 +1,17 @@
 //! What a client's requests set going still happens when the client does not wait for the
-//! answers, one node each:
+//! answers — and what it would not have set going in Kafka does not — one node each:
 //! - A produce with acks=1 and a timeout of 0 under `flush.policy=ack` is answered
 //!   REQUEST_TIMED_OUT before its batch is synced; the batch becomes readable all the same,
 //!   with no other produce to sync it. Before, only the answer's wait synced it and moved the
 //!   high watermark, so it stayed unreadable.
 //! - A produce with acks=0 whose connection closes right after it: its batch becomes readable.
-//! - An OffsetCommit sent behind a long-poll Fetch (30 s) on a connection that closes right
-//!   after: the commit takes effect once the long poll ends, as it would have had the client
-//!   stayed (a connection's requests complete in order). The connection itself closes at once.
+//! - An OffsetCommit on a connection that closes right after it: the commit takes effect, as
+//!   the request Kafka is handling when its client leaves does.
+//! - An OffsetCommit queued behind a long-poll Fetch (30 s) on a connection that closes right
+//!   after: the connection stops counting at once, and the commit is dropped, as Kafka (which
+//!   reads one request of a connection at a time) would never have read it. The client commits
+//!   again on a new connection; once the long poll's wait has passed, its newer commit still
+//!   stands. Finished late, the queued commit would have overwritten it.
 
 use std::time::Duration;
 
@@ -93,35 +97,57 @@ fn produce_then_close(seed: u64) -> Result<(), String> {
     })
 }
 
-fn commit_behind_a_long_poll(seed: u64) -> Result<(), String> {
-    let mut g = SimpleGroup::one_node(seed, 3)?;
-    let (addr, group) = (g.addr, g.group.clone());
+/// An OffsetCommit of `offset` for `data`-0 in `group`, as a simple group sends it.
+fn commit_request(group: &str, offset: i64) -> OffsetCommitRequest {
     let mut commit = OffsetCommitRequest::default();
-    commit.group_id = GroupId(StrBytes::from_string(group));
+    commit.group_id = GroupId(StrBytes::from_string(group.to_owned()));
     commit.generation_id_or_member_epoch = -1;
     let mut partition = OffsetCommitRequestPartition::default();
     partition.partition_index = 0;
-    partition.committed_offset = 7;
+    partition.committed_offset = offset;
     let mut topic = OffsetCommitRequestTopic::default();
     topic.name = TopicName(StrBytes::from_static_str("data"));
     topic.partitions = vec![partition];
     commit.topics = vec![topic];
-    let wait = Duration::from_secs(30);
-    let mut bytes = frame(ApiKey::Fetch, 12, 1, &long_poll("data", wait));
-    bytes.extend(frame(ApiKey::OffsetCommit, 2, 2, &commit));
+    commit
+}
+
+/// Sends `bytes` to the group's coordinator on a new connection and closes it at once.
+fn send_and_close(g: &mut SimpleGroup, bytes: Vec<u8>) -> Result<(), String> {
+    let addr = g.addr;
     let written = g.c.client_call(Duration::from_secs(10), move |env| async move {
         let mut conn = env.net.connect(addr).await.map_err(|e| e.to_string())?;
         conn.write_all(&bytes).await.map_err(|e| e.to_string())
-        // The connection is dropped here, long before the long poll ends.
+        // The connection is dropped here.
     });
-    ensure(matches!(written, Some(Ok(()))), || format!("the requests were not sent: {written:?}"))?;
+    ensure(matches!(written, Some(Ok(()))), || format!("the requests were not sent: {written:?}"))
+}
+
+fn commit_then_close(seed: u64) -> Result<(), String> {
+    let mut g = SimpleGroup::one_node(seed, 3)?;
+    let bytes = frame(ApiKey::OffsetCommit, 2, 1, &commit_request(&g.group, 7));
+    send_and_close(&mut g, bytes)?;
+    g.c.run_for(SETTLE);
+    let committed = g.committed()?;
+    ensure(committed == 7, || format!("a commit whose connection closed: {committed}, not 7"))
+}
+
+fn commit_behind_a_long_poll(seed: u64) -> Result<(), String> {
+    let mut g = SimpleGroup::one_node(seed, 3)?;
+    let wait = Duration::from_secs(30);
+    let mut bytes = frame(ApiKey::Fetch, 12, 1, &long_poll("data", wait));
+    bytes.extend(frame(ApiKey::OffsetCommit, 2, 2, &commit_request(&g.group, 5)));
+    send_and_close(&mut g, bytes)?;
     g.c.run_for(SETTLE);
     let open = g.c.broker(0).map_or(usize::MAX, |b| b.open_connections());
     ensure(open == 0, || format!("{open} connections open after the client closed"))?;
+    // The client, back on a new connection, commits again.
+    let (addr, group, data) = (g.addr, g.group.clone(), g.data.clone());
+    weir_scenarios::group::commit_simple(&mut g.c, addr, &group, &data, 9)?;
     g.c.run_for(wait);
     let committed = g.committed()?;
-    ensure(committed == 7, || {
-        format!("the commit behind the long poll of a closed connection: {committed}, not 7")
+    ensure(committed == 9, || {
+        format!("the newer commit was overwritten by the one behind the long poll: {committed}")
     })
 }
 
@@ -140,9 +166,18 @@ fn an_acks_0_produce_whose_connection_closed_becomes_readable() {
 }
 
 #[test]
-fn a_commit_behind_a_long_poll_of_a_closed_connection_takes_effect() {
+fn a_commit_whose_connection_closed_right_after_takes_effect() {
     for_each_seed(
-        "a_commit_behind_a_long_poll_of_a_closed_connection_takes_effect",
+        "a_commit_whose_connection_closed_right_after_takes_effect",
+        0..4,
+        commit_then_close,
+    );
+}
+
+#[test]
+fn a_commit_queued_behind_a_long_poll_of_a_closed_connection_is_dropped() {
+    for_each_seed(
+        "a_commit_queued_behind_a_long_poll_of_a_closed_connection_is_dropped",
         0..4,
         commit_behind_a_long_poll,
     );

@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use self::connections::OpenConnection;
@@ -63,28 +64,38 @@ impl Outgoing {
     }
 }
 
+/// An answer a connection owes, in request order.
+struct Owed {
+    /// The answer, once the request's work is done.
+    answer: BoxFuture<'static, Option<Outgoing>>,
+    /// Whether the request still has work to do if the connection closes first (a commit, a
+    /// join, a produce's sync); a fetch has only its answer to give.
+    finish: bool,
+}
+
 /// The writer stops for good (its peer left, a write failed, or an answer could not be
-/// encoded): the connection closes now, but what its requests still have to do — `current`
-/// and those queued in `rx`: a produce's sync, a commit, a join — is driven to its end on a
-/// task of its own, its answers discarded, as if they had been written. The connection no
-/// longer counts as open meanwhile.
+/// encoded): the connection closes now and no longer counts as open. The request it was
+/// answering, `current`, still finishes its work on a task of its own, its answer discarded,
+/// as the request Kafka is handling when its client leaves does. The requests queued behind
+/// it are dropped: Kafka, reading one request of a connection at a time, would not have read
+/// them, and finished late they could undo what the client did since on a new connection (a
+/// commit overwriting a newer one). Their appends are done, and `Partition::produce` sees them
+/// synced.
 fn drain(
     env: &crate::io::Env,
     activity: &Activity,
-    current: Option<BoxFuture<'static, Option<Outgoing>>>,
-    mut rx: tokio::sync::mpsc::Receiver<BoxFuture<'static, Option<Outgoing>>>,
+    current: Option<Owed>,
+    mut rx: tokio::sync::mpsc::Receiver<Owed>,
 ) {
     activity.writer_gone(env.clock.now());
     // The reader sends nothing more: its next request finds the connection closing.
     rx.close();
-    env.spawn("connection-drain", async move {
-        if let Some(pending) = current {
-            pending.await;
-        }
-        while let Some(pending) = rx.recv().await {
-            pending.await;
-        }
-    });
+    drop(rx);
+    if let Some(owed) = current.filter(|owed| owed.finish) {
+        env.spawn("connection-drain", async move {
+            owed.answer.await;
+        });
+    }
 }
 
 /// After a request that ends the connection, while the writer still writes the answers owed
@@ -118,9 +129,7 @@ pub async fn serve_connection(
     let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
     let clock = Arc::clone(&broker.env.clock);
     let mut reader = IdleReader::new(reader, Arc::clone(&clock), idle, Arc::clone(&activity));
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<BoxFuture<'static, Option<Outgoing>>>(
-        CONNECTION_IN_FLIGHT_MAX,
-    );
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Owed>(CONNECTION_IN_FLIGHT_MAX);
     let (paid, writer_open, env) = (Arc::clone(&activity), Arc::clone(&open), broker.env.clone());
     broker.env.spawn("connection-writer", async move {
         let _open = writer_open;
@@ -130,14 +139,15 @@ pub async fn serve_connection(
         loop {
             let next = tokio::select! {
                 biased;
-                () = left.left() => return drain(&env, &paid, None, rx),
+                // The first request queued, if any, is the one being answered.
+                () = left.left() => return drain(&env, &paid, rx.try_recv().ok(), rx),
                 next = rx.recv() => next,
             };
-            let Some(mut pending) = next else { break };
+            let Some(mut owed) = next else { break };
             let outgoing = tokio::select! {
                 biased;
-                () = left.left() => return drain(&env, &paid, Some(pending), rx),
-                outgoing = &mut pending => outgoing,
+                () = left.left() => return drain(&env, &paid, Some(owed), rx),
+                outgoing = &mut owed.answer => outgoing,
             };
             let mut frame = match outgoing {
                 Some(Outgoing::Frame(frame)) => frame,
@@ -169,7 +179,13 @@ pub async fn serve_connection(
     let max_bytes = broker.config.socket_request_max_bytes;
     let _open = open;
     loop {
-        let frame = match read_frame(&mut reader, max_bytes).await {
+        // A writer that stopped closes the connection: the reader stops too, even mid-frame.
+        let read = tokio::select! {
+            biased;
+            () = activity.writer_stopped() => return,
+            read = read_frame(&mut reader, max_bytes) => read,
+        };
+        let frame = match read {
             Ok(frame) => frame,
             Err(FrameError::Closed) => return activity.peer_left(),
             Err(error @ FrameError::Io(_)) => {
@@ -187,11 +203,9 @@ pub async fn serve_connection(
             Err(DecodeError::UnsupportedVersion { reply: Some(bytes), key, version }) => {
                 tracing::debug!(%peer, ?key, version, "unsupported version; answering in the v0 format");
                 activity.owe();
-                if tx
-                    .send(Box::pin(async move { Some(Outgoing::Frame(Frame::whole(bytes))) }))
-                    .await
-                    .is_err()
-                {
+                let answer: BoxFuture<'static, Option<Outgoing>> =
+                    Box::pin(async move { Some(Outgoing::Frame(Frame::whole(bytes))) });
+                if tx.send(Owed { answer, finish: false }).await.is_err() {
                     return;
                 }
                 continue;
@@ -202,8 +216,12 @@ pub async fn serve_connection(
                 return discard_until_closed(&mut reader, &activity).await;
             }
         };
+        if tx.is_closed() {
+            return;
+        }
         let header = decoded.header.clone();
-        let pending: BoxFuture<'static, Option<Outgoing>> =
+        let finish = header.request_api_key != ApiKey::Fetch as i16;
+        let answer: BoxFuture<'static, Option<Outgoing>> =
             match handlers::handle(&broker, decoded, peer).await {
                 Reply::Now(response) => {
                     let out = Outgoing::encode(&header, &response);
@@ -220,7 +238,7 @@ pub async fn serve_connection(
                 }),
             };
         activity.owe();
-        if tx.send(pending).await.is_err() {
+        if tx.send(Owed { answer, finish }).await.is_err() {
             return;
         }
     }
