@@ -98,18 +98,22 @@ fn start(seed: u64, spec: ClusterSpec) -> Result<(Cluster, Host), String> {
     Ok((c, other))
 }
 
+/// Opens [`LIMIT`] connections from `host`, each of which must be answered.
+fn open_up_to_the_limit(c: &mut Cluster, host: Host) -> Result<Vec<Held>, String> {
+    let first: Vec<Held> = (0..LIMIT).map(|i| open(c, host, &format!("a{i}"))).collect();
+    c.run_for(SETTLE);
+    ensure(first.iter().all(answered), || {
+        let seen: Vec<Seen> = first.iter().map(Held::seen).collect();
+        format!("A's first {LIMIT} not all answered: {seen:?}")
+    })?;
+    Ok(first)
+}
+
 fn per_ip(seed: u64) -> Result<(), String> {
     let spec = ClusterSpec { max_connections_per_ip: LIMIT, ..ClusterSpec::combined(1) };
     let (mut c, b) = start(seed, spec)?;
     let a = c.client;
-    let mut first: Vec<Held> = (0..LIMIT).map(|i| open(&c, a, &format!("a{i}"))).collect();
-    c.run_for(SETTLE);
-    ensure(first.iter().all(answered), || {
-        format!(
-            "A's first {LIMIT} not all answered: {:?}",
-            first.iter().map(Held::seen).collect::<Vec<_>>()
-        )
-    })?;
+    let mut first = open_up_to_the_limit(&mut c, a)?;
     let over = open(&c, a, "a-over");
     let other = open(&c, b, "b");
     c.run_for(SETTLE);
@@ -130,14 +134,7 @@ fn total(seed: u64) -> Result<(), String> {
     let spec = ClusterSpec { max_connections: LIMIT, ..ClusterSpec::combined(1) };
     let (mut c, b) = start(seed, spec)?;
     let a = c.client;
-    let mut first: Vec<Held> = (0..LIMIT).map(|i| open(&c, a, &format!("a{i}"))).collect();
-    c.run_for(SETTLE);
-    ensure(first.iter().all(answered), || {
-        format!(
-            "A's first {LIMIT} not all answered: {:?}",
-            first.iter().map(Held::seen).collect::<Vec<_>>()
-        )
-    })?;
+    let mut first = open_up_to_the_limit(&mut c, a)?;
     let waiting = open(&c, b, "b");
     c.run_for(WATCH);
     ensure(waiting.seen() == Seen::Waiting, || {
