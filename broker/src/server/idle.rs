@@ -58,9 +58,9 @@ impl Activity {
     }
 
     /// The reader found the peer gone (end of stream, or the connection failed): the writer
-    /// stops at once and the connection closes, so that it stops counting as open; what its
-    /// requests still have to do is finished without it (see `server::drain`). Kafka notices
-    /// a closed peer only when it next writes to it.
+    /// stops at once and the connection closes, so that it stops counting as open; the
+    /// request being answered finishes without it (see `server::drain`). Kafka notices a
+    /// closed peer only when it next writes to it.
     pub fn peer_left(&self) {
         self.peer_left.store(true, Ordering::Release);
         self.changed.notify_waiters();

@@ -7,9 +7,9 @@
 //! once the answers owed for the requests before it are written; no other connection notices.
 //! So does a connection left idle (see [`idle`]). A peer that closed or reset its connection is
 //! written nothing more: the connection closes at once and stops counting as open (see
-//! [`connections`]), while what its requests still have to do (a produce's sync, a commit, a
-//! join) is finished without it, their answers discarded. Kafka keeps such a connection until
-//! it next writes to it.
+//! [`connections`]). The request being answered still finishes its work (a commit, a join, a
+//! produce's sync), its answer discarded; the requests queued behind it are dropped, as Kafka,
+//! reading one request of a connection at a time, never reads them (see `drain`).
 
 pub mod accept;
 pub mod connections;
@@ -85,11 +85,10 @@ fn drain(
     env: &crate::io::Env,
     activity: &Activity,
     current: Option<Owed>,
-    mut rx: tokio::sync::mpsc::Receiver<Owed>,
+    rx: tokio::sync::mpsc::Receiver<Owed>,
 ) {
     activity.writer_gone(env.clock.now());
-    // The reader sends nothing more: its next request finds the connection closing.
-    rx.close();
+    // The reader sends nothing more: its next request finds the connection closed.
     drop(rx);
     if let Some(owed) = current.filter(|owed| owed.finish) {
         env.spawn("connection-drain", async move {
@@ -134,7 +133,7 @@ pub async fn serve_connection(
     broker.env.spawn("connection-writer", async move {
         let _open = writer_open;
         // Each step ends early once the peer has left: nothing more is written to a peer that
-        // is gone, and what is still owed is driven to its end elsewhere (see `drain`).
+        // is gone, and the request being answered finishes elsewhere (see `drain`).
         let left = Arc::clone(&paid);
         loop {
             let next = tokio::select! {
