@@ -24,7 +24,7 @@ pub mod workload;
 mod world;
 
 pub use disk::DiskFaults;
-pub use net::Latency;
+pub use net::{AcceptFault, Latency};
 pub use node::{Boot, NodeStatus, boot};
 pub use sim::{Host, Sim, SimStats};
 pub use world::RunOutcome;

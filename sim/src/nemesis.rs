@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 
 use crate::disk::DiskFaults;
+use crate::net::AcceptFault;
 use crate::node::NodeStatus;
 use crate::sim::{Host, Sim};
 use crate::trace::mix;
@@ -138,8 +139,9 @@ impl Nemesis {
     }
 
     /// A third of the connection resets also make the target host fail its next 1 to
-    /// [`ACCEPT_FAILURES_MAX`] accepts, as a process out of file descriptors fails them, so
-    /// that the connections made again wait on a listener that must not give up. For
+    /// [`ACCEPT_FAILURES_MAX`] accepts, so that the connections made again meet a listener that
+    /// must not give up: in three cases of four as a process out of file descriptors fails
+    /// them (the connection waits), else by resetting the connection being accepted. For
     /// workloads whose servers retry failed accepts.
     pub fn with_accept_failures(mut self, seed: u64) -> Nemesis {
         self.accept_failures = Some(ChaCha8Rng::seed_from_u64(mix_seed(seed) ^ 0xacce));
@@ -154,8 +156,13 @@ impl Nemesis {
             return String::new();
         }
         let count = 1 + (draw >> 8) % ACCEPT_FAILURES_MAX;
-        sim.fail_accepts(host, count as u32);
-        format!(", {} fails its next {count} accepts", sim.name(host))
+        let fault = if (draw >> 40).is_multiple_of(4) {
+            AcceptFault::Aborted
+        } else {
+            AcceptFault::OutOfDescriptors
+        };
+        sim.fail_accepts(host, fault, count as u32);
+        format!(", {} fails its next {count} accepts ({fault:?})", sim.name(host))
     }
 
     /// Network faults (partitions, one-way cuts, clogs, resets) then fall between a target and

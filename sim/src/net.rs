@@ -101,8 +101,9 @@ struct NetInner {
     /// Readers waiting for a blocked link to heal.
     held: BTreeMap<(NodeIx, NodeIx), Vec<Waker>>,
     connect_timeout: Option<Duration>,
-    /// Accepts still to fail on each node's listeners (see [`NetState::fail_accepts`]).
-    failing_accepts: BTreeMap<NodeIx, u32>,
+    /// Accepts still to fail on each node's listeners, in order (see
+    /// [`NetState::fail_accepts`]).
+    failing_accepts: BTreeMap<NodeIx, VecDeque<AcceptFault>>,
     /// Accepts failed so far, by listening address.
     failed_accepts: BTreeMap<SocketAddr, u32>,
 }
@@ -171,15 +172,18 @@ impl NetState {
         self.break_conns(world, node, PipeFault::Reset);
     }
 
-    /// Makes the next `count` accepts on `node`'s listeners fail, as a process out of file
-    /// descriptors fails them: each fails only once a connection waits, which stays waiting.
-    pub(crate) fn fail_accepts(&self, node: NodeIx, count: u32) {
-        *lock(&self.inner).failing_accepts.entry(node).or_default() += count;
+    /// Makes the next `count` accepts on `node`'s listeners fail with `fault`; each fails only
+    /// once a connection waits.
+    pub(crate) fn fail_accepts(&self, node: NodeIx, fault: AcceptFault, count: u32) {
+        let mut inner = lock(&self.inner);
+        let queue = inner.failing_accepts.entry(node).or_default();
+        queue.extend(std::iter::repeat_n(fault, count as usize));
     }
 
     /// Accepts still to fail on `node`'s listeners.
     pub(crate) fn accept_failures_left(&self, node: NodeIx) -> u32 {
-        lock(&self.inner).failing_accepts.get(&node).copied().unwrap_or(0)
+        let inner = lock(&self.inner);
+        inner.failing_accepts.get(&node).map_or(0, |q| u32::try_from(q.len()).unwrap_or(u32::MAX))
     }
 
     /// Accepts failed so far on the listener at `addr`.
@@ -187,17 +191,12 @@ impl NetState {
         lock(&self.inner).failed_accepts.get(&addr).copied().unwrap_or(0)
     }
 
-    /// Takes one failure off `node`'s count for its listener at `addr`, if it has one left.
-    fn take_accept_failure(&self, node: NodeIx, addr: SocketAddr) -> bool {
+    /// Takes `node`'s next accept failure, for its listener at `addr`, if it has one left.
+    fn take_accept_failure(&self, node: NodeIx, addr: SocketAddr) -> Option<AcceptFault> {
         let mut inner = lock(&self.inner);
-        match inner.failing_accepts.get_mut(&node) {
-            Some(left) if *left > 0 => {
-                *left -= 1;
-                *inner.failed_accepts.entry(addr).or_default() += 1;
-                true
-            }
-            _ => false,
-        }
+        let fault = inner.failing_accepts.get_mut(&node)?.pop_front()?;
+        *inner.failed_accepts.entry(addr).or_default() += 1;
+        Some(fault)
     }
 
     fn close_listeners(&self, node: NodeIx) {
@@ -635,6 +634,17 @@ impl Net for SimNet {
     }
 }
 
+/// How an accept fails (see [`crate::Sim::fail_accepts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcceptFault {
+    /// As in a process out of file descriptors: the accept fails, and the connection stays
+    /// waiting for the next one.
+    OutOfDescriptors,
+    /// The waiting connection was reset before it could be accepted (`ECONNABORTED`): its
+    /// client sees the reset, and the accept fails for that connection alone.
+    Aborted,
+}
+
 /// A host's listening socket.
 pub struct SimListener {
     world: Arc<World>,
@@ -645,11 +655,24 @@ impl Listener for SimListener {
     fn accept(&self) -> BoxFuture<'_, io::Result<(Box<dyn Conn>, SocketAddr)>> {
         Box::pin(std::future::poll_fn(move |cx| {
             let mut state = lock(&self.shared.state);
-            if !state.backlog.is_empty()
-                && self.world.net.take_accept_failure(self.shared.node, self.shared.addr)
-            {
-                self.world.trace.fold(Event::NetConn, 0xacce);
-                return Poll::Ready(Err(io::Error::other("too many open files (simulated)")));
+            let fault = if state.backlog.is_empty() {
+                None
+            } else {
+                self.world.net.take_accept_failure(self.shared.node, self.shared.addr)
+            };
+            match fault {
+                Some(AcceptFault::OutOfDescriptors) => {
+                    self.world.trace.fold(Event::NetConn, 0xacce);
+                    return Poll::Ready(Err(io::Error::other("too many open files (simulated)")));
+                }
+                Some(AcceptFault::Aborted) => {
+                    self.world.trace.fold(Event::NetConn, 0xab0);
+                    if let Some((conn, _)) = state.backlog.pop_front() {
+                        Box::new(conn).abort();
+                    }
+                    return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+                }
+                None => {}
             }
             if let Some((conn, peer)) = state.backlog.pop_front() {
                 return Poll::Ready(Ok((Box::new(conn) as Box<dyn Conn>, peer)));

@@ -10,7 +10,7 @@ use weir::io::{Env, TaskHandle};
 
 use crate::disk::DiskFaults;
 use crate::executor::NodeIx;
-use crate::net::Latency;
+use crate::net::{AcceptFault, Latency};
 use crate::node::{Boot, NodeStatus, boot};
 use crate::trace::Event;
 use crate::world::{RunOutcome, World, lock};
@@ -248,11 +248,11 @@ impl Sim {
         self.world.net.reset_between(&self.world, a.0, b.0);
     }
 
-    /// Makes the next `count` accepts on the host's listeners fail, as a process out of file
-    /// descriptors fails them; the connections wait in the backlog meanwhile.
-    pub fn fail_accepts(&self, host: Host, count: u32) {
+    /// Makes the next `count` accepts on the host's listeners fail with `fault` (see
+    /// [`AcceptFault`]).
+    pub fn fail_accepts(&self, host: Host, fault: AcceptFault, count: u32) {
         self.world.trace.fold(Event::NetFault, u64::from(count) << 32 | host.0 as u64);
-        self.world.net.fail_accepts(host.0, count);
+        self.world.net.fail_accepts(host.0, fault, count);
     }
 
     /// Accepts still to fail on the host's listeners (see [`Sim::fail_accepts`]).
