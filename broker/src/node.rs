@@ -307,7 +307,7 @@ impl Broker {
                 self.connections.room().await;
             }
             let Some((conn, peer)) = acceptor.next().await else { return };
-            let Some(open) = self.connections.admit(peer.ip().to_canonical()) else {
+            let Some(open) = self.connections.admit(peer.ip()) else {
                 tracing::info!(
                     %peer,
                     max = self.config.max_connections_per_ip,

@@ -67,11 +67,6 @@ impl Acceptor {
         }
     }
 
-    /// The address the listener is bound to.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr()
-    }
-
     /// The next connection, or `None` once the listener is closed for good.
     pub async fn next(&mut self) -> Option<(Box<dyn Conn>, SocketAddr)> {
         loop {

@@ -96,6 +96,7 @@ impl Connections {
     /// Counts a connection from `ip` as open, or `None` if that address already has
     /// `max.connections.per.ip` open.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<OpenConnection> {
+        let ip = ip.to_canonical();
         let mut per_ip = self.lock();
         let count = per_ip.entry(ip).or_default();
         if *count >= self.max_per_ip {

@@ -134,18 +134,17 @@ pub async fn serve_connection(
         let _open = writer_open;
         // Each step ends early once the peer has left: nothing more is written to a peer that
         // is gone, and the request being answered finishes elsewhere (see `drain`).
-        let left = Arc::clone(&paid);
         loop {
             let next = tokio::select! {
                 biased;
                 // The first request queued, if any, is the one being answered.
-                () = left.left() => return drain(&env, &paid, rx.try_recv().ok(), rx),
+                () = paid.left() => return drain(&env, &paid, rx.try_recv().ok(), rx),
                 next = rx.recv() => next,
             };
             let Some(mut owed) = next else { break };
             let outgoing = tokio::select! {
                 biased;
-                () = left.left() => return drain(&env, &paid, Some(owed), rx),
+                () = paid.left() => return drain(&env, &paid, Some(owed), rx),
                 outgoing = &mut owed.answer => outgoing,
             };
             let mut frame = match outgoing {
@@ -164,7 +163,7 @@ pub async fn serve_connection(
             // were read, not from a copy.
             let written = tokio::select! {
                 biased;
-                () = left.left() => return drain(&env, &paid, None, rx),
+                () = paid.left() => return drain(&env, &paid, None, rx),
                 written = writer.write_all_buf(&mut frame) => written,
             };
             if written.is_err() {
