@@ -108,3 +108,68 @@ async fn entropy_streams_differ_between_processes_seeds() {
     let ys: Vec<u64> = (0..4).map(|_| b.entropy.next_u64()).collect();
     assert_ne!(xs, ys, "two production entropy sources produced the same stream");
 }
+
+/// The files this process holds open under `dir`, by extension.
+#[allow(clippy::disallowed_methods)]
+fn open_under(dir: &Path) -> std::collections::BTreeMap<String, usize> {
+    let mut open = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else { continue };
+        if target.starts_with(dir) {
+            let ext = target.extension().map(|e| e.to_string_lossy().into_owned());
+            *open.entry(ext.unwrap_or_default()).or_insert(0) += 1;
+        }
+    }
+    open
+}
+
+/// Through the production disk, a log holds one descriptor per segment, its `.log`: sealed
+/// segments' index files are opened by lookups, and at most `OPEN_INDEX_FILES` stay open.
+#[tokio::test]
+async fn sealed_segments_hold_only_their_log_file_open() {
+    use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
+    use weir::log::{Log, LogConfig, OPEN_INDEX_FILES};
+    use weir::model::{LeaderEpoch, Offset};
+    let root = scratch();
+    let env = production_env(root.clone());
+    env.disk.create_dir(Path::new("")).await.unwrap();
+    let config = LogConfig { segment_bytes: 100, ..LogConfig::default() };
+    let log = Log::open(env.clone(), PathBuf::from("t-0"), config).await.unwrap();
+    let batches = 30i64;
+    for n in 0..batches {
+        let record = RecordSpec {
+            offset_delta: 0,
+            timestamp: 1_000 + n,
+            key: None,
+            value: Some(Bytes::from(vec![n as u8; 120])),
+            headers: Vec::new(),
+        };
+        let batch = encode_batch(&[record], &BatchOptions::default()).unwrap();
+        log.append(batch, LeaderEpoch(0)).await.unwrap();
+    }
+    #[allow(clippy::disallowed_methods)]
+    let dir = std::fs::canonicalize(&root).unwrap();
+    let segments = log.segment_count();
+    assert_eq!(segments, batches as usize);
+    let open = open_under(&dir);
+    assert_eq!(open.get("log"), Some(&segments), "{open:?}");
+    assert_eq!(open.get("index").copied().unwrap_or(0), 0, "{open:?}");
+    assert_eq!(open.get("timeindex").copied().unwrap_or(0), 0, "{open:?}");
+    for n in 0..batches {
+        let read = log.read(Offset(n), 1 << 20, log.log_end_offset()).await.unwrap();
+        assert_eq!(i64::from_be_bytes(read.records[..8].try_into().unwrap()), n);
+        let found = log.offset_for_timestamp(1_000 + n).await.unwrap();
+        assert_eq!(found, Some((Offset(n), 1_000 + n)));
+        let open = open_under(&dir);
+        let indexes = open.get("index").unwrap_or(&0) + open.get("timeindex").unwrap_or(&0);
+        assert!(indexes <= OPEN_INDEX_FILES, "{open:?}");
+        assert!(n == batches - 1 || indexes > 0, "no lookup opened an index file: {open:?}");
+    }
+    log.close().await.unwrap();
+    let open = open_under(&dir);
+    assert_eq!(open.get("log"), Some(&segments), "{open:?}");
+    assert_eq!(open.len(), 1, "{open:?}");
+    drop(log);
+    assert!(open_under(&dir).is_empty());
+    env.disk.remove_dir_all(Path::new("")).await.unwrap();
+}

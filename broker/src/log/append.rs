@@ -252,8 +252,13 @@ impl Log {
             Err(e) => return Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
         };
         let mut state = self.state();
+        let offline = state.offline.is_some();
         if let Some(old) = state.segments.get_mut(&old_base) {
             old.index = SegmentIndex::Sealed(sealed);
+            if offline {
+                // Gone offline meanwhile, the log lets go of its index files (see `go_offline`).
+                old.release();
+            }
             let log = std::sync::Arc::clone(&old.log);
             state.unsynced.push(log);
         }

@@ -265,10 +265,15 @@ impl Log {
 
     /// Flushes, checkpoints and takes the log offline (`Closed`), so that the next open has
     /// nothing to recover.
+    /// Closed it is, whether or not the flush and checkpoint succeed (its folder may be removed
+    /// next): only recovery then knows what the files hold.
     pub async fn close(&self) -> Result<(), MaintenanceError> {
-        self.flush().await?;
-        self.checkpoint().await?;
+        let saved = async {
+            self.flush().await?;
+            self.checkpoint().await
+        }
+        .await;
         self.go_offline(Offline::Closed);
-        Ok(())
+        saved
     }
 }

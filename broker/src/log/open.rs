@@ -218,6 +218,7 @@ impl Log {
             files_lock: tokio::sync::Mutex::new(()),
             synced: tokio::sync::Notify::new(),
             cleaner: Default::default(),
+            open_indexes: Default::default(),
         }
     }
 
@@ -406,7 +407,8 @@ async fn open_sealed(
         max_timestamp: last_time.map_or(-1, |t| t.timestamp),
         max_timestamp_batch: last_time.map_or(base, |t| Offset(base.0 + i64::from(t.relative))),
         first_append_wall_ms: None,
-        index: SegmentIndex::Sealed(SealedIndex { offsets: Some(offsets), times: Some(times) }),
+        // Checked, the index files are closed: lookups open them as they need them.
+        index: SegmentIndex::Sealed(SealedIndex::named(dir, base, (offsets.len(), times.len()))),
     }))
 }
 

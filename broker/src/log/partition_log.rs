@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::config::LogConfig;
 use super::error::Offline;
 use super::open::PartitionCheckpoint;
+use super::sealed::{IndexFile, OpenIndexes};
 use super::segment::Segment;
 use crate::io::{Env, File, Instant};
 use crate::model::Offset;
@@ -32,6 +33,8 @@ pub struct Log {
     pub(super) synced: tokio::sync::Notify,
     /// The compaction cleaner's per-log state.
     pub(super) cleaner: super::cleaner::CleanerState,
+    /// The sealed segments' index files held open for lookups.
+    pub(super) open_indexes: OpenIndexes,
 }
 
 /// A byte position known to hold a batch boundary: where recovery may start scanning.
@@ -72,7 +75,7 @@ pub(super) struct State {
     /// (truncation, a restart at a new start) begins and when it ends, and at each swap of
     /// compacted segments. Bytes read while this count stays the same are still the log's.
     pub(super) rewrites: u64,
-    /// Files of sealed segments (and their indexes) written since the last sync.
+    /// Files of sealed segments written since the last sync.
     pub(super) unsynced: Vec<Arc<dyn File>>,
     /// A segment file was created or removed since the last folder sync.
     pub(super) dir_dirty: bool,
@@ -124,6 +127,12 @@ impl State {
 impl Log {
     pub(super) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A sealed segment's index file, open for a lookup; `None` if the lookup must do without
+    /// it (see [`super::sealed`]).
+    pub(super) async fn open_index(&self, index: &Arc<IndexFile>) -> Option<Arc<dyn File>> {
+        self.open_indexes.open(&*self.env.disk, index).await
     }
 
     /// The log's settings.
@@ -281,6 +290,11 @@ impl Log {
                 tracing::error!(log = %self.dir.display(), %reason, "log offline");
             }
             state.offline = Some(reason);
+            // Whoever opens the folder next may rewrite the index files: reads still under way
+            // here do without them, and the log holds none of them open.
+            for seg in state.segments.values() {
+                seg.release();
+            }
         }
         let reason = state.offline.clone().unwrap_or(Offline::Closed);
         drop(state);

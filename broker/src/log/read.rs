@@ -18,6 +18,7 @@ use super::error::ReadError;
 use super::index::OffsetEntry;
 use super::partition_log::{Log, State};
 use super::records;
+use super::sealed::IndexFile;
 use super::segment::{self, SegmentIndex};
 use super::split;
 use super::walk::{Epochs, WalkStop, Walker, states_base_at, walk_past};
@@ -82,8 +83,8 @@ impl SegmentStop {
 
 /// Where a segment's time index says a timestamp lookup may start.
 enum TimeHint {
-    /// A sealed segment's time index file (absent: from the segment's start).
-    File(Option<Arc<dyn File>>),
+    /// A sealed segment's time index file (if it cannot be opened: from the segment's start).
+    File(Arc<IndexFile>),
     /// The entry the active segment's index in memory gives.
     Entry(Option<super::index::TimeEntry>),
 }
@@ -91,7 +92,8 @@ enum TimeHint {
 enum Lookup {
     /// From the in-memory index: a position and the base offset of the batch there.
     Position(u64, Offset),
-    File(Option<Arc<dyn File>>),
+    /// A sealed segment's offset index file.
+    File(Arc<IndexFile>),
 }
 
 impl Log {
@@ -117,7 +119,7 @@ impl Log {
         let mut from = start;
         while from < upper {
             let Some(plan) = self.plan(from) else { break };
-            let (position, expected) = plan.start_position(from).await?;
+            let (position, expected) = plan.start_position(self, from).await?;
             let (log, end) = (&*plan.log, plan.end);
             let window = Window { start: from, max_bytes, upper, dense, epochs: &epochs };
             let from_entry = (position, expected) != (0, plan.base);
@@ -182,9 +184,13 @@ impl Log {
                     let entry = active.offsets.get(after).copied().filter(within);
                     return Ok(entry.map_or((plan.end, plan.end_offset), at));
                 }
-                Some(SegmentIndex::Sealed(sealed)) => sealed.offsets.clone(),
+                Some(SegmentIndex::Sealed(sealed)) => Some(Arc::clone(&sealed.offsets)),
                 None => None,
             }
+        };
+        let file = match file {
+            Some(index) => self.open_index(&index).await,
+            None => None,
         };
         let entry = match file {
             Some(file) => segment::sealed_entry_after(&*file, damaged).await?.filter(within),
@@ -216,7 +222,7 @@ impl Log {
                     None => Lookup::Position(0, seg.base),
                 }
             }
-            SegmentIndex::Sealed(sealed) => Lookup::File(sealed.offsets.clone()),
+            SegmentIndex::Sealed(sealed) => Lookup::File(Arc::clone(&sealed.offsets)),
         };
         let (base, end, end_offset) = (seg.base, seg.size, seg.next_offset);
         Some(Plan { base, log: Arc::clone(&seg.log), end, end_offset, index })
@@ -240,7 +246,7 @@ impl Log {
                 .filter(|s| s.max_timestamp >= timestamp)
                 .map(|s| {
                     let hint = match &s.index {
-                        SegmentIndex::Sealed(sealed) => TimeHint::File(sealed.times.clone()),
+                        SegmentIndex::Sealed(sealed) => TimeHint::File(Arc::clone(&sealed.times)),
                         SegmentIndex::Active(active) => {
                             TimeHint::Entry(super::index::floor_time(&active.times, timestamp))
                         }
@@ -253,10 +259,10 @@ impl Log {
         let (dense, epochs) = (self.dense(), self.epochs());
         for (base, log, end, hint) in candidates {
             let entry = match hint {
-                TimeHint::File(Some(times)) => {
-                    segment::sealed_time_floor(&*times, timestamp).await?
-                }
-                TimeHint::File(None) => None,
+                TimeHint::File(index) => match self.open_index(&index).await {
+                    Some(times) => segment::sealed_time_floor(&*times, timestamp).await?,
+                    None => None,
+                },
                 TimeHint::Entry(entry) => entry,
             };
             let from = entry.map_or(base, |e| Offset(base.0 + i64::from(e.relative)));
@@ -264,7 +270,7 @@ impl Log {
             let start = match plan {
                 // The same segment file (a clean may have swapped in another with its base).
                 Some(plan) if plan.base == base && Arc::ptr_eq(&plan.log, &log) => {
-                    plan.start_position(from).await?
+                    plan.start_position(self, from).await?
                 }
                 _ => (0, base),
             };
@@ -309,12 +315,18 @@ impl Log {
 
 impl Plan {
     /// A batch boundary at or before `offset`, and the base offset of the batch there.
-    pub(super) async fn start_position(&self, offset: Offset) -> Result<(u64, Offset), ReadError> {
+    pub(super) async fn start_position(
+        &self,
+        log: &Log,
+        offset: Offset,
+    ) -> Result<(u64, Offset), ReadError> {
         let relative = u32::try_from(offset.0.saturating_sub(self.base.0)).unwrap_or(u32::MAX);
         let entry = match &self.index {
             Lookup::Position(position, expected) => return Ok((*position, *expected)),
-            Lookup::File(Some(file)) => segment::sealed_floor(&**file, relative).await?,
-            Lookup::File(None) => None,
+            Lookup::File(index) => match log.open_index(index).await {
+                Some(file) => segment::sealed_floor(&*file, relative).await?,
+                None => None,
+            },
         };
         // An entry that cannot be right (a misread) is ignored: start from the segment's start.
         let plausible =

@@ -186,7 +186,7 @@ impl Log {
     ) -> Result<Found, ReadError> {
         let (file, dense) = (&*plan.log, self.dense());
         let verify = || Epochs::Verify(epochs.clone());
-        let (from, expected) = plan.start_position(base).await?;
+        let (from, expected) = plan.start_position(self, base).await?;
         let mut exact = (from, expected) != (0, plan.base);
         let mut walker =
             Walker::new(file, from, plan.end, expected, dense, verify()).starting_at_entry(exact);

@@ -123,7 +123,9 @@ impl Log {
             let mut state = self.state();
             state.log_start = state.log_start.max(new_start);
             for (base, _, _) in doomed {
-                state.segments.remove(base);
+                if let Some(seg) = state.segments.remove(base) {
+                    seg.retire();
+                }
             }
         }
         drop(append);

@@ -12,6 +12,7 @@ use bytes::Bytes;
 
 use super::batch::{BATCH_HEADER_BYTES, BATCH_LOG_OVERHEAD_BYTES, BatchHeader};
 use super::index::{self, OFFSET_ENTRY_BYTES, OffsetEntry, TIME_ENTRY_BYTES, TimeEntry};
+use super::sealed::IndexFile;
 use crate::io::{Disk, File};
 use crate::model::Offset;
 
@@ -56,10 +57,21 @@ pub(crate) struct ActiveIndex {
     pub(crate) last_batch: Option<OffsetEntry>,
 }
 
-/// The on-disk index of a sealed segment (files may be absent: lookups then scan from 0).
+/// The on-disk index of a sealed segment, opened only for lookups (see [`super::sealed`]; files
+/// may be absent: lookups then scan from 0).
 pub(crate) struct SealedIndex {
-    pub(crate) offsets: Option<Arc<dyn File>>,
-    pub(crate) times: Option<Arc<dyn File>>,
+    pub(crate) offsets: Arc<IndexFile>,
+    pub(crate) times: Arc<IndexFile>,
+}
+
+impl SealedIndex {
+    /// The index files of the segment at `base` in `dir`, of the given lengths.
+    pub(crate) fn named(dir: &Path, base: Offset, (offsets, times): (u64, u64)) -> SealedIndex {
+        SealedIndex {
+            offsets: IndexFile::new(path(dir, base, INDEX_EXT), offsets),
+            times: IndexFile::new(path(dir, base, TIME_INDEX_EXT), times),
+        }
+    }
 }
 
 /// One segment.
@@ -187,7 +199,24 @@ impl Segment {
     pub(crate) fn index_bytes(&self) -> u64 {
         match &self.index {
             SegmentIndex::Active(a) => (a.offsets.len() * OFFSET_ENTRY_BYTES) as u64,
-            SegmentIndex::Sealed(s) => s.offsets.as_ref().map_or(0, |f| f.len()),
+            SegmentIndex::Sealed(s) => s.offsets.len(),
+        }
+    }
+
+    /// The segment is leaving the log (removed, cut or replaced): its index files are not to be
+    /// opened by name any more (see [`super::sealed`]). Call before its files change on disk.
+    pub(crate) fn retire(&self) {
+        if let SegmentIndex::Sealed(sealed) = &self.index {
+            sealed.offsets.retire();
+            sealed.times.retire();
+        }
+    }
+
+    /// Retires the index files and closes the log's handles to them (see [`IndexFile::release`]).
+    pub(crate) fn release(&self) {
+        if let SegmentIndex::Sealed(sealed) = &self.index {
+            sealed.offsets.release();
+            sealed.times.release();
         }
     }
 }
@@ -404,42 +433,44 @@ pub(crate) async fn read_agreed(
 }
 
 /// Writes an index's files beside the segment (temp file, sync, rename). The caller syncs the
-/// folder. Returns the reopened files.
+/// folder. Returns the sealed index they make (the files are closed).
 pub(crate) async fn write_index_files(
     disk: &dyn Disk,
     dir: &Path,
     base: Offset,
     active: &ActiveIndex,
 ) -> io::Result<SealedIndex> {
-    let offsets = write_replacing(
+    let offsets_len = write_replacing(
         disk,
         dir,
         &file_name(base, INDEX_EXT),
         index::encode_offsets(&active.offsets),
     )
     .await?;
-    let times = write_replacing(
+    let times_len = write_replacing(
         disk,
         dir,
         &file_name(base, TIME_INDEX_EXT),
         index::encode_times(&active.times),
     )
     .await?;
-    Ok(SealedIndex { offsets: Some(offsets), times: Some(times) })
+    Ok(SealedIndex::named(dir, base, (offsets_len, times_len)))
 }
 
+/// Writes `contents` as `dir/name` (temp file, sync, rename); returns its length.
 async fn write_replacing(
     disk: &dyn Disk,
     dir: &Path,
     name: &str,
     contents: Bytes,
-) -> io::Result<Arc<dyn File>> {
+) -> io::Result<u64> {
     let temp = dir.join(format!("{name}.tmp"));
+    let len = contents.len() as u64;
     let file = disk.create(&temp).await?;
     file.write_at(0, contents).await?;
     file.sync_data().await?;
     disk.rename(&temp, &dir.join(name)).await?;
-    Ok(file)
+    Ok(len)
 }
 
 /// Path of a segment file.

@@ -24,6 +24,7 @@ use super::epochs::{EPOCH_CHECKPOINT, EpochCache};
 use super::error::{AppendError, MaintenanceError};
 use super::open::remove_segment_files;
 use super::partition_log::{Log, RecoveryPoint};
+use super::sealed::IndexFile;
 use super::segment::{self, ActiveIndex, KeptPrefix, LOG_EXT, Segment, SegmentIndex};
 use super::walk::{Epochs, WalkStop, Walker, walk_past};
 use crate::io::File;
@@ -52,7 +53,7 @@ impl Log {
             let holding = match &seg.index {
                 SegmentIndex::Active(active) => Holding::Active(active.clone()),
                 SegmentIndex::Sealed(sealed) => {
-                    Holding::Sealed(sealed.offsets.clone(), sealed.times.clone())
+                    Holding::Sealed(Arc::clone(&sealed.offsets), Arc::clone(&sealed.times))
                 }
             };
             let log = Arc::clone(&seg.log);
@@ -63,7 +64,7 @@ impl Log {
         let target = offset.max(log_start);
         // The holding segment anew: every batch wholly below the target, walked from its
         // index's entry just below the target where the index allows, else from its start.
-        let prefix = match holding.index(&*log).await {
+        let prefix = match holding.index(self, &*log).await {
             Ok(index) => index.and_then(|i| i.kept_below(u32::try_from(target.0 - base.0).ok()?)),
             Err(e) => {
                 tracing::warn!(log = %self.dir.display(), segment = %base, error = %e, "the index of the segment to cut is unreadable: walking it from its start");
@@ -97,7 +98,13 @@ impl Log {
             let later: Vec<Offset> =
                 state.segments.range(base..).skip(1).map(|(b, _)| *b).collect();
             for b in &later {
-                state.segments.remove(b);
+                if let Some(seg) = state.segments.remove(b) {
+                    seg.retire();
+                }
+            }
+            // The holding segment's index files are rewritten next.
+            if let Some(holding) = state.segments.get(&base) {
+                holding.retire();
             }
             later
         };
@@ -195,7 +202,9 @@ impl Log {
         let old: Vec<Offset> = {
             let mut state = self.state();
             let old = state.segments.keys().copied().collect();
-            state.segments.clear();
+            for seg in std::mem::take(&mut state.segments).into_values() {
+                seg.retire();
+            }
             state.segments.insert(start, Segment::new_active(start, file));
             state.log_end = start;
             state.durable = point;
@@ -265,19 +274,23 @@ impl Log {
 enum Holding {
     /// The active segment's entries, in memory.
     Active(ActiveIndex),
-    /// A sealed segment's index files, if it has them.
-    Sealed(Option<Arc<dyn File>>, Option<Arc<dyn File>>),
+    /// A sealed segment's index files.
+    Sealed(Arc<IndexFile>, Arc<IndexFile>),
 }
 
 impl Holding {
     /// The whole index, if it is at hand (a sealed segment's read until reads agree).
-    async fn index(self, log: &dyn File) -> io::Result<Option<ActiveIndex>> {
+    async fn index(self, owner: &Log, log: &dyn File) -> io::Result<Option<ActiveIndex>> {
         match self {
             Holding::Active(active) => Ok(Some(active)),
-            Holding::Sealed(Some(offsets), Some(times)) => {
-                segment::read_index_files(&*offsets, &*times, log.len()).await
+            Holding::Sealed(offsets, times) => {
+                match (owner.open_index(&offsets).await, owner.open_index(&times).await) {
+                    (Some(offsets), Some(times)) => {
+                        segment::read_index_files(&*offsets, &*times, log.len()).await
+                    }
+                    _ => Ok(None),
+                }
             }
-            Holding::Sealed(..) => Ok(None),
         }
     }
 }

@@ -68,6 +68,15 @@ impl Log {
             return Ok(false);
         }
         let Cleaned { mut segment, index, .. } = cleaned;
+        {
+            // Their files are about to be removed, and the first one's name reused.
+            let state = self.state();
+            for source in group {
+                if let Some(seg) = state.segments.get(&source.base) {
+                    seg.retire();
+                }
+            }
+        }
         let sealed = match self.swap_files(first.base, group, &index).await {
             Ok(sealed) => sealed,
             Err(e) => return Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
@@ -75,6 +84,10 @@ impl Log {
         segment.index = SegmentIndex::Sealed(sealed);
         segment.next_offset = last.end;
         let mut state = self.state();
+        if state.offline.is_some() {
+            // Gone offline meanwhile, the log lets go of its index files (see `go_offline`).
+            segment.release();
+        }
         for source in group {
             state.segments.remove(&source.base);
         }
