@@ -10,6 +10,11 @@
 //!
 //! A process started with a low soft limit and a higher hard one raises the soft limit to the
 //! hard one, so the same 150 connections are all accepted and served.
+//!
+//! Out of descriptors, a write that needs a new segment (whose files it cannot create) is
+//! refused with KAFKA_STORAGE_ERROR, a retriable error, and the partition stays online: once
+//! the connections close, the same connection's next write is taken at the next offset.
+//! Before, the failed roll took the log offline until the broker restarted.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
@@ -18,7 +23,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, CreateTopicsResponse, ProduceRequest,
+    ProduceResponse, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use support::wire::{read_response, request};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -153,4 +165,86 @@ async fn broker_raises_its_soft_limit_of_open_files_to_the_hard_one() {
         assert!(read_response(&mut stream).await.is_some(), "a held connection was not served");
     }
     assert!(!log(&process.dir).contains("accept failed"));
+}
+
+/// KAFKA_STORAGE_ERROR.
+const KAFKA_STORAGE_ERROR: i16 = 56;
+/// The topic written to, in segments of the least size allowed: every write below fills one.
+const TOPIC: &str = "rolls";
+
+/// Sends `body` as a request on `stream` and returns the response body.
+async fn call<R: kafka_protocol::protocol::Encodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    body: &R,
+) -> Bytes {
+    stream.write_all(&request(key, version, 7, body)).await.unwrap();
+    let mut response = read_response(stream).await.expect("no response");
+    ResponseHeader::decode(&mut response, key.response_header_version(version)).unwrap();
+    response
+}
+
+/// Writes one batch of a record of 700 bytes with acks=all; its error code and base offset.
+async fn produce(stream: &mut TcpStream) -> (i16, i64) {
+    let record = weir::log::encode::RecordSpec {
+        offset_delta: 0,
+        timestamp: 1,
+        key: Some(Bytes::from_static(b"k")),
+        value: Some(Bytes::from(vec![7u8; 700])),
+        headers: Vec::new(),
+    };
+    let batch = weir::log::encode::encode_batch(&[record], &Default::default()).unwrap();
+    let mut partition = PartitionProduceData::default();
+    partition.records = Some(batch);
+    let mut data = TopicProduceData::default();
+    data.name = TopicName(StrBytes::from_static_str(TOPIC));
+    data.partition_data = vec![partition];
+    let mut body = ProduceRequest::default();
+    body.acks = -1;
+    body.timeout_ms = 10_000;
+    body.topic_data = vec![data];
+    let mut response = call(stream, ApiKey::Produce, 9, &body).await;
+    let decoded = ProduceResponse::decode(&mut response, 9).unwrap();
+    let answer = &decoded.responses[0].partition_responses[0];
+    (answer.error_code, answer.base_offset)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_out_of_descriptors_refuses_writes_that_need_a_segment_and_stays_online() {
+    let _turn = TURN.lock().await;
+    let (process, addr) = start(&format!("ulimit -n {DESCRIPTORS}")).await;
+    let mut writer = TcpStream::connect(addr).await.unwrap();
+    let mut topic = CreatableTopic::default();
+    topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+    topic.num_partitions = 1;
+    topic.replication_factor = 1;
+    let mut config = CreatableTopicConfig::default();
+    config.name = StrBytes::from_static_str("segment.bytes");
+    config.value = Some(StrBytes::from_static_str("1024"));
+    topic.configs = vec![config];
+    let mut create = CreateTopicsRequest::default();
+    create.topics = vec![topic];
+    create.timeout_ms = 10_000;
+    let mut response = call(&mut writer, ApiKey::CreateTopics, 4, &create).await;
+    let created = CreateTopicsResponse::decode(&mut response, 4).unwrap();
+    assert_eq!(created.topics[0].error_code, 0, "creating the topic");
+    assert_eq!(produce(&mut writer).await, (0, 0));
+    assert_eq!(produce(&mut writer).await, (0, 1), "the second write rolls a new segment");
+
+    let held = hold(addr).await;
+    let start = Instant::now();
+    while !log(&process.dir).contains("accept failed") && start.elapsed() < WAIT {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(log(&process.dir).contains("accept failed"), "the broker never ran out of descriptors");
+    for _ in 0..3 {
+        assert_eq!(produce(&mut writer).await.0, KAFKA_STORAGE_ERROR, "a write needing a segment");
+    }
+    assert!(log(&process.dir).contains("cannot start a new segment"));
+
+    drop(held);
+    assert!(await_answer(addr).await, "the broker did not serve again once descriptors were free");
+    assert_eq!(produce(&mut writer).await, (0, 2), "the partition takes writes again");
+    assert!(!log(&process.dir).contains("log offline"), "{}", log(&process.dir));
 }

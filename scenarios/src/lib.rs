@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod group;
 pub mod log;
+pub mod refusing;
 pub mod replicas;
 pub mod wire;
 pub mod writes;

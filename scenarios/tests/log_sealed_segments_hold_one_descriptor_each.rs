@@ -10,17 +10,18 @@
 //! files cannot be opened (an index is only a hint: a lookup without it walks its segment).
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use weir::io::disk::WrapFiles;
-use weir::io::{BoxFuture, Disk, Env, File};
+use weir::io::{BoxFuture, Env, File};
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::{CleanOutcome, CleanupPolicy, Log, LogConfig, OPEN_INDEX_FILES};
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::refusing::{Refuse, RefusingDisk};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -103,53 +104,6 @@ impl File for Counted {
     }
 }
 
-/// A disk on which opening an index file fails with "too many open files" while `failing`.
-struct FailingOpens {
-    inner: Arc<dyn Disk>,
-    failing: Arc<AtomicBool>,
-}
-
-impl Disk for FailingOpens {
-    fn create(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
-        self.inner.create(path)
-    }
-
-    fn open(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
-        let index = path.extension().is_some_and(|e| e == "index" || e == "timeindex");
-        if index && self.failing.load(Ordering::SeqCst) {
-            return Box::pin(async { Err(io::Error::from_raw_os_error(EMFILE)) });
-        }
-        self.inner.open(path)
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.rename(from, to)
-    }
-
-    fn remove(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.remove(path)
-    }
-
-    fn create_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.create_dir(path)
-    }
-
-    fn remove_dir_all(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.remove_dir_all(path)
-    }
-
-    fn list(&self, path: &Path) -> BoxFuture<'_, io::Result<Vec<String>>> {
-        self.inner.list(path)
-    }
-
-    fn sync_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.sync_dir(path)
-    }
-}
-
-/// Linux's "too many open files".
-const EMFILE: i32 = 24;
-
 /// The log under test and the count of its live file handles.
 struct Counting {
     log: Log,
@@ -209,8 +163,7 @@ fn scenario(seed: u64) -> Result<(), String> {
             counting.fetch_add(1, Ordering::SeqCst);
             Arc::new(Counted { inner, live: Arc::clone(&counting) }) as Arc<dyn File>
         });
-        let failing = Arc::new(AtomicBool::new(false));
-        let disk = FailingOpens { inner: Arc::new(disk), failing: Arc::clone(&failing) };
+        let (disk, failing) = RefusingDisk::new(Arc::new(disk), Refuse::IndexOpens);
         let env = Env { disk: Arc::new(disk), ..env };
         let log = Log::open(env.clone(), dir(), config()).await.map_err(|e| e.to_string())?;
         let t = Counting { log, live };

@@ -70,7 +70,7 @@ impl Log {
         let _append = self.append_lock.lock().await;
         self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
         let (base, position, file) = self.tail()?;
-        self.record_epoch(leader_epoch, base).await?;
+        self.record_epoch(leader_epoch, base, Shortages::Refuse).await?;
         batch::stamp(&mut head, base.0, leader_epoch.0)?;
         let header = batch::parse_header(&head)?;
         let records = batch.slice(BATCH_HEADER_BYTES..);
@@ -94,7 +94,8 @@ impl Log {
         if base != end {
             return Err(AppendError::OutOfOrder { expected: end, got: base });
         }
-        self.record_epoch(LeaderEpoch(header.partition_leader_epoch()), base).await?;
+        let epoch = LeaderEpoch(header.partition_leader_epoch());
+        self.record_epoch(epoch, base, Shortages::Refuse).await?;
         self.write(&*file, position, vec![batch]).await?;
         Ok(self.appended(header, position, None))
     }
@@ -105,7 +106,10 @@ impl Log {
     pub async fn begin_epoch(&self, epoch: LeaderEpoch) -> Result<(), AppendError> {
         let _append = self.append_lock.lock().await;
         let end = self.log_end_offset();
-        self.record_epoch(epoch, end).await
+        // Refused, the epoch would never be recorded (the next write in it may never come), and
+        // followers asking where their epochs end would get no answer: offline, the partition
+        // is handed over instead.
+        self.record_epoch(epoch, end, Shortages::TakeOffline).await
     }
 
     /// Where the next batch goes: the log end offset, the active segment's size and file.
@@ -147,9 +151,19 @@ impl Log {
     }
 
     /// Refuses an epoch older than the log's newest; records a newer one durably before any
-    /// batch carries it, so recovery can vouch for every stored epoch.
-    async fn record_epoch(&self, epoch: LeaderEpoch, start: Offset) -> Result<(), AppendError> {
-        let encoded = {
+    /// batch carries it, so recovery can vouch for every stored epoch. The caller holds the
+    /// append lock. Where `shortages` says so, a disk out of space or a process out of
+    /// descriptors while the new checkpoint is written beside the old one refuses the append
+    /// and forgets the epoch again (the old checkpoint still stands), so the next append in it
+    /// tries again. Any other failure, or any failure once the new checkpoint replaces the old,
+    /// takes the log offline.
+    async fn record_epoch(
+        &self,
+        epoch: LeaderEpoch,
+        start: Offset,
+        shortages: Shortages,
+    ) -> Result<(), AppendError> {
+        let (encoded, before) = {
             let mut state = self.state();
             match state.epochs.latest() {
                 Some((latest, _)) if epoch < latest => {
@@ -158,12 +172,24 @@ impl Log {
                 Some((latest, _)) if epoch == latest => return Ok(()),
                 _ => {}
             }
+            let before = state.epochs.clone();
             state.epochs.assign(epoch, start);
-            state.epochs.encode()
+            (state.epochs.encode(), before)
         };
-        let written =
-            checkpoint::write_atomic(&*self.env.disk, &self.dir, EPOCH_CHECKPOINT, encoded);
-        match written.await {
+        let disk = &*self.env.disk;
+        let temp = match checkpoint::write_temp(disk, &self.dir, EPOCH_CHECKPOINT, encoded).await {
+            Ok(temp) => temp,
+            Err(e) => {
+                let shortage = Shortage::of(&e).filter(|_| shortages == Shortages::Refuse);
+                let Some(shortage) = shortage else {
+                    return Err(self.go_offline(Offline::WriteFailed(e.kind())).into());
+                };
+                tracing::warn!(log = %self.dir.display(), error = %e, "cannot record leader epoch {epoch:?}: append refused");
+                self.state().epochs = before;
+                return Err(shortage.into());
+            }
+        };
+        match checkpoint::install(disk, &self.dir, EPOCH_CHECKPOINT, &temp).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
         }
@@ -211,7 +237,7 @@ impl Log {
         };
         if needed {
             let _files = self.files_lock.lock().await;
-            self.roll_locked().await?;
+            self.roll_or_refuse().await?;
         }
         Ok(())
     }
@@ -221,16 +247,46 @@ impl Log {
     pub async fn roll(&self) -> Result<(), AppendError> {
         let _append = self.append_lock.lock().await;
         let _files = self.files_lock.lock().await;
-        self.roll_locked().await
+        self.roll_or_refuse().await
     }
 
-    /// The roll itself; the caller holds the append lock and the files lock.
+    /// A roll before an append; the caller holds the append lock and the files lock. A disk
+    /// out of space or a process out of descriptors refuses the append and leaves the log as it
+    /// was, usable once they are back (see [`Log::try_roll`]); any other failure takes it
+    /// offline.
+    async fn roll_or_refuse(&self) -> Result<(), AppendError> {
+        match self.try_roll().await {
+            Ok(()) => Ok(()),
+            Err(RollStop::Offline(offline)) => Err(offline.into()),
+            Err(RollStop::Failed(e)) => match Shortage::of(&e) {
+                Some(shortage) => {
+                    tracing::warn!(log = %self.dir.display(), error = %e, "cannot start a new segment: append refused");
+                    Err(shortage.into())
+                }
+                None => Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
+            },
+        }
+    }
+
+    /// The roll itself, where any failure takes the log offline (a cut that rolls has changed
+    /// the log already). The caller holds the append lock and the files lock.
     pub(super) async fn roll_locked(&self) -> Result<(), AppendError> {
+        self.try_roll().await.map_err(|stop| match stop {
+            RollStop::Offline(offline) => offline.into(),
+            RollStop::Failed(e) => self.go_offline(Offline::WriteFailed(e.kind())).into(),
+        })
+    }
+
+    /// Writes the active segment's index files, creates the next segment's file, and only then
+    /// changes the log: a failure on the way leaves it as it was. The index files it may have
+    /// written are the active segment's own, which a checkpoint writes too and recovery reads
+    /// only up to its recovery point; a temporary file it left is replaced by the next roll.
+    async fn try_roll(&self) -> Result<(), RollStop> {
         let (old_base, index, new_base) = {
             let state = self.state();
-            state.check_online()?;
+            state.check_online().map_err(RollStop::Offline)?;
             let Some(active) = state.active() else {
-                return Err(Offline::Closed.into());
+                return Err(RollStop::Offline(Offline::Closed));
             };
             let Some(index) = active.index_to_seal() else {
                 return Ok(());
@@ -247,10 +303,7 @@ impl Log {
             io::Result::Ok((sealed, file))
         }
         .await;
-        let (sealed, file) = match created {
-            Ok(done) => done,
-            Err(e) => return Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
-        };
+        let (sealed, file) = created.map_err(RollStop::Failed)?;
         let mut state = self.state();
         let offline = state.offline.is_some();
         if let Some(old) = state.segments.get_mut(&old_base) {
@@ -266,6 +319,53 @@ impl Log {
         state.dir_dirty = true;
         tracing::debug!(log = %self.dir.display(), segment = %new_base, "rolled");
         Ok(())
+    }
+}
+
+/// What a shortage of space or descriptors does to a write that cannot do without it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shortages {
+    /// The write is refused and the log left as it was.
+    Refuse,
+    /// The log goes offline, as with any other failure.
+    TakeOffline,
+}
+
+/// Why a roll did not happen.
+enum RollStop {
+    /// The log is offline (or closed).
+    Offline(Offline),
+    /// Writing the index files or creating the new segment failed; the log is unchanged.
+    Failed(io::Error),
+}
+
+/// A failure to start a new segment that passes once the resource is back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shortage {
+    /// The disk is full.
+    Space,
+    /// The process or system has no file descriptor left (`EMFILE`, `ENFILE`).
+    Descriptors,
+}
+
+impl Shortage {
+    fn of(e: &io::Error) -> Option<Shortage> {
+        if e.kind() == io::ErrorKind::StorageFull {
+            Some(Shortage::Space)
+        } else if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+            Some(Shortage::Descriptors)
+        } else {
+            None
+        }
+    }
+}
+
+impl From<Shortage> for AppendError {
+    fn from(shortage: Shortage) -> AppendError {
+        match shortage {
+            Shortage::Space => AppendError::DiskFull,
+            Shortage::Descriptors => AppendError::OutOfDescriptors,
+        }
     }
 }
 

@@ -90,12 +90,28 @@ pub async fn write_atomic(
     name: &str,
     contents: Bytes,
 ) -> io::Result<()> {
+    let temp = write_temp(disk, dir, name, contents).await?;
+    install(disk, dir, name, &temp).await
+}
+
+/// The first half of [`write_atomic`]: `contents` written and synced to a temporary file beside
+/// `dir/name`, which a failure leaves untouched. Returns the temporary file's path.
+pub async fn write_temp(
+    disk: &dyn Disk,
+    dir: &Path,
+    name: &str,
+    contents: Bytes,
+) -> io::Result<PathBuf> {
     let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
     let file = disk.create(&temp).await?;
     file.write_at(0, contents).await?;
     file.sync_data().await?;
-    drop(file);
-    disk.rename(&temp, &dir.join(name)).await?;
+    Ok(temp)
+}
+
+/// The second half of [`write_atomic`]: the temporary file renamed over `dir/name`, durably.
+pub async fn install(disk: &dyn Disk, dir: &Path, name: &str, temp: &Path) -> io::Result<()> {
+    disk.rename(temp, &dir.join(name)).await?;
     disk.sync_dir(dir).await
 }
 

@@ -30,9 +30,13 @@ pub enum AppendError {
     /// A compacted log refuses records without a key; nothing was written.
     #[error("a record without a key cannot be appended to a compacted log")]
     KeylessOnCompacted,
-    /// The disk is full; nothing was written.
+    /// The disk is full; the batch was not written.
     #[error("disk full")]
     DiskFull,
+    /// The process has no file descriptor left to start a new segment or record a new leader
+    /// epoch; the batch was not written.
+    #[error("out of file descriptors")]
+    OutOfDescriptors,
     /// The log is offline (and the batch was not appended, or, if the failure happened during
     /// the write or sync, may or may not be on disk).
     #[error(transparent)]

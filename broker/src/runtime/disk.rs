@@ -130,8 +130,31 @@ impl Disk for FsDisk {
 
     fn sync_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
         let full = self.full(path);
-        Box::pin(async move { blocking(move || std::fs::File::open(full?)?.sync_all()).await })
+        Box::pin(async move { blocking(move || sync_folder(&full?)).await })
     }
+}
+
+/// `fsync` of a folder, which needs a descriptor for it. A process out of descriptors cannot
+/// open one: `sync(2)`, which needs none, makes the folder's name changes durable instead, with
+/// everything else the machine holds dirty (on Linux it returns once written, as `fsync` of
+/// every file would). It reports no error: a failing device goes unseen here, as it would if
+/// the folder had been synced a moment later by a process with a descriptor to spare, and the
+/// next file sync meets it.
+fn sync_folder(path: &Path) -> io::Result<()> {
+    match std::fs::File::open(path) {
+        Ok(folder) => folder.sync_all(),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+            sync_everything();
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[allow(unsafe_code)]
+fn sync_everything() {
+    // SAFETY: sync(2) takes no arguments, touches no memory of this process and cannot fail.
+    unsafe { libc::sync() }
 }
 
 /// An open file with its length tracked in process, so `len` costs no system call.

@@ -171,7 +171,9 @@ fn error_code(error: &AppendError) -> ResponseError {
     match error {
         AppendError::Invalid(batch) => batch.response_error(),
         AppendError::KeylessOnCompacted => ResponseError::InvalidRecord,
-        AppendError::DiskFull | AppendError::Offline(_) => ResponseError::KafkaStorageError,
+        AppendError::DiskFull | AppendError::OutOfDescriptors | AppendError::Offline(_) => {
+            ResponseError::KafkaStorageError
+        }
         AppendError::StaleEpoch { .. } | AppendError::OutOfOrder { .. } => {
             ResponseError::NotLeaderOrFollower
         }

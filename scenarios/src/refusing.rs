@@ -1,0 +1,91 @@
+//! A disk that refuses chosen calls: a process out of file descriptors, seen from the log.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use weir::io::{BoxFuture, Disk, File};
+
+/// Linux's "too many open files" (`EMFILE`).
+pub const EMFILE: i32 = 24;
+
+/// Which calls a [`RefusingDisk`] refuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refuse {
+    /// `open` of a segment's `.index` or `.timeindex`.
+    IndexOpens,
+    /// `create` of a segment's `.log`.
+    SegmentLogs,
+    /// Every `create` and `open`.
+    NewFiles,
+}
+
+/// `inner`, with the calls [`Refuse`] names failing with `EMFILE` while `refusing` is set.
+pub struct RefusingDisk {
+    inner: Arc<dyn Disk>,
+    refuse: Refuse,
+    refusing: Arc<AtomicBool>,
+}
+
+impl RefusingDisk {
+    /// The disk, and the switch that makes it refuse.
+    pub fn new(inner: Arc<dyn Disk>, refuse: Refuse) -> (RefusingDisk, Arc<AtomicBool>) {
+        let refusing = Arc::new(AtomicBool::new(false));
+        (RefusingDisk { inner, refuse, refusing: Arc::clone(&refusing) }, refusing)
+    }
+
+    fn refuses(&self, path: &Path, create: bool) -> bool {
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let chosen = match self.refuse {
+            Refuse::IndexOpens => !create && (ext == "index" || ext == "timeindex"),
+            Refuse::SegmentLogs => create && ext == "log",
+            Refuse::NewFiles => true,
+        };
+        chosen && self.refusing.load(Ordering::SeqCst)
+    }
+}
+
+fn out_of_descriptors<T: Send + 'static>() -> BoxFuture<'static, io::Result<T>> {
+    Box::pin(async { Err(io::Error::from_raw_os_error(EMFILE)) })
+}
+
+impl Disk for RefusingDisk {
+    fn create(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
+        if self.refuses(path, true) {
+            return out_of_descriptors();
+        }
+        self.inner.create(path)
+    }
+
+    fn open(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
+        if self.refuses(path, false) {
+            return out_of_descriptors();
+        }
+        self.inner.open(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.remove(path)
+    }
+
+    fn create_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.create_dir(path)
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.remove_dir_all(path)
+    }
+
+    fn list(&self, path: &Path) -> BoxFuture<'_, io::Result<Vec<String>>> {
+        self.inner.list(path)
+    }
+
+    fn sync_dir(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.sync_dir(path)
+    }
+}

@@ -1,0 +1,244 @@
+//! An append that must start a new segment when the process is out of file descriptors, or the
+//! disk is full, is refused, and the log stays as it was: readable, online, and taking appends
+//! again as soon as there is room, at the next offset. Before, a roll that could not write its
+//! index files or create the next segment took the log offline until the broker restarted, so
+//! a burst of connections at the descriptor limit, or a full disk, could take partitions
+//! offline for good.
+//!
+//! Out of descriptors, the roll writes the active segment's index files in full before the
+//! next segment's file is refused; the checkpoint's recovery point lies before the last batch.
+//! A kill then (the log dropped unclosed) must recover every batch at its offset: recovery
+//! trusts those index files only up to its recovery point. A kill after writes resumed must
+//! too.
+//!
+//! The same holds for the leader-epoch checkpoint an append in a new epoch writes: refused,
+//! the epoch is forgotten again, so no batch is ever written under an epoch recovery cannot
+//! vouch for. A new leader's `begin_epoch`, which nothing would try again, takes the log
+//! offline instead, so that the partition is handed over.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use weir::io::Env;
+use weir::log::{AppendError, Log, LogConfig};
+use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::refusing::{Refuse, RefusingDisk};
+use weir_scenarios::{ensure, for_each_seed, log};
+use weir_sim::{DiskFaults, Host, Sim};
+
+/// Appends refused in a row.
+const REFUSED: usize = 4;
+/// Batches appended in all.
+const BATCHES: u8 = 6;
+
+/// What is short.
+#[derive(Clone, Copy, Debug)]
+enum Short {
+    Descriptors,
+    Space,
+}
+
+/// Three [`log::batch`]es to a segment (the fourth rolls), an index entry for each.
+fn config() -> LogConfig {
+    LogConfig { segment_bytes: 2_200, index_interval_bytes: 1, ..log::kept_forever() }
+}
+
+/// The scenario's host, its log's environment, and what makes room short.
+struct Setup {
+    sim: Sim,
+    host: Host,
+    env: Env,
+    refusing: Arc<AtomicBool>,
+    short: Short,
+}
+
+impl Setup {
+    fn new(seed: u64, short: Short) -> Setup {
+        let sim = Sim::new(seed);
+        let host = sim.add_client("broker");
+        let env = sim.env(host);
+        let (disk, refusing) = RefusingDisk::new(Arc::clone(&env.disk), Refuse::SegmentLogs);
+        let env = Env { disk: Arc::new(disk), ..env };
+        Setup { sim, host, env, refusing, short }
+    }
+
+    fn run<T, F>(&self, what: &str, f: F) -> Result<T, String>
+    where
+        F: Future<Output = Result<T, String>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.sim
+            .block_on(self.host, Duration::from_secs(60), move |_| f)
+            .ok_or_else(|| format!("{what} did not finish"))?
+    }
+
+    fn open(&self) -> Result<Arc<Log>, String> {
+        let env = self.env.clone();
+        self.run("the open", async move {
+            Log::open(env, log::dir(), config()).await.map(Arc::new).map_err(|e| e.to_string())
+        })
+    }
+
+    fn set_short(&self, short: bool) {
+        match self.short {
+            Short::Descriptors => self.refusing.store(short, Ordering::SeqCst),
+            // Room for less than the index entry a roll writes.
+            Short::Space if short => {
+                let capacity = Some(self.sim.disk_usage(self.host) + 4);
+                let faults = DiskFaults { capacity_bytes: capacity, ..Default::default() };
+                self.sim.set_disk_faults(self.host, faults);
+            }
+            Short::Space => self.sim.set_disk_faults(self.host, DiskFaults::default()),
+        }
+    }
+
+    /// Appends batch `n`, which must be refused [`REFUSED`] times for want of room, leaving
+    /// the log online, unchanged and readable.
+    fn refused(&self, log: &Arc<Log>, n: u8) -> Result<(), String> {
+        self.set_short(true);
+        let end = log.log_end_offset();
+        let appending = Arc::clone(log);
+        let errors = self.run("the refused appends", async move {
+            let mut errors = Vec::new();
+            for _ in 0..REFUSED {
+                errors.push(appending.append(log::batch(n, None), LeaderEpoch(0)).await.err());
+            }
+            Ok(errors)
+        })?;
+        self.set_short(false);
+        for error in &errors {
+            let expected = match self.short {
+                Short::Descriptors => matches!(error, Some(AppendError::OutOfDescriptors)),
+                Short::Space => matches!(error, Some(AppendError::DiskFull)),
+            };
+            ensure(expected, || {
+                format!("with no {:?} left, an append needing a roll: {error:?}", self.short)
+            })?;
+        }
+        ensure(log.offline().is_none(), || format!("the log went offline: {:?}", log.offline()))?;
+        ensure(log.log_end_offset() == end, || {
+            format!("the log end moved from {end} to {}", log.log_end_offset())
+        })?;
+        self.check(log, n)
+    }
+
+    /// Batches `0..count`, exactly as appended, are all the log holds.
+    fn check(&self, log: &Arc<Log>, count: u8) -> Result<(), String> {
+        let reading = Arc::clone(log);
+        let stored = self.run("the read", async move { log::all_batches(&reading).await })?;
+        ensure(stored.len() == usize::from(count), || {
+            format!("{} batches read, not {count}", stored.len())
+        })?;
+        for (n, got) in stored.iter().enumerate() {
+            let at = Offset(n as i64 * log::BATCH_RECORDS);
+            let expected = log::batch(n as u8, Some((at, LeaderEpoch(0))));
+            ensure(*got == expected, || format!("batch {n} reads back changed"))?;
+        }
+        Ok(())
+    }
+
+    /// Appends batches `range`, each at its offset.
+    fn append(&self, log: &Arc<Log>, range: std::ops::Range<u8>) -> Result<(), String> {
+        let appending = Arc::clone(log);
+        self.run("the appends", async move {
+            for n in range {
+                let info = appending.append(log::batch(n, None), LeaderEpoch(0)).await;
+                let info = info.map_err(|e| format!("batch {n}: {e}"))?;
+                let at = Offset(i64::from(n) * log::BATCH_RECORDS);
+                ensure(info.base_offset == at, || {
+                    format!("batch {n} went to {}", info.base_offset)
+                })?;
+            }
+            Ok(())
+        })
+    }
+}
+
+fn scenario(seed: u64, short: Short) -> Result<(), String> {
+    let s = Setup::new(seed, short);
+    let log = s.open()?;
+    s.append(&log, 0..2)?;
+    let checkpointing = Arc::clone(&log);
+    s.run(
+        "the checkpoint",
+        async move { checkpointing.checkpoint().await.map_err(|e| e.to_string()) },
+    )?;
+    s.append(&log, 2..3)?;
+    s.refused(&log, 3)?;
+    // Killed while refusing, it recovers every batch.
+    drop(log);
+    let log = s.open()?;
+    s.check(&log, 3)?;
+    // Refused again, then room: the same log takes the next batches at the next offsets.
+    s.refused(&log, 3)?;
+    s.append(&log, 3..BATCHES)?;
+    s.check(&log, BATCHES)?;
+    drop(log);
+    let log = s.open()?;
+    s.check(&log, BATCHES)
+}
+
+#[test]
+fn out_of_descriptors_refuses_the_append_that_rolls() {
+    for_each_seed("log_roll_without_room_refuses_the_append", 0..4, |seed| {
+        scenario(seed, Short::Descriptors)
+    });
+}
+
+#[test]
+fn a_full_disk_refuses_the_append_that_rolls() {
+    for_each_seed("log_roll_without_room_refuses_the_append", 0..4, |seed| {
+        scenario(seed, Short::Space)
+    });
+}
+
+fn epoch_scenario(seed: u64) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let env = sim.env(host);
+    let (disk, refusing) = RefusingDisk::new(Arc::clone(&env.disk), Refuse::NewFiles);
+    let env = Env { disk: Arc::new(disk), ..env };
+    sim.block_on(host, Duration::from_secs(60), move |_| async move {
+        let config = log::kept_forever();
+        let log =
+            Log::open(env.clone(), log::dir(), config.clone()).await.map_err(|e| e.to_string())?;
+        log.append(log::batch(0, None), LeaderEpoch(1)).await.map_err(|e| e.to_string())?;
+        refusing.store(true, Ordering::SeqCst);
+        let appended = log.append(log::batch(1, None), LeaderEpoch(2)).await;
+        ensure(matches!(appended, Err(AppendError::OutOfDescriptors)), || {
+            format!("out of descriptors, an append in a new epoch: {appended:?}")
+        })?;
+        let latest = log.epochs().latest();
+        ensure(latest == Some((LeaderEpoch(1), Offset(0))), || {
+            format!("an epoch not recorded is kept: {latest:?}")
+        })?;
+        ensure(log.offline().is_none(), || format!("the log went offline: {:?}", log.offline()))?;
+        refusing.store(false, Ordering::SeqCst);
+        let info =
+            log.append(log::batch(1, None), LeaderEpoch(2)).await.map_err(|e| e.to_string())?;
+        ensure(info.base_offset == Offset(log::BATCH_RECORDS), || {
+            format!("the append in the new epoch went to {}", info.base_offset)
+        })?;
+        drop(log);
+        let log = Log::open(env, log::dir(), config).await.map_err(|e| e.to_string())?;
+        let epochs = log.epochs().entries().to_vec();
+        let expected =
+            vec![(LeaderEpoch(1), Offset(0)), (LeaderEpoch(2), Offset(log::BATCH_RECORDS))];
+        ensure(epochs == expected, || format!("after a kill the epochs are {epochs:?}"))?;
+        let stored = log::all_batches(&log).await?;
+        ensure(stored.len() == 2, || format!("{} batches after the kill", stored.len()))?;
+        // A new leader's epoch that cannot be recorded takes the log offline.
+        refusing.store(true, Ordering::SeqCst);
+        let begun = log.begin_epoch(LeaderEpoch(3)).await;
+        ensure(matches!(begun, Err(AppendError::Offline(_))) && log.offline().is_some(), || {
+            format!("out of descriptors, a new leader's epoch began with {begun:?}")
+        })
+    })
+    .ok_or("the scenario did not finish")?
+}
+
+#[test]
+fn out_of_descriptors_refuses_an_append_in_a_new_epoch_and_forgets_it() {
+    for_each_seed("log_roll_without_room_refuses_the_append", 0..4, epoch_scenario);
+}
