@@ -2,7 +2,8 @@
 //! by the lookups that need them, and a log keeps at most `OPEN_INDEX_FILES` of those open
 //! afterwards. A broker's descriptors therefore grow with its segments once, not three times.
 //! When segments leave the log (a clean replaces them, retention deletes them, a truncation
-//! cuts them, the log closes), the index files it held open for them are closed at once.
+//! cuts them, the log closes), the index files it held open for them are closed at once; so
+//! are those no lookup used between two periodic checkpoints.
 //!
 //! Every file handle the log opens is counted while it lives. Forty batches of one record
 //! each, every one in a segment of its own; the first six share a key, so a clean removes five.
@@ -216,6 +217,18 @@ fn scenario(seed: u64) -> Result<(), String> {
         for n in 20..30 {
             t.look_up(n, n).await?;
             t.check_bound("after the cut")?;
+        }
+
+        // Index files no lookup used between two checkpoints are closed.
+        ensure(t.live() > t.log.segment_count(), || "no index file open after lookups".into())?;
+        t.log.checkpoint().await.map_err(|e| e.to_string())?;
+        ensure(t.live() > t.log.segment_count(), || {
+            "a checkpoint closed index files used since the one before".to_owned()
+        })?;
+        t.log.checkpoint().await.map_err(|e| e.to_string())?;
+        t.check_no_index_open("after two checkpoints with no lookup between them")?;
+        for n in [27, 26] {
+            t.look_up(n, n).await?;
         }
 
         // Closed, the log lets go of its index files; dropped, of everything.

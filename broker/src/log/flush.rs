@@ -180,11 +180,13 @@ impl Log {
     /// Records how far recovery may trust the log: writes the active segment's index up to the
     /// durable point and then the partition checkpoint (recovery point, log start offset, high
     /// watermark). Runs periodically and at shutdown; after a crash, recovery rescans only what
-    /// was appended since.
+    /// was appended since. Also closes the sealed index files no lookup used since the last
+    /// checkpoint.
     ///
     /// Appends go on meanwhile: it holds the files lock, not the append lock, so only a roll
     /// (and truncation, retention, a cleaner's swap) waits for it.
     pub async fn checkpoint(&self) -> Result<(), MaintenanceError> {
+        self.open_indexes.expire();
         let _files = self.files_lock.lock().await;
         self.checkpoint_locked().await
     }

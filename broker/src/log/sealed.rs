@@ -1,6 +1,7 @@
 //! A sealed segment's index files are named, not held open. A lookup opens the one it needs,
 //! and each log keeps at most [`OPEN_INDEX_FILES`] of them open for the lookups that follow
-//! (a consumer reading a sealed segment looks it up once per fetch). A segment therefore costs
+//! (a consumer reading a sealed segment looks it up once per fetch), closing those no lookup
+//! used between two periodic checkpoints. A segment therefore costs
 //! one descriptor, its `.log`, however long the log grows, as in Kafka, which memory-maps its
 //! indexes and closes their files.
 //!
@@ -71,10 +72,11 @@ impl IndexFile {
     }
 }
 
-/// The index files a log holds open, most recently used last.
+/// The index files a log holds open, most recently used last, each with whether it was used
+/// since the last [`OpenIndexes::expire`].
 #[derive(Default)]
 pub(crate) struct OpenIndexes {
-    recent: Mutex<VecDeque<Weak<IndexFile>>>,
+    recent: Mutex<VecDeque<(Weak<IndexFile>, bool)>>,
 }
 
 impl OpenIndexes {
@@ -127,15 +129,41 @@ impl OpenIndexes {
     /// Counts `index` as the most recently used, closing the least recent past the limit.
     fn keep(&self, index: &Arc<IndexFile>) {
         let evicted: Vec<Arc<IndexFile>> = {
-            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-            recent
-                .retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(index)));
-            recent.push_back(Arc::downgrade(index));
+            let mut recent = self.recents();
+            recent.retain(|(w, _)| {
+                w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(index))
+            });
+            recent.push_back((Arc::downgrade(index), true));
             let excess = recent.len().saturating_sub(OPEN_INDEX_FILES);
-            recent.drain(..excess).filter_map(|w| w.upgrade()).collect()
+            recent.drain(..excess).filter_map(|(w, _)| w.upgrade()).collect()
         };
         for old in evicted {
             old.slot().take();
         }
+    }
+
+    /// Closes the index files no lookup used since the last call: a consumer that read a
+    /// sealed segment and moved on, or stopped, leaves none open for long. Called with each
+    /// periodic checkpoint.
+    pub(crate) fn expire(&self) {
+        let idle: Vec<Arc<IndexFile>> = {
+            let mut recent = self.recents();
+            let mut idle = Vec::new();
+            recent.retain_mut(|(w, used)| {
+                let keep = std::mem::replace(used, false);
+                if !keep && let Some(index) = w.upgrade() {
+                    idle.push(index);
+                }
+                keep && w.strong_count() > 0
+            });
+            idle
+        };
+        for index in idle {
+            index.slot().take();
+        }
+    }
+
+    fn recents(&self) -> MutexGuard<'_, VecDeque<(Weak<IndexFile>, bool)>> {
+        self.recent.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
