@@ -3,7 +3,7 @@
 //! afterwards. A broker's descriptors therefore grow with its segments once, not three times.
 //! When segments leave the log (a clean replaces them, retention deletes them, a truncation
 //! cuts them, the log closes), the index files it held open for them are closed at once; so
-//! are those no lookup used between two periodic checkpoints.
+//! are those no lookup used between two checkpoints.
 //!
 //! Every file handle the log opens is counted while it lives. Forty batches of one record
 //! each, every one in a segment of its own; the first six share a key, so a clean removes five.

@@ -70,7 +70,7 @@ impl Log {
         let _append = self.append_lock.lock().await;
         self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
         let (base, position, file) = self.tail()?;
-        self.record_epoch(leader_epoch, base, Shortages::Refuse).await?;
+        self.record_epoch(leader_epoch, base, OnShortage::Refuse).await?;
         batch::stamp(&mut head, base.0, leader_epoch.0)?;
         let header = batch::parse_header(&head)?;
         let records = batch.slice(BATCH_HEADER_BYTES..);
@@ -95,7 +95,7 @@ impl Log {
             return Err(AppendError::OutOfOrder { expected: end, got: base });
         }
         let epoch = LeaderEpoch(header.partition_leader_epoch());
-        self.record_epoch(epoch, base, Shortages::Refuse).await?;
+        self.record_epoch(epoch, base, OnShortage::Refuse).await?;
         self.write(&*file, position, vec![batch]).await?;
         Ok(self.appended(header, position, None))
     }
@@ -109,7 +109,7 @@ impl Log {
         // Refused, the epoch would never be recorded (the next write in it may never come), and
         // followers asking where their epochs end would get no answer: offline, the partition
         // is handed over instead.
-        self.record_epoch(epoch, end, Shortages::TakeOffline).await
+        self.record_epoch(epoch, end, OnShortage::TakeOffline).await
     }
 
     /// Where the next batch goes: the log end offset, the active segment's size and file.
@@ -152,7 +152,7 @@ impl Log {
 
     /// Refuses an epoch older than the log's newest; records a newer one durably before any
     /// batch carries it, so recovery can vouch for every stored epoch. The caller holds the
-    /// append lock. Where `shortages` says so, a disk out of space or a process out of
+    /// append lock. Where `on_shortage` says so, a disk out of space or a process out of
     /// descriptors while the new checkpoint is written beside the old one refuses the append
     /// and forgets the epoch again (the old checkpoint still stands), so the next append in it
     /// tries again. Any other failure, or any failure once the new checkpoint replaces the old,
@@ -161,7 +161,7 @@ impl Log {
         &self,
         epoch: LeaderEpoch,
         start: Offset,
-        shortages: Shortages,
+        on_shortage: OnShortage,
     ) -> Result<(), AppendError> {
         let (encoded, before) = {
             let mut state = self.state();
@@ -180,7 +180,7 @@ impl Log {
         let temp = match checkpoint::write_temp(disk, &self.dir, EPOCH_CHECKPOINT, encoded).await {
             Ok(temp) => temp,
             Err(e) => {
-                let shortage = Shortage::of(&e).filter(|_| shortages == Shortages::Refuse);
+                let shortage = Shortage::of(&e).filter(|_| on_shortage == OnShortage::Refuse);
                 let Some(shortage) = shortage else {
                     return Err(self.go_offline(Offline::WriteFailed(e.kind())).into());
                 };
@@ -243,14 +243,16 @@ impl Log {
     }
 
     /// Seals the active segment and starts a new one at the log end offset (if the active one
-    /// holds anything). For operators and tests; appends roll by themselves.
+    /// holds anything). For operators and tests; appends roll by themselves. Out of disk space
+    /// or descriptors it fails as an append's roll does, leaving the log as it was.
     pub async fn roll(&self) -> Result<(), AppendError> {
         let _append = self.append_lock.lock().await;
         let _files = self.files_lock.lock().await;
         self.roll_or_refuse().await
     }
 
-    /// A roll before an append; the caller holds the append lock and the files lock. A disk
+    /// A roll before an append, or an operator's; the caller holds the append lock and the
+    /// files lock. A disk
     /// out of space or a process out of descriptors refuses the append and leaves the log as it
     /// was, usable once they are back (see [`Log::try_roll`]); any other failure takes it
     /// offline.
@@ -324,7 +326,7 @@ impl Log {
 
 /// What a shortage of space or descriptors does to a write that cannot do without it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shortages {
+enum OnShortage {
     /// The write is refused and the log left as it was.
     Refuse,
     /// The log goes offline, as with any other failure.

@@ -267,6 +267,7 @@ impl Log {
 
     /// Flushes, checkpoints and takes the log offline (`Closed`), so that the next open has
     /// nothing to recover.
+    ///
     /// Closed it is, whether or not the flush and checkpoint succeed (its folder may be removed
     /// next): only recovery then knows what the files hold.
     pub async fn close(&self) -> Result<(), MaintenanceError> {

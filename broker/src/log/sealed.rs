@@ -1,7 +1,7 @@
 //! A sealed segment's index files are named, not held open. A lookup opens the one it needs,
 //! and each log keeps at most [`OPEN_INDEX_FILES`] of them open for the lookups that follow
 //! (a consumer reading a sealed segment looks it up once per fetch), closing those no lookup
-//! used between two periodic checkpoints. A segment therefore costs
+//! used between two checkpoints. A segment therefore costs
 //! one descriptor, its `.log`, however long the log grows, as in Kafka, which memory-maps its
 //! indexes and closes their files.
 //!
@@ -9,8 +9,8 @@
 //! removes it, a truncation cuts it, a clean replaces it, the log closes or goes offline), the
 //! same name may come to hold another segment's index. Reads check the offset entries they
 //! follow against the log, but a lookup has no business with another segment's file. So
-//! whoever takes a segment out retires its index files first, before any file on disk
-//! changes, and a lookup uses a file it opened by name only if its index was not yet retired
+//! whoever takes a segment out retires its index files first, before any of its files
+//! change, and a lookup uses a file it opened by name only if its index was not yet retired
 //! once the file was open: an open that began before the retirement and ended after it is
 //! thrown away, and the lookup walks the segment from its start instead (an index is only a
 //! hint). A handle the log already holds stays usable: it was opened before, so it is the
@@ -144,7 +144,8 @@ impl OpenIndexes {
 
     /// Closes the index files no lookup used since the last call: a consumer that read a
     /// sealed segment and moved on, or stopped, leaves none open for long. Called with each
-    /// periodic checkpoint.
+    /// checkpoint of the log (once a minute by default; also at open and close, and after a
+    /// clean).
     pub(crate) fn expire(&self) {
         let idle: Vec<Arc<IndexFile>> = {
             let mut recent = self.recents();
