@@ -34,6 +34,7 @@ use crate::scrub::{ScrubConfig, Scrubber};
 use crate::server;
 use crate::server::accept::{ACCEPT_LOG_INTERVAL, Acceptor};
 use crate::server::connections::Connections;
+use crate::server::memory::{Lease, REQUEST_MEMORY_LOG_INTERVAL, RequestMemory};
 use crate::topics::OFFSETS_TOPIC;
 
 /// How long an admin request waits for the controller and for its change to be visible here.
@@ -119,6 +120,13 @@ pub struct Broker {
     stopping: AtomicBool,
     /// Client connections being served, and their limits.
     connections: Arc<Connections>,
+    /// `queued_max_request_bytes`: the request bytes connections may hold while they are read
+    /// and handled.
+    request_memory: RequestMemory,
+    /// When a connection was last logged waiting for request memory.
+    memory_wait_logged: std::sync::Mutex<Option<crate::io::Instant>>,
+    /// Frames that had to wait for request memory.
+    memory_waits: AtomicU64,
 }
 
 /// An empty file in the data folder written once a shutdown has flushed and closed every log,
@@ -170,6 +178,7 @@ impl Broker {
         let catch_up_rate = config.replica_catch_up_bytes_per_sec;
         let (max_connections, max_connections_per_ip) =
             (config.max_connections, config.max_connections_per_ip);
+        let request_memory = RequestMemory::from_config(config.queued_max_request_bytes);
         let catalog = Catalog::new(env.clone(), config.clone(), Arc::clone(&appended));
         let groups = Groups::start(env.clone(), coordinator_config(&config)).await;
         let broker = Arc::new(Broker {
@@ -191,6 +200,9 @@ impl Broker {
             read_ahead: ReadAheadBudget::new(READ_AHEAD_BYTES_MAX),
             stopping: AtomicBool::new(false),
             connections: Connections::new(max_connections, max_connections_per_ip),
+            request_memory,
+            memory_wait_logged: std::sync::Mutex::new(None),
+            memory_waits: AtomicU64::new(0),
         });
         broker.spawn_maintenance();
         broker.spawn_scrub().await;
@@ -280,6 +292,37 @@ impl Broker {
     /// The client connections being served now.
     pub fn open_connections(&self) -> usize {
         self.connections.open()
+    }
+
+    /// The request bytes client connections hold now, read or being read and not yet handled
+    /// (counted only under a `queued_max_request_bytes` limit).
+    pub fn request_bytes_in_use(&self) -> usize {
+        self.request_memory.in_use()
+    }
+
+    /// Request frames that had to wait for room within `queued_max_request_bytes`.
+    pub fn request_memory_waits(&self) -> u64 {
+        self.memory_waits.load(Ordering::Relaxed)
+    }
+
+    /// Waits for room for a request frame of `len` bytes within `queued_max_request_bytes`,
+    /// logging (at most every [`REQUEST_MEMORY_LOG_INTERVAL`]) when a connection has to wait.
+    pub async fn lease_request_memory(&self, len: usize) -> Lease {
+        if !self.request_memory.has_room_for(len) {
+            self.memory_waits.fetch_add(1, Ordering::Relaxed);
+            let now = self.env.clock.now();
+            let mut logged =
+                self.memory_wait_logged.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if logged.is_none_or(|at| now - at >= REQUEST_MEMORY_LOG_INTERVAL) {
+                tracing::warn!(
+                    max = self.config.queued_max_request_bytes,
+                    frame = len,
+                    "queued_max_request_bytes held by requests: connections wait before reading their next"
+                );
+                *logged = Some(now);
+            }
+        }
+        self.request_memory.lease(len).await
     }
 
     /// The client connections from `ip` being served now.

@@ -1,6 +1,7 @@
 //! librdkafka (the `rdkafka` crate) against an in-process broker over real TCP: keyed produce
-//! and ordered consume, every acks setting, idempotent producers, a restart that keeps topics
-//! and data, LogAppendTime topics, and the log sizes DescribeLogDirs reports of what it wrote.
+//! and ordered consume, every acks setting, idempotent producers (also with requests larger
+//! than `queued_max_request_bytes`), a restart that keeps topics and data, LogAppendTime
+//! topics, and the log sizes DescribeLogDirs reports of what it wrote.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
@@ -171,6 +172,75 @@ async fn idempotent_producer_writes_each_record_once() {
     let records = consume(&bootstrap, "exactly", 0, 200);
     let values: Vec<String> = records.iter().map(|r| r.1.clone()).collect();
     assert_eq!(values, (0..200).map(|i| format!("v{i}")).collect::<Vec<_>>());
+}
+
+/// Under a `queued_max_request_bytes` of 64 KiB, four idempotent producers with five requests
+/// in flight each, whose requests (up to 256 KiB) are mostly larger than the whole budget,
+/// each taking all of it in turn: every record is delivered once and in order, and once all
+/// are acknowledged the broker holds no request bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_whose_requests_exceed_the_request_memory_all_deliver() {
+    const PRODUCERS: usize = 4;
+    const RECORDS: usize = 150;
+    let config = support::config(support::scratch());
+    let broker = TestBroker::start_with(weir::config::BrokerConfig {
+        queued_max_request_bytes: 64 << 10,
+        ..config
+    })
+    .await;
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "bounded", 1, &[]).await;
+    let sends: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let producer = producer(
+                &bootstrap,
+                &[
+                    ("enable.idempotence", "true"),
+                    ("max.in.flight.requests.per.connection", "5"),
+                    ("batch.size", "262144"),
+                    ("linger.ms", "20"),
+                ],
+            );
+            tokio::spawn(async move {
+                let values: Vec<String> =
+                    (0..RECORDS).map(|i| format!("p{p}-{i:04}-{}", "x".repeat(4000))).collect();
+                let deliveries: Vec<_> = values
+                    .iter()
+                    .map(|value| {
+                        producer
+                            .send_result(FutureRecord::<(), _>::to("bounded").payload(value))
+                            .map_err(|(e, _)| e)
+                            .unwrap()
+                    })
+                    .collect();
+                for delivery in deliveries {
+                    delivery.await.unwrap().map_err(|(e, _)| e).unwrap();
+                }
+            })
+        })
+        .collect();
+    for send in sends {
+        send.await.unwrap();
+    }
+    // The produces gave theirs back before they were answered; the clients' other requests
+    // (metadata) hold some only while they are decoded.
+    let deadline = std::time::Instant::now() + WAIT;
+    while broker.broker.request_bytes_in_use() != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(broker.broker.request_bytes_in_use(), 0, "request bytes held once all were acked");
+    println!("{} request frames waited for request memory", broker.broker.request_memory_waits());
+    let records = consume(&bootstrap, "bounded", 0, PRODUCERS * RECORDS);
+    assert_eq!(records.len(), PRODUCERS * RECORDS);
+    for p in 0..PRODUCERS {
+        let mine: Vec<String> = records
+            .iter()
+            .filter(|r| r.1.starts_with(&format!("p{p}-")))
+            .map(|r| r.1[..format!("p{p}-0000").len()].to_owned())
+            .collect();
+        let sent: Vec<String> = (0..RECORDS).map(|i| format!("p{p}-{i:04}")).collect();
+        assert_eq!(mine, sent, "producer {p}'s records, once each and in order");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

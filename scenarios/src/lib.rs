@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod group;
+pub mod held;
 pub mod log;
 pub mod refusing;
 pub mod replicas;

@@ -16,14 +16,12 @@
 //! Before, it counted until the long poll ended, so it kept its address's and the broker's
 //! slot for up to that long.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
+use kafka_protocol::messages::ApiKey;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::oneshot;
-use weir::io::TaskHandle;
-use weir_scenarios::wire::{answer, frame, long_poll};
+use weir_scenarios::held::{Held, Seen, open};
+use weir_scenarios::wire::{frame, long_poll};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Host;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
@@ -34,59 +32,6 @@ const LIMIT: usize = 3;
 const SETTLE: Duration = Duration::from_secs(2);
 /// How long a waiting connection is watched for an answer that must not come.
 const WATCH: Duration = Duration::from_secs(10);
-
-/// What a connection saw of its request, and when (simulated time).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Seen {
-    Waiting,
-    Answered(Duration),
-    Closed(Duration),
-    NotConnected,
-}
-
-/// A connection held open by a task on a client host until it is closed (or dropped).
-struct Held {
-    seen: Arc<Mutex<Seen>>,
-    close: Option<oneshot::Sender<()>>,
-    _task: TaskHandle,
-}
-
-impl Held {
-    fn seen(&self) -> Seen {
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Opens a connection from `host` to node 0, sends ApiVersions and holds the connection.
-fn open(c: &Cluster, host: Host, name: &str) -> Held {
-    let seen = Arc::new(Mutex::new(Seen::Waiting));
-    let (close, closed) = oneshot::channel::<()>();
-    let (addr, out) = (c.addr(0), Arc::clone(&seen));
-    let task = c.sim.spawn(host, name, move |env| async move {
-        let set = |s: Seen| *out.lock().unwrap_or_else(|p| p.into_inner()) = s;
-        let Ok(mut conn) = env.net.connect(addr).await else { return set(Seen::NotConnected) };
-        let request = frame(ApiKey::ApiVersions, 0, 1, &ApiVersionsRequest::default());
-        if conn.write_all(&request).await.is_err() {
-            return set(Seen::Closed(Duration::from_nanos(env.clock.now().as_nanos())));
-        }
-        let got = answer(&mut conn).await;
-        let at = Duration::from_nanos(env.clock.now().as_nanos());
-        set(if got.is_some() { Seen::Answered(at) } else { Seen::Closed(at) });
-        let _ = closed.await;
-    });
-    Held { seen, close: Some(close), _task: task }
-}
-
-/// Closes a held connection.
-fn close(held: &mut Held) {
-    if let Some(close) = held.close.take() {
-        let _ = close.send(());
-    }
-}
-
-fn answered(held: &Held) -> bool {
-    matches!(held.seen(), Seen::Answered(_))
-}
 
 /// A one-node cluster with `spec` and no connection of its own open; a second client host.
 fn start(seed: u64, spec: ClusterSpec) -> Result<(Cluster, Host), String> {
@@ -102,7 +47,7 @@ fn start(seed: u64, spec: ClusterSpec) -> Result<(Cluster, Host), String> {
 fn open_up_to_the_limit(c: &mut Cluster, host: Host) -> Result<Vec<Held>, String> {
     let first: Vec<Held> = (0..LIMIT).map(|i| open(c, host, &format!("a{i}"))).collect();
     c.run_for(SETTLE);
-    ensure(first.iter().all(answered), || {
+    ensure(first.iter().all(Held::answered), || {
         let seen: Vec<Seen> = first.iter().map(Held::seen).collect();
         format!("A's first {LIMIT} not all answered: {seen:?}")
     })?;
@@ -120,12 +65,12 @@ fn per_ip(seed: u64) -> Result<(), String> {
     ensure(matches!(over.seen(), Seen::Closed(_)), || {
         format!("A's connection past the limit: {:?}, not closed", over.seen())
     })?;
-    ensure(answered(&other), || format!("B's connection: {:?}, not answered", other.seen()))?;
-    close(&mut first[0]);
+    ensure(other.answered(), || format!("B's connection: {:?}, not answered", other.seen()))?;
+    first[0].close();
     c.run_for(SETTLE);
     let again = open(&c, a, "a-again");
     c.run_for(SETTLE);
-    ensure(answered(&again), || {
+    ensure(again.answered(), || {
         format!("A's connection after one closed: {:?}, not answered", again.seen())
     })
 }
@@ -141,7 +86,7 @@ fn total(seed: u64) -> Result<(), String> {
         format!("B's connection past the limit: {:?}, not waiting", waiting.seen())
     })?;
     let closed_at = c.sim.now();
-    close(&mut first[(seed % LIMIT as u64) as usize]);
+    first[(seed % LIMIT as u64) as usize].close();
     c.run_for(SETTLE);
     match waiting.seen() {
         Seen::Answered(at) if at - closed_at <= Duration::from_secs(1) => Ok(()),

@@ -13,6 +13,8 @@ use super::topic::{ConfigError, TopicConfig};
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame accepted.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
+/// Kafka's default `queued.max.request.bytes`: no limit.
+pub const QUEUED_MAX_REQUEST_BYTES_UNLIMITED: i64 = -1;
 /// Kafka's default `max.connections` and `max.connections.per.ip`: no limit in effect.
 pub const MAX_CONNECTIONS_DEFAULT: usize = i32::MAX as usize;
 /// A week between scrub passes: at the default rate, one pass reads about 4.8 TB.
@@ -60,6 +62,11 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// `socket.request.max.bytes`.
     pub socket_request_max_bytes: usize,
+    /// `queued.max.request.bytes`: the bytes of the requests being read and handled on all
+    /// client connections together, or -1 (the default, as in Kafka) for no limit. A
+    /// connection whose next frame does not fit waits, unread, until enough is given back; a
+    /// frame larger than this takes all of it.
+    pub queued_max_request_bytes: i64,
     /// `connections.max.idle.ms`: a client connection on which nothing was read or written for
     /// this long, and that is owed no response, is closed.
     pub connections_max_idle_ms: u64,
@@ -157,6 +164,7 @@ impl Default for BrokerConfig {
             rack: None,
             data_dir: PathBuf::from("weir-data"),
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+            queued_max_request_bytes: QUEUED_MAX_REQUEST_BYTES_UNLIMITED,
             connections_max_idle_ms: 600_000,
             max_connections: MAX_CONNECTIONS_DEFAULT,
             max_connections_per_ip: MAX_CONNECTIONS_DEFAULT,
@@ -203,7 +211,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 20] = [
+        let checks: [(&'static str, bool, &'static str); 21] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -244,6 +252,12 @@ impl BrokerConfig {
                 "socket_request_max_bytes",
                 self.socket_request_max_bytes >= 1024,
                 "must be at least 1024",
+            ),
+            (
+                "queued_max_request_bytes",
+                self.queued_max_request_bytes == QUEUED_MAX_REQUEST_BYTES_UNLIMITED
+                    || self.queued_max_request_bytes >= 1024,
+                "must be -1 (no limit) or at least 1024",
             ),
             ("connections_max_idle_ms", self.connections_max_idle_ms >= 1, "must be at least 1"),
             ("max_connections", self.max_connections >= 1, "must be at least 1"),
@@ -374,6 +388,20 @@ mod tests {
             );
             let taken = BrokerConfig::from_toml(&format!("{interval} = 2500"));
             assert!(taken.is_ok(), "{interval} = 2500: {taken:?}");
+        }
+        for bytes in [1023, 0, -2] {
+            let refused = BrokerConfig::from_toml(&format!("queued_max_request_bytes = {bytes}"));
+            assert!(
+                matches!(
+                    refused,
+                    Err(BrokerConfigError::Invalid { name: "queued_max_request_bytes", .. })
+                ),
+                "queued_max_request_bytes = {bytes}: {refused:?}"
+            );
+        }
+        for bytes in [-1, 1024] {
+            let taken = BrokerConfig::from_toml(&format!("queued_max_request_bytes = {bytes}"));
+            assert!(taken.is_ok_and(|c| c.queued_max_request_bytes == bytes));
         }
         for bytes in [1023, 1 << 31] {
             let refused =

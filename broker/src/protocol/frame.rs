@@ -1,6 +1,7 @@
 //! Frames: a 4-byte big-endian size, then that many bytes. The size is checked against
-//! `socket.request.max.bytes` before a buffer is allocated, so a client cannot make the broker
-//! reserve memory it never sends.
+//! `socket.request.max.bytes` before a buffer is allocated; a client connection then waits for
+//! room for the frame within `queued.max.request.bytes` (see `server::memory`) before its body
+//! is read.
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -27,11 +28,11 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
-/// Reads one frame of at most `max_bytes` bytes.
-pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
+/// Reads a frame's size prefix: the size of the body that follows, at most `max_bytes`.
+pub async fn read_frame_size<R: AsyncRead + Unpin + ?Sized>(
     reader: &mut R,
     max_bytes: usize,
-) -> Result<Bytes, FrameError> {
+) -> Result<usize, FrameError> {
     let mut size = [0u8; FRAME_SIZE_BYTES];
     match reader.read_exact(&mut size).await {
         Ok(_) => {}
@@ -39,10 +40,17 @@ pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
         Err(e) => return Err(e.into()),
     }
     let size = i32::from_be_bytes(size);
-    let len = usize::try_from(size)
+    usize::try_from(size)
         .ok()
         .filter(|&len| len <= max_bytes)
-        .ok_or(FrameError::BadSize { size, max: max_bytes })?;
+        .ok_or(FrameError::BadSize { size, max: max_bytes })
+}
+
+/// Reads the `len` bytes of a frame's body, its size prefix already read.
+pub async fn read_frame_body<R: AsyncRead + Unpin + ?Sized>(
+    reader: &mut R,
+    len: usize,
+) -> Result<Bytes, FrameError> {
     // Read into spare capacity rather than a zeroed buffer: a produce frame is mostly record
     // bytes, and zeroing them first would touch every byte once more for nothing.
     let mut buf = BytesMut::with_capacity(len);

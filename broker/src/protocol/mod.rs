@@ -11,5 +11,5 @@ pub mod pieces;
 
 pub use api::{Request, Response, SUPPORTED_APIS, supported_range};
 pub use codec::{DecodeError, Decoded, decode_request, encode_response};
-pub use frame::{FrameError, read_frame};
+pub use frame::{FrameError, read_frame_body, read_frame_size};
 pub use pieces::Frame;

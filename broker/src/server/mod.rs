@@ -15,6 +15,7 @@ pub mod accept;
 pub mod connections;
 pub mod handlers;
 pub mod idle;
+pub mod memory;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,7 +29,8 @@ use self::idle::{Activity, IdleReader};
 use crate::io::{BoxFuture, Conn};
 use crate::node::Broker;
 use crate::protocol::{
-    DecodeError, Frame, FrameError, decode_request, encode_response, read_frame,
+    DecodeError, Frame, FrameError, decode_request, encode_response, read_frame_body,
+    read_frame_size,
 };
 
 /// Responses a connection may owe at once (requests read ahead of their answers).
@@ -181,10 +183,27 @@ pub async fn serve_connection(
         let read = tokio::select! {
             biased;
             () = activity.writer_stopped() => return,
-            read = read_frame(&mut reader, max_bytes) => read,
+            read = read_frame_size(&mut reader, max_bytes) => read,
         };
-        let frame = match read {
-            Ok(frame) => frame,
+        let read = match read {
+            Ok(len) => {
+                // The body is read, and its buffer allocated, only once it fits within
+                // `queued_max_request_bytes`.
+                let lease = tokio::select! {
+                    biased;
+                    () = activity.writer_stopped() => return,
+                    lease = broker.lease_request_memory(len) => lease,
+                };
+                tokio::select! {
+                    biased;
+                    () = activity.writer_stopped() => return,
+                    read = read_frame_body(&mut reader, len) => read.map(|frame| (frame, lease)),
+                }
+            }
+            Err(error) => Err(error),
+        };
+        let (frame, lease) = match read {
+            Ok(read) => read,
             Err(FrameError::Closed) => return activity.peer_left(),
             Err(error @ FrameError::Io(_)) => {
                 tracing::info!(%peer, "closing connection: {error}");
@@ -196,7 +215,14 @@ pub async fn serve_connection(
                 return discard_until_closed(&mut reader, &activity).await;
             }
         };
-        let decoded = match decode_request(frame) {
+        let decoded = decode_request(frame);
+        // A produce's records are slices of its frame, held until they are appended; any
+        // other request, or a frame that does not decode, is done with its bytes now (see
+        // `memory`).
+        let produce = ApiKey::Produce as i16;
+        let lease =
+            matches!(&decoded, Ok(d) if d.header.request_api_key == produce).then_some(lease);
+        let decoded = match decoded {
             Ok(decoded) => decoded,
             Err(DecodeError::UnsupportedVersion { reply: Some(bytes), key, version }) => {
                 tracing::debug!(%peer, ?key, version, "unsupported version; answering in the v0 format");
@@ -217,7 +243,10 @@ pub async fn serve_connection(
         if tx.is_closed() {
             return;
         }
-        let header = decoded.header.clone();
+        // Kept until the answer is written: without the client id, a slice of the frame that
+        // would keep all of it (a produce's records too) allocated until then.
+        let mut header = decoded.header.clone();
+        header.client_id = None;
         let finish = header.request_api_key != ApiKey::Fetch as i16;
         let answer: BoxFuture<'static, Option<Outgoing>> =
             match handlers::handle(&broker, decoded, peer).await {
@@ -235,6 +264,8 @@ pub async fn serve_connection(
                     None
                 }),
             };
+        // A produce's append is done: what is left only waits (a sync, the followers).
+        drop(lease);
         activity.owe();
         if tx.send(Owed { answer, finish }).await.is_err() {
             return;

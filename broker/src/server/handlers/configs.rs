@@ -106,6 +106,7 @@ fn broker_settings(broker: &Broker) -> Vec<(String, String)> {
         ("auto.create.topics.enable".to_owned(), c.auto_create_topics_enable.to_string()),
         ("socket.request.max.bytes".to_owned(), c.socket_request_max_bytes.to_string()),
         ("connections.max.idle.ms".to_owned(), c.connections_max_idle_ms.to_string()),
+        ("queued.max.request.bytes".to_owned(), c.queued_max_request_bytes.to_string()),
         ("max.connections".to_owned(), c.max_connections.to_string()),
         ("max.connections.per.ip".to_owned(), c.max_connections_per_ip.to_string()),
         ("offsets.topic.num.partitions".to_owned(), c.offsets_topic_num_partitions.to_string()),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
@@ -51,7 +51,10 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16
             };
             partitions.push(pending);
         }
-        topics.push((data.name, data.topic_id, topic.is_some(), partitions));
+        // A copy: the name as decoded is a slice of the request's frame, and would keep the
+        // whole frame, records and all, allocated until the answer is sent.
+        let name = TopicName(StrBytes::from_string(data.name.0.to_string()));
+        topics.push((name, data.topic_id, topic.is_some(), partitions));
     }
     let done = async move {
         let mut response = ProduceResponse::default();

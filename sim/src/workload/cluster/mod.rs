@@ -85,6 +85,8 @@ pub struct ClusterSpec {
     pub max_connections: usize,
     /// `max_connections_per_ip`.
     pub max_connections_per_ip: usize,
+    /// `queued_max_request_bytes` (-1: no limit).
+    pub queued_max_request_bytes: i64,
 }
 
 impl ClusterSpec {
@@ -111,6 +113,7 @@ impl ClusterSpec {
             connections_max_idle_ms: defaults.connections_max_idle_ms,
             max_connections: defaults.max_connections,
             max_connections_per_ip: defaults.max_connections_per_ip,
+            queued_max_request_bytes: defaults.queued_max_request_bytes,
         }
     }
 
@@ -149,6 +152,7 @@ impl ClusterSpec {
             connections_max_idle_ms: self.connections_max_idle_ms,
             max_connections: self.max_connections,
             max_connections_per_ip: self.max_connections_per_ip,
+            queued_max_request_bytes: self.queued_max_request_bytes,
             ..BrokerConfig::default()
         }
     }

@@ -22,7 +22,9 @@
 //! left as built (its fields may still be at edges) is answered or waited on, never met with a
 //! closed connection; at least a sixth of the requests sent alone are answered (so the
 //! mutations do not all die in the decoder); once the client has finished, no node keeps a
-//! connection of it open for longer than its last requests may take; afterwards the first node answers ApiVersions on a
+//! connection of it open for longer than its last requests may take, nor any request bytes
+//! (in the seeds that hold requests within `queued_max_request_bytes`, see [`request_bytes`]);
+//! afterwards the first node answers ApiVersions on a
 //! new connection, and every acknowledged record of `precious` reads back at its offset from
 //! the partition's leader.
 //!
@@ -128,6 +130,8 @@ struct Tally {
     alone: usize,
     alone_answered: usize,
     garbage: Vec<String>,
+    /// Request frames that waited for request memory on the nodes.
+    memory_waits: u64,
 }
 
 /// One request as sent.
@@ -358,10 +362,23 @@ async fn hostile_client(env: Env, addrs: &[SocketAddr], seed: u64, tally: Arc<Mu
     }
 }
 
+/// `queued_max_request_bytes` of the nodes: in half the seeds (two of each four), 1–4 KiB,
+/// so that requests (mutated ones grown past it among them) wait for one another's bytes.
+fn request_bytes(seed: u64) -> i64 {
+    match (seed / 2) % 2 {
+        0 => ClusterSpec::combined(1).queued_max_request_bytes,
+        _ => 1_024 << ((seed / 4) % 3),
+    }
+}
+
 /// Runs one seed.
 pub fn run(seed: u64) -> Report {
     let nodes = if seed.is_multiple_of(2) { 1 } else { 3 };
-    let mut c = Cluster::new(seed, ClusterSpec::combined(nodes));
+    let spec = ClusterSpec {
+        queued_max_request_bytes: request_bytes(seed),
+        ..ClusterSpec::combined(nodes)
+    };
+    let mut c = Cluster::new(seed, spec);
     let mut tally = Tally::default();
     let mut violations = Vec::new();
     if let Err(e) = drive(&mut c, seed, &mut tally) {
@@ -373,8 +390,16 @@ pub fn run(seed: u64) -> Report {
         seed,
         trace_hash: c.sim.trace_hash(),
         simulated: c.sim.now(),
-        shape: format!("{nodes} node(s), {REQUESTS} hostile requests"),
-        counts: format!("{} sent, {} answered", tally.sent, tally.answered),
+        shape: match request_bytes(seed) {
+            bytes if bytes > 0 => {
+                format!("{nodes} node(s), {REQUESTS} hostile requests within {bytes} B")
+            }
+            _ => format!("{nodes} node(s), {REQUESTS} hostile requests"),
+        },
+        counts: format!(
+            "{} sent, {} answered, {} frames waited for request memory",
+            tally.sent, tally.answered, tally.memory_waits
+        ),
         acked: PRECIOUS_RECORDS as usize,
         faults: Vec::new(),
         violations,
@@ -436,6 +461,16 @@ fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
     if !c.run_until(CLOSE_BOUND, |c| open(c) == 0) {
         return Err(format!("{} connections of the finished client still open", open(c)));
     }
+    // With its connections, every request byte they held is given back (replicas' fetches
+    // hold some for a moment while they are handled).
+    let held = |c: &Cluster| -> usize {
+        (0..c.nodes.len()).filter_map(|ix| c.broker(ix)).map(|b| b.request_bytes_in_use()).sum()
+    };
+    if !c.run_until(CLOSE_BOUND, |c| held(c) == 0) {
+        return Err(format!("{} request bytes still held once the client left", held(c)));
+    }
+    tally.memory_waits =
+        (0..nodes).filter_map(|ix| c.broker(ix)).map(|b| b.request_memory_waits()).sum();
 
     // The broker still serves, and what it acknowledged is intact.
     let versions = c.client_call(Duration::from_secs(10), move |env| async move {

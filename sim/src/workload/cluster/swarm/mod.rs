@@ -222,6 +222,13 @@ pub fn spec_for(seed: u64) -> ClusterSpec {
         0 => (0, 1),
         n => (5_000 * n, (64 << 10) << (mix(seed ^ 0x5c2c) % 5)),
     };
+    // In one seed of four, client requests held within 1–8 KiB at once on each broker
+    // (`queued_max_request_bytes`), so that produces, replicas' fetches and the group's
+    // requests wait for one another's bytes under the same faults; drawn from the seed itself.
+    let queued_max_request_bytes = match mix(seed ^ 0x9e3b) % 4 {
+        0 => 1_024 << (mix(seed ^ 0x9e3c) % 4),
+        _ => ClusterSpec::combined(nodes).queued_max_request_bytes,
+    };
     ClusterSpec {
         voters,
         replication,
@@ -230,6 +237,7 @@ pub fn spec_for(seed: u64) -> ClusterSpec {
         leader_rebalance_secs,
         scrub_interval_ms,
         scrub_bytes_per_sec,
+        queued_max_request_bytes,
         ..ClusterSpec::combined(nodes)
     }
 }
@@ -385,11 +393,27 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
         nemesis.wipes(),
         given_up.len()
     );
+    let counts = if spec.queued_max_request_bytes > 0 {
+        let waits: u64 = (0..cluster.nodes.len())
+            .filter_map(|ix| cluster.broker(ix))
+            .map(|b| b.request_memory_waits())
+            .sum();
+        format!(
+            "{counts}, {waits} request frames waited for request memory (brokers up at the end)"
+        )
+    } else {
+        counts
+    };
     Report {
         seed,
         trace_hash: cluster.sim.trace_hash(),
         simulated: cluster.sim.now(),
-        shape: format!("{} nodes, {} voters", spec.nodes, spec.voters),
+        shape: match spec.queued_max_request_bytes {
+            bytes if bytes > 0 => {
+                format!("{} nodes, {} voters, requests within {bytes} B", spec.nodes, spec.voters)
+            }
+            _ => format!("{} nodes, {} voters", spec.nodes, spec.voters),
+        },
         counts,
         acked: ledger.acked.len(),
         faults: fault_log(&nemesis, damage),
