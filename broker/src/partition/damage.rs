@@ -7,7 +7,8 @@
 //! The checkpoint is written with the partition's others, only when the set changed since the
 //! last one; a partition that never met damage has none. What it lists is believed only once
 //! read again: at open, an offset whose batch reads intact (repaired, or replaced since by a
-//! cut and a new copy, before the checkpoint caught up) is dropped.
+//! cut and a new copy, before the checkpoint caught up) is dropped; one whose batch cannot be
+//! read (the disk failed the read) is kept.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -99,10 +100,12 @@ impl KnownDamage {
 }
 
 /// The damage the checkpoint of the log in `log`'s folder lists that is still in the log and
-/// still reads as damaged; counted as a change to checkpoint if that is not all it listed, or
-/// if the checkpoint is malformed or of a version this code does not read: it is then written
-/// afresh, so that it is not warned of at every start (what it listed is lost, and found again
-/// by the reads and the scrub that meet it). One the disk failed to read is left as it is.
+/// still reads as damaged, or cannot be read now (the disk failed the read, or the log is
+/// offline: the batch is not known to be intact); counted as a change to checkpoint if that is
+/// not all it listed, or if the checkpoint is malformed or of a version this code does not
+/// read: it is then written afresh, so that it is not warned of at every start (what it listed
+/// is lost, and found again by the reads and the scrub that meet it). A checkpoint the disk
+/// failed to read is left as it is.
 pub(crate) async fn load(log: &Log, disk: &dyn Disk) -> KnownDamage {
     let dir = log.dir();
     let listed = match checkpoint::read(disk, dir, DAMAGE_CHECKPOINT, DAMAGE_CHECKPOINT_KIND).await
@@ -127,8 +130,17 @@ pub(crate) async fn load(log: &Log, disk: &dyn Disk) -> KnownDamage {
     let mut known = KnownDamage::default();
     let (start, end) = (log.log_start_offset(), log.log_end_offset());
     for &at in listed.iter().filter(|&&at| at >= start && at < end) {
-        if let Err(ReadError::Corrupt { .. }) = log.read(at, 1, end).await {
-            known.offsets.insert(at);
+        match log.read(at, 1, end).await {
+            // Reads intact (repaired, or replaced since), or no longer in the log.
+            Ok(_) | Err(ReadError::OutOfRange { .. }) => {}
+            Err(ReadError::Corrupt { .. }) => {
+                known.offsets.insert(at);
+            }
+            // Not known either way: still believed damaged, as listed.
+            Err(e @ (ReadError::Io(_) | ReadError::Offline(_))) => {
+                tracing::warn!(log = %dir.display(), offset = at.0, "could not read a batch listed as damaged, so it is kept as damaged: {e}");
+                known.offsets.insert(at);
+            }
         }
     }
     // Rewritten at the next checkpoint if anything listed was dropped (none is written for a
