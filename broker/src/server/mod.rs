@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::{ApiKey, RequestHeader};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use self::connections::OpenConnection;
@@ -58,10 +58,7 @@ enum Outgoing {
 }
 
 impl Outgoing {
-    fn encode(
-        header: &kafka_protocol::messages::RequestHeader,
-        response: &crate::protocol::Response,
-    ) -> Outgoing {
+    fn encode(header: &RequestHeader, response: &crate::protocol::Response) -> Outgoing {
         encode_response(header, response).map_or(Outgoing::Close, Outgoing::Frame)
     }
 }
@@ -243,10 +240,13 @@ pub async fn serve_connection(
         if tx.is_closed() {
             return;
         }
-        // Kept until the answer is written: without the client id, a slice of the frame that
-        // would keep all of it (a produce's records too) allocated until then.
-        let mut header = decoded.header.clone();
-        header.client_id = None;
+        // Kept until the answer is written: only what the answer's header needs. The decoded
+        // header's client id and tagged fields are slices of the frame, and would keep all of
+        // it (a produce's records too) allocated until then.
+        let header = RequestHeader::default()
+            .with_request_api_key(decoded.header.request_api_key)
+            .with_request_api_version(decoded.header.request_api_version)
+            .with_correlation_id(decoded.header.correlation_id);
         let finish = header.request_api_key != ApiKey::Fetch as i16;
         let answer: BoxFuture<'static, Option<Outgoing>> =
             match handlers::handle(&broker, decoded, peer).await {

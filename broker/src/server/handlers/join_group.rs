@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -35,7 +37,8 @@ pub async fn handle(
         protocols: request
             .protocols
             .iter()
-            .map(|p| Protocol::new(p.name.to_string(), p.metadata.clone()))
+            // Copied: the group keeps it, and a slice would keep the whole request frame.
+            .map(|p| Protocol::new(p.name.to_string(), Bytes::copy_from_slice(&p.metadata)))
             .collect(),
         reason: from_opt(&request.reason),
     };

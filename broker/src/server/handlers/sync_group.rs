@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
@@ -26,7 +28,8 @@ pub async fn handle(
         assignments: request
             .assignments
             .iter()
-            .map(|a| (MemberId(string(&a.member_id)), a.assignment.clone()))
+            // Copied: the group keeps them, and a slice would keep the whole request frame.
+            .map(|a| (MemberId(string(&a.member_id)), Bytes::copy_from_slice(&a.assignment)))
             .collect(),
     };
     let mut out = SyncGroupResponse::default();
