@@ -67,7 +67,7 @@ pub fn counted_env(dir: std::path::PathBuf) -> (Env, Arc<DiskCounters>) {
     let mut env = weir::runtime::production_env(dir);
     let counters = Arc::new(DiskCounters::default());
     let wrapped = Arc::clone(&counters);
-    env.disk = Arc::new(WrapFiles::new(env.disk, move |inner| {
+    env.disk = Arc::new(WrapFiles::new(env.disk, move |_path, inner| {
         Arc::new(CountingFile { inner, counters: Arc::clone(&wrapped) }) as Arc<dyn File>
     }));
     (env, counters)

@@ -335,7 +335,7 @@ impl Scrubber {
                     // Recorded before the cursor can go past it: a crash must not lose both.
                     // Unrecorded, the cursor stays before it for the rest of the pass.
                     if let Err(e) = partition.save_damage().await {
-                        tracing::warn!(partition = %partition.tp, "writing the known-damage checkpoint: {e}");
+                        tracing::warn!(partition = %partition.tp, "recording the damage found: {e}");
                         self.cursor_held = true;
                     }
                     (resume.or_else(|| next_segment(offset)), SCRUB_READ_BYTES)

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod group;
 pub mod held;
+pub mod hooked;
 pub mod log;
 pub mod refusing;
 pub mod replicas;

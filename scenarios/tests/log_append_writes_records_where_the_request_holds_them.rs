@@ -7,16 +7,15 @@
 //! The disk's files are wrapped to see where each written part lies. The caller's bytes must come back
 //! unchanged, and the log must read back the stamped batch.
 
-use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use weir::io::disk::WrapFiles;
-use weir::io::{BoxFuture, File};
 use weir::log::batch::{BATCH_HEADER_BYTES, TimestampType, validate};
 use weir::log::{Log, LogConfig, TimestampPolicy};
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::hooked::{Hooked, Hooks};
 use weir_scenarios::{ensure, log};
 use weir_sim::Sim;
 
@@ -38,42 +37,10 @@ impl Writes {
     }
 }
 
-/// A file that notes the parts of every write before passing it on.
-struct WatchedFile {
-    inner: Arc<dyn File>,
-    writes: Writes,
-}
-
-impl File for WatchedFile {
-    fn read_at(&self, pos: u64, len: usize) -> BoxFuture<'_, io::Result<Bytes>> {
-        self.inner.read_at(pos, len)
-    }
-
-    fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>> {
-        self.writes.record(std::slice::from_ref(&data));
-        self.inner.write_at(pos, data)
-    }
-
-    fn write_gathered_at(&self, pos: u64, parts: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
-        self.writes.record(&parts);
-        self.inner.write_gathered_at(pos, parts)
-    }
-
-    fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
-        self.writes.record(std::slice::from_ref(&data));
-        self.inner.append(data)
-    }
-
-    fn truncate(&self, len: u64) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.truncate(len)
-    }
-
-    fn len(&self) -> u64 {
-        self.inner.len()
-    }
-
-    fn sync_data(&self) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.sync_data()
+/// A file's writes are noted before they are passed on.
+impl Hooks for Writes {
+    fn write(&self, parts: &[Bytes]) {
+        self.record(parts);
     }
 }
 
@@ -99,8 +66,8 @@ fn scenario(policy: TimestampPolicy) -> Result<(), String> {
     sim.block_on(host, Duration::from_secs(60), move |env| async move {
         let writes = Writes::default();
         let watching = writes.clone();
-        let disk = WrapFiles::new(Arc::clone(&env.disk), move |inner| {
-            Arc::new(WatchedFile { inner, writes: watching.clone() }) as Arc<dyn File>
+        let disk = WrapFiles::new(Arc::clone(&env.disk), move |_path, inner| {
+            Hooked::wrap(inner, watching.clone())
         });
         let env = weir::io::Env { disk: Arc::new(disk), ..env };
         let config = LogConfig { timestamp_policy: policy, ..LogConfig::default() };

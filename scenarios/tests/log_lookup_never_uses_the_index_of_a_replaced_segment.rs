@@ -21,6 +21,7 @@ use weir::io::{BoxFuture, Disk, Env, File};
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::{CleanOutcome, CleanupPolicy, Log, LogConfig};
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::hooked::{Hooked, Hooks};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
 
@@ -70,40 +71,13 @@ struct GatedDisk {
     reads: Arc<AtomicUsize>,
 }
 
-/// A file whose reads are counted.
-struct CountedReads {
-    inner: Arc<dyn File>,
-    reads: Arc<AtomicUsize>,
-}
+/// Counts a file's reads.
+struct CountReads(Arc<AtomicUsize>);
 
-impl File for CountedReads {
-    fn read_at(&self, pos: u64, len: usize) -> BoxFuture<'_, io::Result<Bytes>> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_at(pos, len)
-    }
-
-    fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.write_at(pos, data)
-    }
-
-    fn write_gathered_at(&self, pos: u64, parts: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.write_gathered_at(pos, parts)
-    }
-
-    fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
-        self.inner.append(data)
-    }
-
-    fn truncate(&self, len: u64) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.truncate(len)
-    }
-
-    fn len(&self) -> u64 {
-        self.inner.len()
-    }
-
-    fn sync_data(&self) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.sync_data()
+impl Hooks for CountReads {
+    fn read(&self, _pos: u64, _len: usize) -> Option<io::Error> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        None
     }
 }
 
@@ -123,7 +97,7 @@ impl Disk for GatedDisk {
             let _ = gate.arrived.send(());
             let _ = gate.release.await;
             let inner = self.inner.open(&path).await?;
-            Ok(Arc::new(CountedReads { inner, reads: Arc::clone(&self.reads) }) as Arc<dyn File>)
+            Ok(Hooked::wrap(inner, CountReads(Arc::clone(&self.reads))))
         })
     }
 

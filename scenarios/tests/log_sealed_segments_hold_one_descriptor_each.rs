@@ -10,18 +10,18 @@
 //! Reads and timestamp lookups of every batch must find it throughout, and also while index
 //! files cannot be opened (an index is only a hint: a lookup without it walks its segment).
 
-use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use weir::io::Env;
 use weir::io::disk::WrapFiles;
-use weir::io::{BoxFuture, Env, File};
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::{CleanOutcome, CleanupPolicy, Log, LogConfig, OPEN_INDEX_FILES};
 use weir::model::{LeaderEpoch, Offset};
+use weir_scenarios::hooked::{Hooked, Hooks};
 use weir_scenarios::refusing::{Refuse, RefusingDisk};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::Sim;
@@ -63,45 +63,12 @@ fn batch(n: i64) -> Bytes {
     encode_batch(&[record], &BatchOptions::default()).expect("a valid batch")
 }
 
-/// A file that counts itself among the live handles while it exists.
-struct Counted {
-    inner: Arc<dyn File>,
-    live: Arc<AtomicUsize>,
-}
+/// Counts a file among the live handles until it is dropped.
+struct Live(Arc<AtomicUsize>);
 
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.live.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl File for Counted {
-    fn read_at(&self, pos: u64, len: usize) -> BoxFuture<'_, io::Result<Bytes>> {
-        self.inner.read_at(pos, len)
-    }
-
-    fn write_at(&self, pos: u64, data: Bytes) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.write_at(pos, data)
-    }
-
-    fn write_gathered_at(&self, pos: u64, parts: Vec<Bytes>) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.write_gathered_at(pos, parts)
-    }
-
-    fn append(&self, data: Bytes) -> BoxFuture<'_, io::Result<u64>> {
-        self.inner.append(data)
-    }
-
-    fn truncate(&self, len: u64) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.truncate(len)
-    }
-
-    fn len(&self) -> u64 {
-        self.inner.len()
-    }
-
-    fn sync_data(&self) -> BoxFuture<'_, io::Result<()>> {
-        self.inner.sync_data()
+impl Hooks for Live {
+    fn dropped(&self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -160,9 +127,9 @@ fn scenario(seed: u64) -> Result<(), String> {
     sim.block_on(host, Duration::from_secs(600), move |env| async move {
         let live = Arc::new(AtomicUsize::new(0));
         let counting = Arc::clone(&live);
-        let disk = WrapFiles::new(Arc::clone(&env.disk), move |inner| {
+        let disk = WrapFiles::new(Arc::clone(&env.disk), move |_path, inner| {
             counting.fetch_add(1, Ordering::SeqCst);
-            Arc::new(Counted { inner, live: Arc::clone(&counting) }) as Arc<dyn File>
+            Hooked::wrap(inner, Live(Arc::clone(&counting)))
         });
         let (disk, failing) = RefusingDisk::new(Arc::new(disk), Refuse::IndexOpens);
         let env = Env { disk: Arc::new(disk), ..env };

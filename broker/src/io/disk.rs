@@ -105,8 +105,9 @@ pub trait File: Send + Sync {
 }
 
 /// A [`Disk`] that passes every operation to `inner`, and every file it creates or opens
-/// through `wrap`: how a benchmark or a test watches what a component asks of its files (bytes
-/// written, syncs, where the written bytes lie) without implementing the disk again.
+/// through `wrap`, with the file's path: how a benchmark or a test watches what a component asks
+/// of its files (bytes written, syncs, where the written bytes lie) without implementing the
+/// disk again.
 pub struct WrapFiles<W> {
     inner: Arc<dyn Disk>,
     wrap: W,
@@ -114,7 +115,7 @@ pub struct WrapFiles<W> {
 
 impl<W> WrapFiles<W>
 where
-    W: Fn(Arc<dyn File>) -> Arc<dyn File> + Send + Sync,
+    W: Fn(&Path, Arc<dyn File>) -> Arc<dyn File> + Send + Sync,
 {
     /// `inner`, its files passed through `wrap`.
     pub fn new(inner: Arc<dyn Disk>, wrap: W) -> WrapFiles<W> {
@@ -124,16 +125,16 @@ where
 
 impl<W> Disk for WrapFiles<W>
 where
-    W: Fn(Arc<dyn File>) -> Arc<dyn File> + Send + Sync,
+    W: Fn(&Path, Arc<dyn File>) -> Arc<dyn File> + Send + Sync,
 {
     fn create(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
         let path = path.to_owned();
-        Box::pin(async move { Ok((self.wrap)(self.inner.create(&path).await?)) })
+        Box::pin(async move { Ok((self.wrap)(&path, self.inner.create(&path).await?)) })
     }
 
     fn open(&self, path: &Path) -> BoxFuture<'_, io::Result<Arc<dyn File>>> {
         let path = path.to_owned();
-        Box::pin(async move { Ok((self.wrap)(self.inner.open(&path).await?)) })
+        Box::pin(async move { Ok((self.wrap)(&path, self.inner.open(&path).await?)) })
     }
 
     fn rename(&self, from: &Path, to: &Path) -> BoxFuture<'_, io::Result<()>> {

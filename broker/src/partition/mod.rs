@@ -34,6 +34,17 @@ use replica::ReplicaState;
 /// producers waiting, nor hand the partition round the ISR, for good.
 pub const PRODUCER_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// Why [`Partition::save_damage`] did not record the known damage.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveDamageError {
+    /// Writing the checkpoint failed.
+    #[error("writing the known-damage checkpoint: {0}")]
+    Io(#[from] std::io::Error),
+    /// The checkpoint on disk could not be read, and may not be written over yet.
+    #[error("the known-damage checkpoint could not be read, so it is not written over yet")]
+    Unread,
+}
+
 /// Why a produce to this partition failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ProduceError {
@@ -463,20 +474,43 @@ impl Partition {
             *saved = Some((end, bytes));
         }
         // Under the snapshot lock, so that an older set is never written after a newer one.
-        self.store_damage_locked().await?;
-        Ok(())
+        // A checkpoint the disk could not read at open is read again here, once per periodic
+        // checkpoint, and not by `save_damage`, so that the scrub's records do not use up
+        // its attempts.
+        if self.replica_state().damage_known.unread() {
+            let reread = damage::read_again(&self.log, &*self.env.disk).await;
+            let start = self.log.log_start_offset();
+            self.replica_state().damage_known.reread(reread, start);
+        }
+        match self.store_damage_locked().await {
+            Ok(()) => Ok(()),
+            Err(SaveDamageError::Io(e)) => Err(e.into()),
+            Err(e @ SaveDamageError::Unread) => {
+                tracing::warn!(partition = %self.tp, "new damage is not recorded yet: {e}");
+                Ok(())
+            }
+        }
     }
 
     /// Writes the known-damage checkpoint now if the set changed since it was last written
-    /// (the scrub does, before it records that its pass went past the damage).
-    pub async fn save_damage(&self) -> std::io::Result<()> {
+    /// (the scrub does, before it records that its pass went past the damage); fails with
+    /// [`SaveDamageError::Unread`] if it may not be written over yet (see
+    /// [`damage::KnownDamage::reread`]; the next periodic [`Partition::checkpoint`] reads it
+    /// again).
+    pub async fn save_damage(&self) -> Result<(), SaveDamageError> {
         let _saved = self.snapshotting.lock().await;
         self.store_damage_locked().await
     }
 
     /// [`Partition::save_damage`]; the caller holds the snapshot lock.
-    async fn store_damage_locked(&self) -> std::io::Result<()> {
-        let unsaved = self.replica_state().damage_known.unsaved();
+    async fn store_damage_locked(&self) -> Result<(), SaveDamageError> {
+        let (unsaved, held_back) = {
+            let state = self.replica_state();
+            (state.damage_known.unsaved(), state.damage_known.held_back())
+        };
+        if held_back {
+            return Err(SaveDamageError::Unread);
+        }
         if let Some((changes, offsets)) = unsaved {
             damage::store(&*self.env.disk, self.log.dir(), &offsets).await?;
             self.replica_state().damage_known.saved(changes);
