@@ -4,6 +4,7 @@
 //! compaction, checkpoints, interval flushes) and the client listener. The same wiring runs in
 //! production and in the simulator.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -25,6 +26,7 @@ use crate::io::{Env, Listener, timeout};
 use crate::log::error::{MaintenanceError, Offline};
 use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::log::{CleanOutcome, CleanStats};
+use crate::model::TopicPartition;
 use crate::partition::Partition;
 use crate::partition::read_ahead::{READ_AHEAD_BYTES_MAX, ReadAheadBudget};
 use crate::partition::replica::Role as ReplicaRole;
@@ -611,6 +613,8 @@ async fn leave_clean_shutdown_marker(env: &Env) -> std::io::Result<()> {
 /// followers' progress calls for (a lagging follower out, a caught-up one in), one change per
 /// partition in flight; the committed change comes back through the image.
 async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
+    // The partitions reported out of room, warned of once each time.
+    let mut short: BTreeSet<TopicPartition> = BTreeSet::new();
     loop {
         let Some(b) = broker.upgrade() else { return };
         let clock = Arc::clone(&b.env.clock);
@@ -618,6 +622,8 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         let mut asks = Vec::new();
         let mut offline = Vec::new();
         let mut damaged = Vec::new();
+        let mut full = Vec::new();
+        let mut short_now = BTreeSet::new();
         let image = membership.image();
         let me = membership.node();
         // Whether another live in-sync replica could lead the partition.
@@ -639,6 +645,17 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
             } else if partition.lasting_damage().is_some() {
                 damaged.push((partition.topic_id, index));
             }
+            if partition.log.refused_for_room() {
+                // Writes are refused here for lack of room (disk space, or descriptors): the
+                // controller hands them to another live in-sync replica, if there is one, as
+                // Kafka's does for a failed log directory. This one leaves the ISR, and is let
+                // back in once it no longer reports it.
+                if !short.contains(&partition.tp) {
+                    tracing::warn!(partition = %partition.tp, "out of room for writes: reported to the controller");
+                }
+                short_now.insert(partition.tp.clone());
+                full.push((partition.topic_id, index));
+            }
             if let Some((epoch, proposal)) = partition.isr_proposal(now) {
                 asks.push((partition, epoch, proposal));
             }
@@ -651,7 +668,8 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 offline.push((topic_id, tp.partition.0));
             }
         }
-        membership.set_log_reports(LogReports { offline, damaged });
+        membership.set_log_reports(LogReports { offline, damaged, full });
+        short = short_now;
         drop(b);
         for (partition, epoch, proposal) in asks {
             let request = Request::AlterPartition {

@@ -13,8 +13,10 @@
 //!
 //! The same holds for the leader-epoch checkpoint an append in a new epoch writes: refused,
 //! the epoch is forgotten again, so no batch is ever written under an epoch recovery cannot
-//! vouch for. A new leader's `begin_epoch`, which nothing would try again, takes the log
-//! offline instead, so that the partition is handed over.
+//! vouch for. So does a follower's forgetting of an epoch begun at its log end with nothing
+//! written in it: refused, the epoch is kept, and the follower asks again. A new leader's
+//! `begin_epoch`, which nothing would try again, takes the log offline instead, so that the
+//! partition is handed over.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -221,13 +223,32 @@ fn epoch_scenario(seed: u64) -> Result<(), String> {
             format!("the append in the new epoch went to {}", info.base_offset)
         })?;
         drop(log);
-        let log = Log::open(env, log::dir(), config).await.map_err(|e| e.to_string())?;
+        let log = Log::open(env.clone(), log::dir(), config).await.map_err(|e| e.to_string())?;
         let epochs = log.epochs().entries().to_vec();
         let expected =
             vec![(LeaderEpoch(1), Offset(0)), (LeaderEpoch(2), Offset(log::BATCH_RECORDS))];
         ensure(epochs == expected, || format!("after a kill the epochs are {epochs:?}"))?;
         let stored = log::all_batches(&log).await?;
         ensure(stored.len() == 2, || format!("{} batches after the kill", stored.len()))?;
+        // An epoch begun at the log end, with nothing written in it, that a follower must
+        // forget: out of descriptors it is kept, in memory as on disk, and the log stays online.
+        let end = Offset(2 * log::BATCH_RECORDS);
+        log.begin_epoch(LeaderEpoch(3)).await.map_err(|e| e.to_string())?;
+        refusing.store(true, Ordering::SeqCst);
+        let forgot = log.forget_epochs_at_end().await;
+        let latest = log.epochs().latest();
+        ensure(forgot.is_err() && latest == Some((LeaderEpoch(3), end)), || {
+            format!("out of descriptors, forgetting the epoch at the end: {forgot:?}, {latest:?}")
+        })?;
+        ensure(log.offline().is_none(), || format!("the log went offline: {:?}", log.offline()))?;
+        refusing.store(false, Ordering::SeqCst);
+        log.forget_epochs_at_end().await.map_err(|e| e.to_string())?;
+        drop(log);
+        let log = Log::open(env.clone(), log::dir(), log::kept_forever())
+            .await
+            .map_err(|e| e.to_string())?;
+        let epochs = log.epochs().entries().to_vec();
+        ensure(epochs == expected, || format!("after forgetting, the epochs are {epochs:?}"))?;
         // A new leader's epoch that cannot be recorded takes the log offline.
         refusing.store(true, Ordering::SeqCst);
         let begun = log.begin_epoch(LeaderEpoch(3)).await;

@@ -92,7 +92,9 @@ impl ControllerClient {
     /// Sends `request` to the active controller, retrying until `deadline` passes. A metadata
     /// fetch goes to this node's own controller when it runs one: every voter serves the
     /// committed metadata log, and the local one answers even while the active controller has
-    /// just died and no other is elected yet.
+    /// just died and no other is elected yet; but not while its store cannot persist (its
+    /// image may fall behind), when it goes to the active controller as a broker's without a
+    /// controller does.
     pub async fn call(
         &self,
         request: &Request,
@@ -100,7 +102,7 @@ impl ControllerClient {
         deadline: Duration,
     ) -> Result<Response, ControllerError> {
         if let Request::FetchMetadata { after, max_wait_ms } = *request
-            && let Some(local) = &self.local
+            && let Some(local) = self.local.as_ref().filter(|l| l.serves_local_metadata())
         {
             let wait = Duration::from_millis(u64::from(max_wait_ms));
             return timeout(&*self.env.clock, deadline, local.local_metadata(after, wait))

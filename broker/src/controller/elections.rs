@@ -153,8 +153,9 @@ impl ControllerLogic {
 
     /// Whether this controller has heard from `broker` lately (see
     /// [`ControllerLogic::electable`]), and its last heartbeat reported `partition`'s log there
-    /// neither offline nor holding a damaged batch. The elections a broker's fate forces, and
-    /// unclean ones, prefer such a replica; a preferred election elects only such a replica.
+    /// neither offline, nor holding a damaged batch, nor out of room for writes. The elections
+    /// a broker's fate forces, and unclean ones, prefer such a replica; a preferred election
+    /// elects only such a replica.
     pub(super) fn answering(
         &self,
         broker: BrokerId,
@@ -162,6 +163,7 @@ impl ControllerLogic {
         now: Instant,
     ) -> bool {
         let key = (partition.topic_id, partition.partition);
-        self.heard_lately(broker, partition, now).is_some_and(|h| !h.damaged.contains(&key))
+        self.heard_lately(broker, partition, now)
+            .is_some_and(|h| !h.damaged.contains(&key) && !h.full.contains(&key))
     }
 }

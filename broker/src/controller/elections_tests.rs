@@ -13,7 +13,7 @@ fn trio() -> (MetadataImage, ControllerLogic, PartitionRecord) {
 
 /// A heartbeat reporting `p`'s log there damaged.
 fn damaged(p: &PartitionRecord) -> LogReports {
-    LogReports { offline: Vec::new(), damaged: vec![(p.topic_id, p.partition)] }
+    LogReports { damaged: vec![(p.topic_id, p.partition)], ..LogReports::default() }
 }
 
 /// The run `registration` gives broker `b`.

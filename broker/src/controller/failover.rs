@@ -56,8 +56,9 @@ fn unclean_allowed(topic: &TopicImage, defaults: &TopicConfig) -> bool {
     }
 }
 
-/// Partition records moving leadership away from `broker` (fenced, shutting down, or with its
-/// log offline), for the partitions `only` admits: the next live in-sync replica after it in
+/// Partition records moving leadership away from `broker` (fenced, shutting down, with its log
+/// offline, or with its log out of room where another in-sync replica answers), for the
+/// partitions `only` admits: the next live in-sync replica after it in
 /// the assignment's order that answers leads, or the next that does not; with none, a live
 /// out-of-sync replica where the topic allows unclean election (it becomes the whole ISR), else
 /// none. The broker leaves the ISR unless it is the last member (the last member keeps the

@@ -158,8 +158,8 @@ pub struct ControllerLogic {
     /// Rotates the first broker of each placement.
     placement_start: usize,
     /// For each broker that registered or heartbeated to this controller since it became
-    /// active: when last, and the partitions its last heartbeat reported offline or damaged
-    /// there.
+    /// active: when last, and the partitions its last heartbeat reported offline, damaged or
+    /// out of room there.
     heard: BTreeMap<BrokerId, Heard>,
 }
 
@@ -171,12 +171,14 @@ struct Heard {
     offline: BTreeSet<(TopicId, i32)>,
     /// The partitions it reported holding a damaged batch there.
     damaged: BTreeSet<(TopicId, i32)>,
+    /// The partitions it reported out of room for writes there.
+    full: BTreeSet<(TopicId, i32)>,
 }
 
 impl Heard {
     /// Heard at `at`, reporting every log whole.
     fn whole(at: Instant) -> Heard {
-        Heard { at, offline: BTreeSet::new(), damaged: BTreeSet::new() }
+        Heard { at, offline: BTreeSet::new(), damaged: BTreeSet::new(), full: BTreeSet::new() }
     }
 }
 
@@ -290,20 +292,30 @@ impl ControllerLogic {
             out.extend(self.leadership_away_from(image, broker_id, now, |_| true));
             return Ok(out);
         }
-        let LogReports { offline, damaged } = reports;
+        let LogReports { offline, damaged, full } = reports;
         let heard = Heard {
             at: now,
             offline: offline.iter().copied().collect(),
             damaged: damaged.iter().copied().collect(),
+            full: full.iter().copied().collect(),
         };
         self.heard.insert(broker_id, heard);
-        let gone = |p: &PartitionRecord| offline.contains(&(p.topic_id, p.partition));
+        // A log out of room gives way only to another in-sync replica that is live and
+        // answering (heard from lately, reporting its log neither offline, damaged nor out of
+        // room), which leads cleanly: never to no leader, nor to an unclean election.
+        let able = |b: BrokerId, p: &PartitionRecord| {
+            b != broker_id && image.is_live(b) && self.answering(b, p, now)
+        };
+        let gone = |p: &PartitionRecord| {
+            let key = (p.topic_id, p.partition);
+            offline.contains(&key) || (full.contains(&key) && p.isr.iter().any(|&b| able(b, p)))
+        };
         let away = self.leadership_away_from(image, broker_id, now, gone);
         if !away.is_empty() {
             tracing::warn!(
                 broker_id,
                 partitions = away.len(),
-                "moving partitions away from logs that went offline"
+                "moving partitions away from logs that went offline or out of room"
             );
         }
         if broker.fenced {
@@ -386,8 +398,10 @@ impl ControllerLogic {
     /// The record committing an ISR change asked for by the partition's leader `broker_id`:
     /// refused unless it comes from the current leader in its current leader epoch, is based on
     /// the current partition epoch, keeps the leader, and adds only live replicas, each in the
-    /// run that caught up.
+    /// run that caught up, none whose last heartbeat here reported its log of the partition
+    /// offline or out of room.
     pub fn alter_partition(
+        &self,
         image: &MetadataImage,
         change: &IsrChange<'_>,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
@@ -419,6 +433,17 @@ impl ControllerLogic {
         }
         if let Some(dead) = isr.iter().find(|&&r| !p.isr.contains(&r) && !image.is_live(r)) {
             return Err(ControllerError::IneligibleReplica(format!("broker {dead} is fenced")));
+        }
+        // A replica whose log cannot take writes (offline, or out of room) is not let in: it
+        // would hold up every acks=all write until it fell out again.
+        let key = (p.topic_id, p.partition);
+        let unable = |r: BrokerId| {
+            self.heard.get(&r).is_some_and(|h| h.offline.contains(&key) || h.full.contains(&key))
+        };
+        if let Some(r) = isr.iter().find(|&&r| !p.isr.contains(&r) && unable(r)) {
+            return Err(ControllerError::IneligibleReplica(format!(
+                "broker {r} reports its log of the partition offline or out of room"
+            )));
         }
         // KIP-903: a member is added for what one run of it fetched. If it has registered again
         // since (a restart, perhaps on a new disk), that run's log is not the one it has now.

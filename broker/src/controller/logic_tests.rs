@@ -538,22 +538,90 @@ fn a_broker_back_on_a_new_disk_leaves_every_isr_even_as_the_last_member() {
 }
 
 #[test]
+fn a_replica_reporting_its_log_offline_is_not_added_to_the_isr() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("t", 1, 3), 1);
+    let p = image.partition("t", 0).unwrap().clone();
+    let follower = p.replicas.iter().copied().find(|&b| b != p.leader).unwrap();
+    // It reports its log offline: it leaves the ISR.
+    let report = offline_only(&[(p.topic_id, 0)]);
+    let incarnation = Incarnation(follower as u128 * 100);
+    let records = logic.heartbeat(&image, follower, incarnation, false, &report, at(1)).unwrap();
+    apply(&mut image, &records);
+    let p = image.partition("t", 0).unwrap().clone();
+    assert!(!p.isr.contains(&follower), "{p:?}");
+    let all = p.replicas.clone();
+    let epoch = image.brokers[&follower].registration.incarnation.epoch();
+    let joining = [(follower, epoch)];
+    let change = isr_change(&p, &all, &joining);
+    assert!(
+        matches!(
+            logic.alter_partition(&image, &change),
+            Err(ControllerError::IneligibleReplica(_))
+        ),
+        "added while it reports its log offline"
+    );
+    // Its log takes writes again: it may join.
+    logic.heartbeat(&image, follower, incarnation, false, &NONE, at(2)).unwrap();
+    let records = logic.alter_partition(&image, &change).unwrap();
+    apply(&mut image, &records);
+    assert_eq!(image.partition("t", 0).unwrap().isr.len(), 3);
+}
+
+#[test]
+fn a_replica_out_of_room_gives_way_only_to_another_in_sync_replica() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("t", 1, 3), 1);
+    let full = |p: &PartitionRecord| LogReports {
+        full: vec![(p.topic_id, p.partition)],
+        ..LogReports::default()
+    };
+    let mut gave_way = Vec::new();
+    for secs in 1..=3 {
+        let p = image.partition("t", 0).unwrap().clone();
+        let leader = p.leader;
+        let incarnation = Incarnation(leader as u128 * 100);
+        let records = logic.heartbeat(&image, leader, incarnation, false, &full(&p), at(secs));
+        apply(&mut image, &records.unwrap());
+        let now = image.partition("t", 0).unwrap().clone();
+        if p.isr.len() > 1 {
+            // Another in-sync replica takes the writes; this one leaves the ISR.
+            assert!(now.leader != leader && now.leader != NO_LEADER, "{now:?}");
+            assert!(!now.isr.contains(&leader), "{now:?}");
+            gave_way.push(leader);
+        } else {
+            // The last in-sync replica keeps the partition: no leaderless partition, and no
+            // unclean election, for lack of room.
+            assert_eq!((now.leader, now.isr.clone()), (leader, vec![leader]), "{now:?}");
+        }
+    }
+    assert_eq!(gave_way.len(), 2);
+    // Not let back in while it reports its log out of room; then it is.
+    let p = image.partition("t", 0).unwrap().clone();
+    let back = gave_way[0];
+    let epoch = image.brokers[&back].registration.incarnation.epoch();
+    let isr = vec![p.leader, back];
+    let joining = [(back, epoch)];
+    let change = isr_change(&p, &isr, &joining);
+    let incarnation = Incarnation(back as u128 * 100);
+    logic.heartbeat(&image, back, incarnation, false, &full(&p), at(4)).unwrap();
+    assert!(matches!(
+        logic.alter_partition(&image, &change),
+        Err(ControllerError::IneligibleReplica(_))
+    ));
+    logic.heartbeat(&image, back, incarnation, false, &NONE, at(5)).unwrap();
+    assert!(logic.alter_partition(&image, &change).is_ok());
+}
+
+#[test]
 fn a_member_is_added_only_in_the_run_that_caught_up() {
     let (mut image, mut logic) = cluster(&[None, None, None]);
     create(&mut image, &mut logic, topic("t", 1, 3), 1);
     let p = image.partition("t", 0).unwrap().clone();
     let follower = p.replicas.iter().copied().find(|&b| b != p.leader).unwrap();
     let rest: Vec<BrokerId> = p.isr.iter().copied().filter(|&b| b != follower).collect();
-    let shrink = IsrChange {
-        broker_id: p.leader,
-        topic_id: p.topic_id,
-        partition: 0,
-        leader_epoch: p.leader_epoch,
-        partition_epoch: p.partition_epoch,
-        isr: &rest,
-        joining: &[],
-    };
-    let records = ControllerLogic::alter_partition(&image, &shrink).unwrap();
+    let shrink = isr_change(&p, &rest, &[]);
+    let records = logic.alter_partition(&image, &shrink).unwrap();
     apply(&mut image, &records);
     let p = image.partition("t", 0).unwrap().clone();
     let old_run = image.brokers[&follower].registration.incarnation.epoch();
@@ -567,16 +635,8 @@ fn a_member_is_added_only_in_the_run_that_caught_up() {
     let all = p.replicas.clone();
     let join = |epoch: BrokerEpoch| {
         let joining = [(follower, epoch)];
-        let change = IsrChange {
-            broker_id: p.leader,
-            topic_id: p.topic_id,
-            partition: 0,
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-            isr: &all,
-            joining: &joining,
-        };
-        ControllerLogic::alter_partition(&image, &change)
+        let change = isr_change(&p, &all, &joining);
+        logic.alter_partition(&image, &change)
     };
     assert!(
         matches!(join(old_run), Err(ControllerError::IneligibleReplica(_))),
@@ -603,12 +663,29 @@ fn changed(
     changed.collect()
 }
 
+/// The ISR change the leader of `p` asks for: the ISR `isr`, adding the runs in `joining`.
+fn isr_change<'a>(
+    p: &PartitionRecord,
+    isr: &'a [BrokerId],
+    joining: &'a [(BrokerId, BrokerEpoch)],
+) -> IsrChange<'a> {
+    IsrChange {
+        broker_id: p.leader,
+        topic_id: p.topic_id,
+        partition: p.partition,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        isr,
+        joining,
+    }
+}
+
 /// A heartbeat reporting every log whole.
-const NONE: LogReports = LogReports { offline: Vec::new(), damaged: Vec::new() };
+const NONE: LogReports = LogReports { offline: Vec::new(), damaged: Vec::new(), full: Vec::new() };
 
 /// A heartbeat's reports: `offline` offline, no damage.
 fn offline_only(offline: &[(TopicId, i32)]) -> LogReports {
-    LogReports { offline: offline.to_vec(), damaged: Vec::new() }
+    LogReports { offline: offline.to_vec(), ..LogReports::default() }
 }
 
 /// Heartbeats of `brokers` at `secs`, none reporting an offline log.

@@ -51,7 +51,7 @@ fn join(
         isr,
         joining: &joining,
     };
-    let records = ControllerLogic::alter_partition(image, &change).unwrap();
+    let records = logic.alter_partition(image, &change).unwrap();
     logic.completing_reassignments(image, records, now)
 }
 

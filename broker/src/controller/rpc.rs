@@ -38,6 +38,8 @@ const HEARTBEAT_WITH_DAMAGE: u8 = 14;
 const ALTER_REASSIGNMENTS: u8 = 15;
 /// Request type of an operator's incremental change of a topic's configuration.
 const ALTER_CONFIGS_INCREMENTAL: u8 = 16;
+/// Request type of a heartbeat reporting logs out of room for writes (and any damaged).
+const HEARTBEAT_WITH_ROOM: u8 = 17;
 /// Response type of a change made for some partitions and refused for others.
 const PARTLY_DONE: u8 = 5;
 
@@ -94,6 +96,12 @@ pub struct LogReports {
     /// Partitions whose log here is known to hold a damaged batch: the controller prefers other
     /// replicas as their leaders.
     pub damaged: Vec<(TopicId, i32)>,
+    /// Partitions whose log here refused a write for lack of room (disk space, or descriptors)
+    /// lately, in any role: the controller moves their leadership and ISR membership to other
+    /// replicas where another live in-sync replica can take the writes (never leaving a
+    /// partition without a leader for it), lets this one back into the ISR only once it stops
+    /// reporting it, and prefers other replicas as leaders meanwhile.
+    pub full: Vec<(TopicId, i32)>,
 }
 
 /// A broker's request to the controller.
@@ -376,13 +384,22 @@ impl Request {
                 write_registration(&mut w, b);
             }
             Request::Heartbeat { broker_id, incarnation, shutdown, reports, lapsed } => {
-                let LogReports { offline, damaged } = reports;
-                w.u8(if damaged.is_empty() { HEARTBEAT } else { HEARTBEAT_WITH_DAMAGE });
+                let LogReports { offline, damaged, full } = reports;
+                // The oldest type that carries the reports, for nodes of earlier releases.
+                let kind = match (damaged.is_empty(), full.is_empty()) {
+                    (true, true) => HEARTBEAT,
+                    (false, true) => HEARTBEAT_WITH_DAMAGE,
+                    (_, false) => HEARTBEAT_WITH_ROOM,
+                };
+                w.u8(kind);
                 w.i32(*broker_id).u128(incarnation.0).bool(*shutdown);
                 write_partitions(&mut w, offline);
                 w.bool(*lapsed);
-                if !damaged.is_empty() {
+                if kind != HEARTBEAT {
                     write_partitions(&mut w, damaged);
+                }
+                if kind == HEARTBEAT_WITH_ROOM {
+                    write_partitions(&mut w, full);
                 }
             }
             Request::CreateTopic { topic, validate_only } => {
@@ -476,18 +493,23 @@ impl Request {
         let request = match r.u8("request type")? {
             REGISTER => Request::Register(read_registration(&mut r, false)?),
             REGISTER_IN_DIRECTORY => Request::Register(read_registration(&mut r, true)?),
-            kind @ (HEARTBEAT | HEARTBEAT_WITH_DAMAGE) => {
+            kind @ (HEARTBEAT | HEARTBEAT_WITH_DAMAGE | HEARTBEAT_WITH_ROOM) => {
                 let broker_id = r.i32("broker id")?;
                 let incarnation = Incarnation(r.u128("incarnation")?);
                 let shutdown = r.bool("shutdown")?;
                 let offline = read_partitions(&mut r, "offline partitions")?;
                 let lapsed = r.bool("lapsed")?;
-                let damaged = if kind == HEARTBEAT_WITH_DAMAGE {
+                let damaged = if kind == HEARTBEAT {
+                    Vec::new()
+                } else {
                     read_partitions(&mut r, "damaged partitions")?
+                };
+                let full = if kind == HEARTBEAT_WITH_ROOM {
+                    read_partitions(&mut r, "partitions out of room")?
                 } else {
                     Vec::new()
                 };
-                let reports = LogReports { offline, damaged };
+                let reports = LogReports { offline, damaged, full };
                 Request::Heartbeat { broker_id, incarnation, shutdown, reports, lapsed }
             }
             3 => Request::CreateTopic {

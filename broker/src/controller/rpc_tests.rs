@@ -28,7 +28,7 @@ fn requests_and_responses_round_trip() {
             broker_id: 3,
             incarnation: Incarnation(5),
             shutdown: true,
-            reports: LogReports { offline: vec![(TopicId([7; 16]), 2)], damaged: Vec::new() },
+            reports: LogReports { offline: vec![(TopicId([7; 16]), 2)], ..LogReports::default() },
             lapsed: true,
         },
         Request::Heartbeat {
@@ -38,6 +38,18 @@ fn requests_and_responses_round_trip() {
             reports: LogReports {
                 offline: Vec::new(),
                 damaged: vec![(TopicId([8; 16]), 0), (TopicId([9; 16]), 4)],
+                full: Vec::new(),
+            },
+            lapsed: false,
+        },
+        Request::Heartbeat {
+            broker_id: 3,
+            incarnation: Incarnation(5),
+            shutdown: false,
+            reports: LogReports {
+                offline: vec![(TopicId([6; 16]), 1)],
+                damaged: Vec::new(),
+                full: vec![(TopicId([8; 16]), 0), (TopicId([9; 16]), 4)],
             },
             lapsed: false,
         },

@@ -16,10 +16,11 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use super::codec::DecodeError;
 use super::image::MetadataImage;
 use super::logic::{ControllerError, ControllerLogic, IsrChange, LogicConfig};
-use super::quorum::{Quorum, QuorumConfig, QuorumError, QuorumStore};
+use super::quorum::{Persist, Quorum, QuorumConfig, QuorumError, QuorumStore, StoreError};
 use super::records::{BrokerId, MetadataRecord, decode_entry, encode_entry};
 use super::rpc::{Channel, Hello, MetadataDelta, Request, Response, read_frame, write_frame};
 use crate::io::{Conn, Env, Listener, timeout};
+use crate::log::Shortage;
 use crate::server::accept::Acceptor;
 
 /// Raft's tick.
@@ -42,6 +43,9 @@ pub const EXPIRY_CHECK: Duration = Duration::from_millis(250);
 pub const PEER_QUEUE_MAX: usize = 4_096;
 /// Where the quorum keeps its log, hard state and snapshot.
 pub const QUORUM_DIR: &str = "meta/quorum";
+/// Between tries to persist the quorum's state while the disk is out of room (space, or
+/// descriptors).
+pub const STORE_RETRY: Duration = Duration::from_secs(1);
 
 /// The controller's settings.
 #[derive(Clone, Debug)]
@@ -89,6 +93,11 @@ struct Published {
     is_leader: bool,
     /// This node leads and has applied an entry of its own term, so its image is current.
     current: bool,
+    /// The quorum's store failed to persist: out of room and waiting for it, or failed for
+    /// good and stopped. The image may be behind the quorum's meanwhile, so this controller
+    /// neither acts as the active one nor serves its node's broker the metadata (the broker
+    /// takes it from the active controller instead).
+    store_failed: bool,
 }
 
 /// A running controller.
@@ -171,7 +180,27 @@ impl Controller {
     /// Whether this node is the active controller with a current image.
     pub fn is_active(&self) -> bool {
         let p = self.published();
-        p.is_leader && p.current
+        p.is_leader && p.current && !p.store_failed
+    }
+
+    /// Whether this controller serves its node's broker the committed metadata
+    /// ([`Controller::local_metadata`]): not while its store cannot persist, when what it has
+    /// applied may be behind the quorum's for as long as that lasts.
+    pub fn serves_local_metadata(&self) -> bool {
+        !self.published().store_failed
+    }
+
+    /// The quorum's store failed to persist (see `Published::store_failed`). Commits waiting
+    /// here are woken, to fail at once.
+    fn store_failed(&self) {
+        {
+            let mut p = self.published();
+            p.store_failed = true;
+            p.is_leader = false;
+            p.current = false;
+            p.leader = None;
+        }
+        self.applied.notify_waiters();
     }
 
     /// Accepts controller connections (Raft peers and brokers) until the listener is closed; a
@@ -363,7 +392,7 @@ impl Controller {
                         isr: &isr,
                         joining: &joining,
                     };
-                    let outcome = match ControllerLogic::alter_partition(&image, &change) {
+                    let outcome = match logic.alter_partition(&image, &change) {
                         // The leader acts on a refusal (it stops counting the follower it asked
                         // to add), so a refusal must come from the current state, not from a
                         // controller deposed without knowing it whose image misses a change
@@ -373,7 +402,7 @@ impl Controller {
                             if let Err(error) = self.commit(Vec::new()).await {
                                 return Response::Error { error, leader: self.leader() };
                             }
-                            ControllerLogic::alter_partition(&self.image(), &change)
+                            logic.alter_partition(&self.image(), &change)
                         }
                         other => other,
                     };
@@ -623,7 +652,7 @@ async fn run(
         while let Some(ready) = quorum.ready() {
             peers.send(&ready.send_now);
             if !ready.persist.is_empty()
-                && let Err(e) = store.persist(&ready.persist).await
+                && let Err(e) = persist_waiting(&c, &mut store, &ready.persist).await
             {
                 tracing::error!("the metadata quorum's store failed; this controller stops: {e}");
                 return;
@@ -688,7 +717,7 @@ async fn run(
         if let Some((offset, data)) = compact {
             match quorum.compact(offset, data.clone()) {
                 Ok(persist) => {
-                    if let Err(e) = store.persist(&persist).await {
+                    if let Err(e) = persist_waiting(&c, &mut store, &persist).await {
                         tracing::error!(
                             "the metadata quorum's store failed; this controller stops: {e}"
                         );
@@ -702,6 +731,46 @@ async fn run(
             }
         }
         c.applied.notify_waiters();
+    }
+}
+
+/// Persists `persist`, waiting out a shortage of room (disk space, or descriptors) with tries
+/// [`STORE_RETRY`] apart, and the Raft member waits with it, as one on a slow disk would, taking
+/// up where it left off once there is room. A try that fails so leaves nothing that counts: the
+/// entries' tail is written again from the same place, a frame written twice is read back as
+/// the later one, and the snapshot and hard state are replaced whole. Meanwhile the node's
+/// broker takes its metadata from the active controller. Any other failure is returned, and the
+/// controller stops.
+async fn persist_waiting(
+    c: &Controller,
+    store: &mut QuorumStore,
+    persist: &Persist,
+) -> Result<(), StoreError> {
+    let mut waited = false;
+    loop {
+        match store.persist(persist).await {
+            Ok(()) => {
+                if waited {
+                    tracing::info!("the metadata quorum's store has room again");
+                    c.published().store_failed = false;
+                }
+                return Ok(());
+            }
+            Err(StoreError::Io(e)) if Shortage::of(&e).is_some() => {
+                if !waited {
+                    tracing::warn!(
+                        "the metadata quorum's store is out of room; this controller waits for it: {e}"
+                    );
+                    c.store_failed();
+                    waited = true;
+                }
+                c.env.clock.sleep(STORE_RETRY).await;
+            }
+            Err(e) => {
+                c.store_failed();
+                return Err(e);
+            }
+        }
     }
 }
 

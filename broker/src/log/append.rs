@@ -31,6 +31,13 @@ pub struct AppendInfo {
     pub header: BatchHeader,
 }
 
+/// How long a log counts as out of room after an append was refused for lack of it
+/// ([`Log::refused_for_room`]): long enough that a replica near the end of its disk is not
+/// given writes back at every small append that fits, short enough that one whose disk has
+/// room again, with nothing to append (its partition idle, or its leader refusing too), is let
+/// back into the ISR soon.
+pub const ROOM_REFUSAL_HOLD: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Log {
     /// Appends one batch a client produced and, under the `ack` flush policy, waits until it is
     /// durable. Nothing is written unless the batch passes every check.
@@ -68,14 +75,19 @@ impl Log {
             }
         };
         let _append = self.append_lock.lock().await;
-        self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
-        let (base, position, file) = self.tail()?;
-        self.record_epoch(leader_epoch, base, OnShortage::Refuse).await?;
-        batch::stamp(&mut head, base.0, leader_epoch.0)?;
-        let header = batch::parse_header(&head)?;
-        let records = batch.slice(BATCH_HEADER_BYTES..);
-        self.write(&*file, position, vec![Bytes::copy_from_slice(&head), records]).await?;
-        Ok(self.appended(header, position, log_append_time))
+        let written = async {
+            self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
+            let (base, position, file) = self.tail()?;
+            self.record_epoch(leader_epoch, base, OnShortage::Refuse).await?;
+            batch::stamp(&mut head, base.0, leader_epoch.0)?;
+            let header = batch::parse_header(&head)?;
+            let records = batch.slice(BATCH_HEADER_BYTES..);
+            self.write(&*file, position, vec![Bytes::copy_from_slice(&head), records]).await?;
+            Ok(self.appended(header, position, log_append_time))
+        }
+        .await;
+        self.note_room(&written);
+        written
     }
 
     /// Appends one batch a leader already stamped, as a follower copying the leader's log
@@ -88,16 +100,39 @@ impl Log {
         // batch to be whole and intact.
         let header = batch::validate(&batch, batch.len())?;
         let _append = self.append_lock.lock().await;
-        self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
-        let (end, position, file) = self.tail()?;
-        let base = Offset(header.base_offset());
-        if base != end {
-            return Err(AppendError::OutOfOrder { expected: end, got: base });
+        let written = async {
+            self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
+            let (end, position, file) = self.tail()?;
+            let base = Offset(header.base_offset());
+            if base != end {
+                return Err(AppendError::OutOfOrder { expected: end, got: base });
+            }
+            let epoch = LeaderEpoch(header.partition_leader_epoch());
+            self.record_epoch(epoch, base, OnShortage::Refuse).await?;
+            self.write(&*file, position, vec![batch]).await?;
+            Ok(self.appended(header, position, None))
         }
-        let epoch = LeaderEpoch(header.partition_leader_epoch());
-        self.record_epoch(epoch, base, OnShortage::Refuse).await?;
-        self.write(&*file, position, vec![batch]).await?;
-        Ok(self.appended(header, position, None))
+        .await;
+        self.note_room(&written);
+        written
+    }
+
+    /// Whether an append was refused for lack of room (the disk out of space, or the process
+    /// out of descriptors for a new segment's files) within the last [`ROOM_REFUSAL_HOLD`]: the
+    /// controller then moves the partition's leadership and ISR membership to replicas that
+    /// can take writes (see `node::isr_loop`). An append that succeeds meanwhile does not end
+    /// it: a disk with a little room left would take a small write and refuse the next.
+    pub fn refused_for_room(&self) -> bool {
+        let now = self.env.clock.now();
+        let refused = self.state().refused_for_room;
+        refused.is_some_and(|at| now.saturating_duration_since(at) < ROOM_REFUSAL_HOLD)
+    }
+
+    /// Notes when an append was refused for lack of room.
+    fn note_room(&self, written: &Result<AppendInfo, AppendError>) {
+        if matches!(written, Err(AppendError::DiskFull | AppendError::OutOfDescriptors)) {
+            self.state().refused_for_room = Some(self.env.clock.now());
+        }
     }
 
     /// Records the leader epoch `epoch` as starting at the log end, before anything is written
@@ -341,9 +376,10 @@ enum RollStop {
     Failed(io::Error),
 }
 
-/// A failure to start a new segment that passes once the resource is back.
+/// A failure to write that passes once the resource is back: what a log refuses an append for,
+/// and what the metadata quorum's store waits out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shortage {
+pub(crate) enum Shortage {
     /// The disk is full.
     Space,
     /// The process or system has no file descriptor left (`EMFILE`, `ENFILE`).
@@ -351,7 +387,8 @@ enum Shortage {
 }
 
 impl Shortage {
-    fn of(e: &io::Error) -> Option<Shortage> {
+    /// The shortage `e` reports, if it is one.
+    pub(crate) fn of(e: &io::Error) -> Option<Shortage> {
         if e.kind() == io::ErrorKind::StorageFull {
             Some(Shortage::Space)
         } else if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {

@@ -32,6 +32,7 @@ mod truncate;
 mod walk;
 
 pub use append::AppendInfo;
+pub(crate) use append::Shortage;
 pub use cleaner::{CleanOutcome, CleanStats};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
 pub use error::{AppendError, MaintenanceError, Offline, OpenError, ReadError};

@@ -202,6 +202,7 @@ impl Log {
             unsynced: Vec::new(),
             dir_dirty: true,
             offline: None,
+            refused_for_room: None,
             gapped: false,
             epochs: EpochCache::default(),
             unflushed_records: 0,

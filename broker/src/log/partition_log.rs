@@ -80,6 +80,9 @@ pub(super) struct State {
     /// A segment file was created or removed since the last folder sync.
     pub(super) dir_dirty: bool,
     pub(super) offline: Option<Offline>,
+    /// When an append was last refused for lack of room (disk space, or the process's
+    /// descriptors).
+    pub(super) refused_for_room: Option<Instant>,
     /// The log may have offset gaps: it has been compacted (now or before a config change), so
     /// base offsets only increase rather than continue exactly.
     pub(super) gapped: bool,

@@ -19,6 +19,7 @@
 use std::io;
 use std::sync::Arc;
 
+use super::append::Shortage;
 use super::checkpoint;
 use super::epochs::{EPOCH_CHECKPOINT, EpochCache};
 use super::error::{AppendError, MaintenanceError};
@@ -246,12 +247,29 @@ impl Log {
             state.check_online()?;
             let end = state.log_end;
             let offset = offset.unwrap_or(end);
+            let before = (offset == end).then(|| state.epochs.clone());
             let forget = offset == end && state.epochs.truncate_from(end);
-            (offset >= end).then(|| (end, forget.then(|| state.epochs.encode())))
+            (offset >= end).then(|| (end, forget.then(|| (state.epochs.encode(), before))))
         };
         let Some((end, forgotten)) = at_end else { return Ok(None) };
-        if let Some(epochs) = forgotten {
-            self.write_epochs(epochs).await?;
+        if let Some((epochs, Some(before))) = forgotten {
+            // Out of room (space, or descriptors) for the new checkpoint beside the old, the
+            // epochs are not forgotten yet: the old checkpoint still stands, and the follower
+            // asks again. Any failure once the new one replaces it takes the log offline.
+            let disk = &*self.env.disk;
+            let temp = match checkpoint::write_temp(disk, &self.dir, EPOCH_CHECKPOINT, epochs).await
+            {
+                Ok(temp) => temp,
+                Err(e) if Shortage::of(&e).is_some() => {
+                    tracing::warn!(log = %self.dir.display(), error = %e, "cannot forget the epochs begun at the log end yet");
+                    self.state().epochs = before;
+                    return Err(MaintenanceError::Io(e));
+                }
+                Err(e) => return Err(self.failed(e)),
+            };
+            checkpoint::install(disk, &self.dir, EPOCH_CHECKPOINT, &temp)
+                .await
+                .map_err(|e| self.failed(e))?;
         }
         Ok(Some(end))
     }

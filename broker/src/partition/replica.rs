@@ -486,7 +486,7 @@ impl Partition {
     /// next check may ask for another.
     pub fn isr_proposal_refused(&self) {
         let moved = match &mut self.replica_state().role {
-            Role::Leader { replica, .. } => replica.on_refused(),
+            Role::Leader { replica, .. } => replica.on_refused(self.env.clock.now()),
             _ => None,
         };
         if let Some(hw) = moved {

@@ -43,6 +43,10 @@ pub struct LeaderConfig {
     pub durable_acks: bool,
 }
 
+/// How long after the controller refused to add a follower to the ISR the leader waits before
+/// it asks again.
+pub const ISR_ADD_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the leader knows of one follower.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FollowerState {
@@ -54,6 +58,10 @@ pub struct FollowerState {
     /// proposed again until it does (a dead follower that looked caught up would otherwise be
     /// proposed over and over, each proposal holding back the high watermark while in flight).
     pub refused: bool,
+    /// When the controller last refused to add it: it is not proposed again within
+    /// [`ISR_ADD_RETRY_BACKOFF`] of that either, fetch or not (a follower whose log cannot take
+    /// writes, out of room, fetches all the while, and each refusal costs a metadata commit).
+    pub refused_at: Option<Instant>,
     /// The log start offset its last fetch reported (durable on the follower: it adopts the
     /// leader's start, checkpointed, before it says so). Zero until it has fetched.
     pub log_start: Offset,
@@ -70,6 +78,7 @@ impl FollowerState {
             fetched: Offset(0),
             caught_up_at: now,
             refused: false,
+            refused_at: None,
             log_start: Offset(0),
             epoch: None,
         }
@@ -205,13 +214,14 @@ impl LeaderReplica {
 
     /// The controller refused the ISR change in flight: forgets it, so that the next
     /// [`LeaderReplica::propose`] may ask again, but not to add a follower it refused until that
-    /// follower fetches again. Returns the new high watermark if it moved (a member being added
-    /// no longer bounds it).
-    pub fn on_refused(&mut self) -> Option<Offset> {
+    /// follower fetches again, nor within [`ISR_ADD_RETRY_BACKOFF`] of `now`. Returns the new
+    /// high watermark if it moved (a member being added no longer bounds it).
+    pub fn on_refused(&mut self, now: Instant) -> Option<Offset> {
         if let Some(pending) = self.pending.take() {
             for joining in pending.isr.difference(&self.isr) {
                 if let Some(f) = self.followers.get_mut(joining) {
                     f.refused = true;
+                    f.refused_at = Some(now);
                 }
             }
         }
@@ -364,6 +374,8 @@ impl LeaderReplica {
             let (joining, state) = self.followers.iter().find(|(r, f)| {
                 !self.isr.contains(r)
                     && !f.refused
+                    && f.refused_at
+                        .is_none_or(|at| now.saturating_duration_since(at) >= ISR_ADD_RETRY_BACKOFF)
                     && f.fetched >= ready
                     && f.log_start >= self.log_start
             })?;

@@ -135,11 +135,26 @@ fn a_refused_follower_is_not_proposed_again_until_it_fetches() {
     assert_eq!(expand.isr, BTreeSet::from([1, 2]));
     r.on_append(Offset(3));
     assert_eq!(r.on_durable(Offset(3)), None, "the member being added bounds the watermark");
-    assert_eq!(r.on_refused(), Some(Offset(3)), "the refusal frees the high watermark at once");
+    assert_eq!(
+        r.on_refused(at(1)),
+        Some(Offset(3)),
+        "the refusal frees the high watermark at once"
+    );
     assert_eq!(r.ack_status(Offset(3)), AckStatus::Done);
     assert_eq!(r.propose(at(2)), None, "not proposed again before it fetches");
     r.on_fetch(2, (None, Offset(3)), at(3)).expect("a replica");
     assert_eq!(r.propose(at(3)).map(|p| p.isr), Some(BTreeSet::from([1, 2])));
+}
+
+#[test]
+fn a_refused_follower_is_not_proposed_again_within_the_backoff() {
+    let mut r = leader(config(1, false), &[1, 2], &[1], (1, 0), (0, 0, 0));
+    assert!(r.propose(at(1)).is_some(), "follower 2 looks caught up");
+    r.on_refused(at(1));
+    // It fetches at once (alive, but its log cannot take writes): not asked for yet.
+    r.on_fetch(2, (None, Offset(0)), at(1)).expect("a replica");
+    assert_eq!(r.propose(at(1)), None, "asked again within the backoff");
+    assert_eq!(r.propose(at(2)).map(|p| p.isr), Some(BTreeSet::from([1, 2])));
 }
 
 #[test]
