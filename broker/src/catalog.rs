@@ -252,8 +252,10 @@ impl Catalog {
                     Transition::Unchanged => {}
                     Transition::BecameLeader(epoch) => {
                         // Followers asking where their epochs end need the new epoch in the
-                        // cache before anything is written under it. A failure leaves the log
-                        // offline (produce answers KAFKA_STORAGE_ERROR), not the broker.
+                        // cache before anything is written under it. Without room it is kept
+                        // in memory, and the partition handed over where another in-sync
+                        // replica can lead it; any other failure leaves the log offline
+                        // (produce answers KAFKA_STORAGE_ERROR), not the broker.
                         if let Err(e) = partition.log.begin_epoch(epoch).await {
                             tracing::warn!(partition = %partition.tp, "recording leader epoch {epoch:?} failed: {e}");
                         }

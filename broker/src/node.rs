@@ -609,12 +609,36 @@ async fn leave_clean_shutdown_marker(env: &Env) -> std::io::Result<()> {
     env.disk.sync_dir(std::path::Path::new("")).await
 }
 
+/// Partitions in a condition that is warned of once per episode: from the first pass of a loop
+/// that finds a partition in it to the first pass that does not.
+#[derive(Default)]
+struct Episodes {
+    /// In the condition at the last pass.
+    before: BTreeSet<TopicPartition>,
+    /// Found in it in this pass so far.
+    now: BTreeSet<TopicPartition>,
+}
+
+impl Episodes {
+    /// Notes `tp` found in the condition in this pass; whether its episode begins here.
+    fn begins(&mut self, tp: &TopicPartition) -> bool {
+        self.now.insert(tp.clone());
+        !self.before.contains(tp)
+    }
+
+    /// Ends a pass: a partition not found in it has ended its episode.
+    fn pass(&mut self) {
+        self.before = std::mem::take(&mut self.now);
+    }
+}
+
 /// Asks the controller, for every partition this broker leads, for the ISR changes its
 /// followers' progress calls for (a lagging follower out, a caught-up one in), one change per
 /// partition in flight; the committed change comes back through the image.
 async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
-    // The partitions reported out of room, warned of once each time.
-    let mut short: BTreeSet<TopicPartition> = BTreeSet::new();
+    // Warned of once each time: partitions reported out of room, and damaged ones handed over.
+    let mut short = Episodes::default();
+    let mut handing = Episodes::default();
     loop {
         let Some(b) = broker.upgrade() else { return };
         let clock = Arc::clone(&b.env.clock);
@@ -623,7 +647,6 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         let mut offline = Vec::new();
         let mut damaged = Vec::new();
         let mut full = Vec::new();
-        let mut short_now = BTreeSet::new();
         let image = membership.image();
         let me = membership.node();
         // Whether another live in-sync replica could lead the partition.
@@ -640,7 +663,9 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 && others(&partition.tp.topic, index)
             {
                 // Damage in the log led here: another in-sync replica's copy serves it.
-                tracing::warn!(partition = %partition.tp, %at, "damaged log: handing over leadership");
+                if handing.begins(&partition.tp) {
+                    tracing::warn!(partition = %partition.tp, %at, "damaged log: handing over leadership");
+                }
                 offline.push((partition.topic_id, index));
             } else if partition.lasting_damage().is_some() {
                 damaged.push((partition.topic_id, index));
@@ -650,10 +675,9 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
                 // controller hands them to another live in-sync replica, if there is one, as
                 // Kafka's does for a failed log directory. This one leaves the ISR, and is let
                 // back in once it no longer reports it.
-                if !short.contains(&partition.tp) {
+                if short.begins(&partition.tp) {
                     tracing::warn!(partition = %partition.tp, "out of room for writes: reported to the controller");
                 }
-                short_now.insert(partition.tp.clone());
                 full.push((partition.topic_id, index));
             }
             if let Some((epoch, proposal)) = partition.isr_proposal(now) {
@@ -669,7 +693,8 @@ async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
             }
         }
         membership.set_log_reports(LogReports { offline, damaged, full });
-        short = short_now;
+        short.pass();
+        handing.pass();
         drop(b);
         for (partition, epoch, proposal) in asks {
             let request = Request::AlterPartition {
@@ -762,3 +787,7 @@ async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         notified.await;
     }
 }
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

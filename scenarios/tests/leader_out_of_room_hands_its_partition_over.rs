@@ -41,6 +41,8 @@ const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
 const LEARN_BOUND: Duration = Duration::from_secs(5);
 /// How long the old leader may take to rejoin the ISR once it has room again.
 const REJOIN_BOUND: Duration = Duration::from_secs(60);
+/// How long a partition may take to move away from a paused or full leader.
+const HANDOVER_BOUND: Duration = Duration::from_secs(15);
 
 /// Leaves `host`'s disk `room` bytes of room.
 fn fill(c: &Cluster, host: Host, room: u64) {
@@ -237,6 +239,92 @@ fn two_disks_full(seed: u64) -> Result<(), String> {
     acked.read_back(&mut c, leader)?;
     c.replicas_converged("t", 0)?;
     c.watch_verdict()
+}
+
+/// A replica whose disk is full is elected while it has nothing to copy, so nothing has told it
+/// (or the controller) yet that it has no room: rebalancing gives it back the partition it led
+/// before a pause. It cannot record its new leader epoch. It keeps the epoch in memory, its log
+/// stays online, and it hands the partition over as a leader refused a write would. Once it
+/// has room it rejoins the ISR and is given the partition back, without a restart. Before, its
+/// log went offline until its broker restarted, and the partition kept one replica fewer.
+fn elected_while_full(seed: u64) -> Result<(), String> {
+    let mut c = rebalancing_cluster(seed, REBALANCE_SECS, 3, "2")?;
+    let before = c.committed_partition("t", 0).ok_or("no partition")?;
+    let old = c.ix_of(before.leader).ok_or("no leader")?;
+    let host = c.nodes[old];
+    let mut acked = Acked::new(&c, &before.replicas)?;
+    for i in 0..BEFORE {
+        acked.write(&mut c, value("before", i))?;
+    }
+    let leads = |c: &Cluster| c.committed_partition("t", 0).map(|p| p.leader);
+    // Paused, it loses the partition; its disk fills meanwhile. Nothing is written, so it has
+    // nothing to copy when it resumes, and rejoins the ISR.
+    c.sim.pause(host);
+    let moved =
+        c.run_until(HANDOVER_BOUND, |c| leads(c).is_some_and(|l| l >= 0 && l != before.leader));
+    ensure(moved, || format!("node{} kept the partition while paused", before.leader))?;
+    fill(&c, host, seed % TINY_ROOM);
+    c.sim.resume(host);
+    let given = c.run_until(REJOIN_BOUND, |c| leads(c) == Some(before.leader));
+    ensure(given, || format!("node{} was not given its partition back", before.leader))?;
+    let partition = c.broker(old).and_then(|b| b.catalog.partition("t", 0));
+    let partition = partition.ok_or("no partition")?;
+    let log = &partition.log;
+    // Its new epoch is kept in memory, and counts as a refusal for room.
+    let epoch = c.committed_partition("t", 0).map(|p| p.leader_epoch).ok_or("no partition")?;
+    let begun = c.run_until(LEARN_BOUND, |_| {
+        log.epochs().latest().is_some_and(|(e, _)| e.0 == epoch) && log.refused_for_room()
+    });
+    ensure(begun, || {
+        let latest = log.epochs().latest();
+        format!("node{} leads in epoch {epoch}: its log has {latest:?}", before.leader)
+    })?;
+    // It hands the partition over, its log online.
+    let handed = c.run_until(HANDOVER_BOUND, |c| {
+        c.committed_partition("t", 0).is_some_and(|p| {
+            p.leader >= 0 && p.leader != before.leader && !p.isr.contains(&before.leader)
+        })
+    });
+    ensure(handed, || {
+        let p = c.committed_partition("t", 0);
+        format!("node{} kept the partition it could not record an epoch for: {p:?}", before.leader)
+    })?;
+    ensure(log.offline().is_none(), || {
+        format!("the log of node{} went offline: {:?}", before.leader, log.offline())
+    })?;
+    for i in 0..BEFORE {
+        acked.write(&mut c, value("full", i))?;
+    }
+    let now = c.committed_partition("t", 0).ok_or("no partition")?;
+    ensure(now.leader != before.leader && !now.isr.contains(&before.leader), || {
+        format!("node{} is back with its disk full: {now:?}", before.leader)
+    })?;
+    c.sim.set_disk_faults(host, DiskFaults::default());
+    let rejoined = c.run_until(REJOIN_BOUND, |c| {
+        c.committed_partition("t", 0).is_some_and(|p| p.isr.contains(&before.leader))
+    });
+    ensure(rejoined, || {
+        let p = c.committed_partition("t", 0);
+        format!("node{} did not rejoin the ISR once it had room: {p:?}", before.leader)
+    })?;
+    let back =
+        c.run_until(Duration::from_secs(4 * REBALANCE_SECS), |c| leads(c) == Some(before.leader));
+    ensure(back, || format!("node{} was not given its partition back", before.leader))?;
+    ensure(log.offline().is_none(), || {
+        format!("the log of node{} went offline: {:?}", before.leader, log.offline())
+    })?;
+    for i in 0..BEFORE {
+        acked.write(&mut c, value("after", i))?;
+    }
+    acked.read_back(&mut c, old)?;
+    c.await_isr_size(("t", 0), 3, REJOIN_BOUND)?;
+    c.replicas_converged("t", 0)?;
+    c.watch_verdict()
+}
+
+#[test]
+fn replica_elected_with_its_disk_full_hands_the_partition_over() {
+    for_each_seed("leader_out_of_room_hands_its_partition_over", 0..8, elected_while_full);
 }
 
 #[test]

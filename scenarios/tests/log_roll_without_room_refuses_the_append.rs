@@ -15,8 +15,11 @@
 //! the epoch is forgotten again, so no batch is ever written under an epoch recovery cannot
 //! vouch for. So does a follower's forgetting of an epoch begun at its log end with nothing
 //! written in it: refused, the epoch is kept, and the follower asks again. A new leader's
-//! `begin_epoch`, which nothing would try again, takes the log offline instead, so that the
-//! partition is handed over.
+//! `begin_epoch`, which nothing would try again, keeps the epoch in memory instead and counts
+//! as a refusal for room (so that the partition is handed over): the log stays online, the
+//! first append in the epoch records it durably before it writes, and until then a kill loses
+//! only the epoch, in which nothing was written. Before, it took the log offline until the
+//! broker restarted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -249,12 +252,48 @@ fn epoch_scenario(seed: u64) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         let epochs = log.epochs().entries().to_vec();
         ensure(epochs == expected, || format!("after forgetting, the epochs are {epochs:?}"))?;
-        // A new leader's epoch that cannot be recorded takes the log offline.
+        // A new leader's epoch that cannot be recorded is kept in memory, and the log stays
+        // online, refusing appends in the epoch until it can record it.
+        ensure(!log.refused_for_room(), || "a refusal for room before any".to_owned())?;
         refusing.store(true, Ordering::SeqCst);
         let begun = log.begin_epoch(LeaderEpoch(3)).await;
-        ensure(matches!(begun, Err(AppendError::Offline(_))) && log.offline().is_some(), || {
-            format!("out of descriptors, a new leader's epoch began with {begun:?}")
-        })
+        let latest = log.epochs().latest();
+        ensure(begun.is_ok() && latest == Some((LeaderEpoch(3), end)), || {
+            format!("out of descriptors, a new leader's epoch began with {begun:?}: {latest:?}")
+        })?;
+        ensure(log.offline().is_none(), || format!("the log went offline: {:?}", log.offline()))?;
+        ensure(log.refused_for_room(), || "the epoch not recorded is no refusal".to_owned())?;
+        let appended = log.append(log::batch(2, None), LeaderEpoch(3)).await;
+        ensure(matches!(appended, Err(AppendError::OutOfDescriptors)), || {
+            format!("out of descriptors, an append in the unrecorded epoch: {appended:?}")
+        })?;
+        ensure(log.epochs().latest() == Some((LeaderEpoch(3), end)), || {
+            format!("the refused append lost the epoch: {:?}", log.epochs().latest())
+        })?;
+        // Killed then, the log reopens without it.
+        drop(log);
+        refusing.store(false, Ordering::SeqCst);
+        let log = Log::open(env.clone(), log::dir(), log::kept_forever())
+            .await
+            .map_err(|e| e.to_string())?;
+        let epochs = log.epochs().entries().to_vec();
+        ensure(epochs == expected, || format!("after a kill the epochs are {epochs:?}"))?;
+        // Begun again without room, then room: the first append records it, then writes.
+        refusing.store(true, Ordering::SeqCst);
+        log.begin_epoch(LeaderEpoch(3)).await.map_err(|e| e.to_string())?;
+        refusing.store(false, Ordering::SeqCst);
+        let info =
+            log.append(log::batch(2, None), LeaderEpoch(3)).await.map_err(|e| e.to_string())?;
+        ensure(info.base_offset == end, || format!("the append went to {}", info.base_offset))?;
+        drop(log);
+        let log = Log::open(env.clone(), log::dir(), log::kept_forever())
+            .await
+            .map_err(|e| e.to_string())?;
+        let epochs = log.epochs().entries().to_vec();
+        let recorded = [expected, vec![(LeaderEpoch(3), end)]].concat();
+        ensure(epochs == recorded, || format!("after the append the epochs are {epochs:?}"))?;
+        let stored = log::all_batches(&log).await?;
+        ensure(stored.len() == 3, || format!("{} batches after the append", stored.len()))
     })
     .ok_or("the scenario did not finish")?
 }

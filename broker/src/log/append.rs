@@ -31,8 +31,8 @@ pub struct AppendInfo {
     pub header: BatchHeader,
 }
 
-/// How long a log counts as out of room after an append was refused for lack of it
-/// ([`Log::refused_for_room`]): long enough that a replica near the end of its disk is not
+/// How long a log counts as out of room after an append was refused for lack of it, or a new
+/// leader's epoch could not be recorded ([`Log::refused_for_room`]): long enough that a replica near the end of its disk is not
 /// given writes back at every small append that fits, short enough that one whose disk has
 /// room again, with nothing to append (its partition idle, or its leader refusing too), is let
 /// back into the ISR soon.
@@ -118,7 +118,8 @@ impl Log {
     }
 
     /// Whether an append was refused for lack of room (the disk out of space, or the process
-    /// out of descriptors for a new segment's files) within the last [`ROOM_REFUSAL_HOLD`]: the
+    /// out of descriptors for a new segment's files), or a new leader's epoch could not be
+    /// recorded for it ([`Log::begin_epoch`]), within the last [`ROOM_REFUSAL_HOLD`]: the
     /// controller then moves the partition's leadership and ISR membership to replicas that
     /// can take writes (see `node::isr_loop`). An append that succeeds meanwhile does not end
     /// it: a disk with a little room left would take a small write and refuse the next.
@@ -138,13 +139,17 @@ impl Log {
     /// Records the leader epoch `epoch` as starting at the log end, before anything is written
     /// under it: a broker that becomes leader does this at once, so that followers asking where
     /// their epochs end always get an answer from it (see `replication::follower`).
+    ///
+    /// Out of room (disk space, or descriptors) for the new checkpoint beside the old, the
+    /// epoch is kept in memory only, which answers followers all the same, and the log stays
+    /// online: the first append in it records it durably before it writes (or is refused), and
+    /// a crash meanwhile loses only an epoch nothing was written in. The lack of room counts as
+    /// a refused append ([`Log::refused_for_room`]), so the partition is handed to a replica
+    /// with room where there is one. Any other failure takes the log offline.
     pub async fn begin_epoch(&self, epoch: LeaderEpoch) -> Result<(), AppendError> {
         let _append = self.append_lock.lock().await;
         let end = self.log_end_offset();
-        // Refused, the epoch would never be recorded (the next write in it may never come), and
-        // followers asking where their epochs end would get no answer: offline, the partition
-        // is handed over instead.
-        self.record_epoch(epoch, end, OnShortage::TakeOffline).await
+        self.record_epoch(epoch, end, OnShortage::KeepInMemory).await
     }
 
     /// Where the next batch goes: the log end offset, the active segment's size and file.
@@ -186,12 +191,12 @@ impl Log {
     }
 
     /// Refuses an epoch older than the log's newest; records a newer one durably before any
-    /// batch carries it, so recovery can vouch for every stored epoch. The caller holds the
-    /// append lock. Where `on_shortage` says so, a disk out of space or a process out of
-    /// descriptors while the new checkpoint is written beside the old one refuses the append
-    /// and forgets the epoch again (the old checkpoint still stands), so the next append in it
-    /// tries again. Any other failure, or any failure once the new checkpoint replaces the old,
-    /// takes the log offline.
+    /// batch carries it, so recovery can vouch for every stored epoch (and the newest itself,
+    /// where [`Log::begin_epoch`] could keep it in memory only). The caller holds the append
+    /// lock. A disk out of space or a process out of descriptors while the new checkpoint is
+    /// written beside the old one does what `on_shortage` says; the old checkpoint still
+    /// stands, and the next append in the epoch tries again. Any other failure, or any failure
+    /// once the new checkpoint replaces the old, takes the log offline.
     async fn record_epoch(
         &self,
         epoch: LeaderEpoch,
@@ -204,7 +209,7 @@ impl Log {
                 Some((latest, _)) if epoch < latest => {
                     return Err(AppendError::StaleEpoch { got: epoch, latest });
                 }
-                Some((latest, _)) if epoch == latest => return Ok(()),
+                Some((latest, _)) if epoch == latest && !state.epochs_unsaved => return Ok(()),
                 _ => {}
             }
             let before = state.epochs.clone();
@@ -215,17 +220,30 @@ impl Log {
         let temp = match checkpoint::write_temp(disk, &self.dir, EPOCH_CHECKPOINT, encoded).await {
             Ok(temp) => temp,
             Err(e) => {
-                let shortage = Shortage::of(&e).filter(|_| on_shortage == OnShortage::Refuse);
-                let Some(shortage) = shortage else {
+                let Some(shortage) = Shortage::of(&e) else {
                     return Err(self.go_offline(Offline::WriteFailed(e.kind())).into());
                 };
-                tracing::warn!(log = %self.dir.display(), error = %e, "cannot record leader epoch {epoch:?}: append refused");
-                self.state().epochs = before;
-                return Err(shortage.into());
+                let mut state = self.state();
+                return match on_shortage {
+                    OnShortage::Refuse => {
+                        tracing::warn!(log = %self.dir.display(), error = %e, "cannot record leader epoch {epoch:?}: append refused");
+                        state.epochs = before;
+                        Err(shortage.into())
+                    }
+                    OnShortage::KeepInMemory => {
+                        tracing::warn!(log = %self.dir.display(), error = %e, "cannot record leader epoch {epoch:?} yet: kept in memory until the first append in it");
+                        state.epochs_unsaved = true;
+                        state.refused_for_room = Some(self.env.clock.now());
+                        Ok(())
+                    }
+                };
             }
         };
         match checkpoint::install(disk, &self.dir, EPOCH_CHECKPOINT, &temp).await {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.state().epochs_unsaved = false;
+                Ok(())
+            }
             Err(e) => Err(self.go_offline(Offline::WriteFailed(e.kind())).into()),
         }
     }
@@ -364,8 +382,9 @@ impl Log {
 enum OnShortage {
     /// The write is refused and the log left as it was.
     Refuse,
-    /// The log goes offline, as with any other failure.
-    TakeOffline,
+    /// The new epoch is kept in memory, unsaved, and the log counts the write as refused for
+    /// room (see [`Log::begin_epoch`]).
+    KeepInMemory,
 }
 
 /// Why a roll did not happen.

@@ -205,6 +205,7 @@ impl Log {
             refused_for_room: None,
             gapped: false,
             epochs: EpochCache::default(),
+            epochs_unsaved: false,
             unflushed_records: 0,
             last_sync: now,
         };

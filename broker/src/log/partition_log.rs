@@ -88,6 +88,10 @@ pub(super) struct State {
     pub(super) gapped: bool,
     /// Which leader epoch wrote which offsets.
     pub(super) epochs: super::epochs::EpochCache,
+    /// `epochs` holds an epoch a new leader began that the disk had no room to record (see
+    /// [`Log::begin_epoch`]): the next write of the epoch checkpoint records it (or drops it,
+    /// a truncation), and nothing is written in it before.
+    pub(super) epochs_unsaved: bool,
     /// Records appended since the last sync, and when it happened (interval policy).
     pub(super) unflushed_records: i64,
     pub(super) last_sync: Instant,

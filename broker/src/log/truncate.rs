@@ -270,15 +270,19 @@ impl Log {
             checkpoint::install(disk, &self.dir, EPOCH_CHECKPOINT, &temp)
                 .await
                 .map_err(|e| self.failed(e))?;
+            self.state().epochs_unsaved = false;
         }
         Ok(Some(end))
     }
 
-    /// Writes the epoch checkpoint; a failure takes the log offline.
+    /// Writes the epoch checkpoint, `epochs` encoded from the log's own under the append lock
+    /// (it then holds every epoch the log has, saved); a failure takes the log offline.
     async fn write_epochs(&self, epochs: bytes::Bytes) -> Result<(), MaintenanceError> {
         checkpoint::write_atomic(&*self.env.disk, &self.dir, EPOCH_CHECKPOINT, epochs)
             .await
-            .map_err(|e| self.failed(e))
+            .map_err(|e| self.failed(e))?;
+        self.state().epochs_unsaved = false;
+        Ok(())
     }
 
     /// A failure mid-cut leaves the tail unknown: the log goes offline until it is reopened

@@ -23,7 +23,7 @@ use crate::io::{Conn, Env, Listener, timeout};
 use crate::server::accept::Acceptor;
 
 mod raft;
-use raft::{Peers, run};
+use raft::{Inbox, Peers, run};
 
 /// Raft's tick.
 pub const TICK: Duration = Duration::from_millis(50);
@@ -43,6 +43,10 @@ pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const EXPIRY_CHECK: Duration = Duration::from_millis(250);
 /// Raft messages queued per peer before new ones are dropped (Raft resends).
 pub const PEER_QUEUE_MAX: usize = 4_096;
+/// Most bytes of peers' Raft messages waiting for the Raft loop; more are dropped (Raft sends
+/// again). The loop takes none while it waits for room to persist, and the leader keeps
+/// sending: without a bound they would pile up for as long as the disk stays full.
+pub const RAFT_INBOX_MAX_BYTES: usize = 64 << 20;
 /// Where the quorum keeps its log, hard state and snapshot.
 pub const QUORUM_DIR: &str = "meta/quorum";
 /// Between tries to persist the quorum's state while the disk is out of room (space, or
@@ -107,6 +111,8 @@ pub struct Controller {
     env: Env,
     config: ControllerConfig,
     events: mpsc::UnboundedSender<Event>,
+    /// The bytes of peers' messages among `events`.
+    inbox: Arc<Inbox>,
     published: Mutex<Published>,
     applied: Notify,
     logic: tokio::sync::Mutex<Option<ControllerLogic>>,
@@ -145,10 +151,12 @@ impl Controller {
         };
         let quorum = Quorum::new(quorum_config, recovered)?;
         let (events, queue) = mpsc::unbounded_channel();
+        let inbox = Arc::new(Inbox::new(RAFT_INBOX_MAX_BYTES));
         let controller = Arc::new(Controller {
             env: env.clone(),
             config,
             events,
+            inbox: Arc::clone(&inbox),
             published: Mutex::new(published),
             applied: Notify::new(),
             logic: tokio::sync::Mutex::new(None),
@@ -157,7 +165,8 @@ impl Controller {
             seen: Mutex::new(BTreeMap::new()),
         });
         let peers = Peers::new(&controller);
-        env.spawn("controller-raft", run(Arc::downgrade(&controller), quorum, store, queue, peers));
+        let raft = run(Arc::downgrade(&controller), quorum, store, (queue, inbox), peers);
+        env.spawn("controller-raft", raft);
         env.spawn("controller-expiry", expiry_loop(Arc::downgrade(&controller)));
         if let Some(every) = controller.config.leader_rebalance {
             env.spawn("controller-rebalance", rebalance_loop(Arc::downgrade(&controller), every));
@@ -167,6 +176,12 @@ impl Controller {
 
     fn published(&self) -> std::sync::MutexGuard<'_, Published> {
         self.published.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bytes of peers' Raft messages waiting for the Raft loop (at most
+    /// [`RAFT_INBOX_MAX_BYTES`]).
+    pub fn raft_inbox_bytes(&self) -> usize {
+        self.inbox.queued()
     }
 
     /// The committed metadata image as this controller has applied it.
@@ -225,7 +240,15 @@ impl Controller {
             let frame = read_frame(&mut *conn).await?;
             match hello.channel {
                 Channel::Raft => {
-                    let _ = self.events.send(Event::Step(frame));
+                    let len = frame.len();
+                    if !self.inbox.admit(len) {
+                        tracing::debug!(
+                            from = hello.from,
+                            "the raft inbox is full: a message dropped"
+                        );
+                    } else if self.events.send(Event::Step(frame)).is_err() {
+                        self.inbox.taken(len);
+                    }
                 }
                 Channel::Requests => {
                     let response = match Request::decode(&frame) {

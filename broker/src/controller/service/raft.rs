@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -26,7 +26,7 @@ pub(super) async fn run(
     controller: std::sync::Weak<Controller>,
     mut quorum: Quorum,
     mut store: QuorumStore,
-    mut queue: mpsc::UnboundedReceiver<Event>,
+    (mut queue, inbox): (mpsc::UnboundedReceiver<Event>, Arc<Inbox>),
     peers: Peers,
 ) {
     let Some(clock) = controller.upgrade().map(|c| Arc::clone(&c.env.clock)) else { return };
@@ -42,6 +42,7 @@ pub(super) async fn run(
             }
             event = queue.recv() => match event {
                 Some(Event::Step(message)) => {
+                    inbox.taken(message.len());
                     if let Err(e) = quorum.step(&message) {
                         tracing::debug!("dropping a raft message: {e}");
                     }
@@ -196,6 +197,40 @@ fn apply(p: &mut Published, index: u64, data: &Bytes) {
     }
 }
 
+/// The bytes of peers' Raft messages queued for the Raft loop, held under a limit.
+#[derive(Debug)]
+pub(super) struct Inbox {
+    bytes: AtomicUsize,
+    max: usize,
+}
+
+impl Inbox {
+    pub(super) fn new(max: usize) -> Inbox {
+        Inbox { bytes: AtomicUsize::new(0), max }
+    }
+
+    /// Whether a message of `len` bytes may be queued: if so, it counts until
+    /// [`Inbox::taken`].
+    pub(super) fn admit(&self, len: usize) -> bool {
+        let before = self.bytes.fetch_add(len, Ordering::Relaxed);
+        if before.saturating_add(len) > self.max {
+            self.bytes.fetch_sub(len, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// A message of `len` bytes left the queue (or never entered it).
+    pub(super) fn taken(&self, len: usize) {
+        self.bytes.fetch_sub(len, Ordering::Relaxed);
+    }
+
+    /// The bytes queued.
+    pub(super) fn queued(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
 /// Outgoing Raft messages: one queue and connection task per peer.
 pub(super) struct Peers {
     queues: BTreeMap<u64, mpsc::Sender<Bytes>>,
@@ -249,5 +284,27 @@ async fn peer_loop(env: Env, from: BrokerId, addr: SocketAddr, mut rx: mpsc::Rec
         {
             conn = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_inbox_admits_messages_up_to_its_limit_and_frees_what_is_taken() {
+        let inbox = Inbox::new(100);
+        assert!(inbox.admit(60));
+        assert!(inbox.admit(40));
+        assert_eq!(inbox.queued(), 100);
+        // Full: refused, and the refusal counts nothing.
+        assert!(!inbox.admit(1));
+        assert_eq!(inbox.queued(), 100);
+        inbox.taken(60);
+        assert!(!inbox.admit(61));
+        assert!(inbox.admit(60));
+        assert_eq!(inbox.queued(), 100);
+        inbox.taken(100);
+        assert_eq!(inbox.queued(), 0);
     }
 }
