@@ -162,6 +162,48 @@ async fn corrupt_and_oversized_batches_are_refused_and_nothing_is_written() {
     assert_eq!(partition.log.log_end_offset().0, 1);
 }
 
+/// A retry of an idempotent producer's batch is known by its header alone, so the whole batch
+/// is checked before it is taken for one: a copy with a bit flipped in its records, or with a
+/// second batch behind it, is refused (and nothing written), never acknowledged as the batch it
+/// resembles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_copy_of_an_idempotent_batch_is_refused_not_taken_for_a_retry() {
+    let broker = TestBroker::start().await;
+    broker.broker.create_topic("victim", 1, 1, &[], false).await.unwrap();
+    let spec = |value: &'static [u8]| weir::log::encode::RecordSpec {
+        offset_delta: 0,
+        timestamp: 1,
+        key: None,
+        value: Some(Bytes::from_static(value)),
+        headers: Vec::new(),
+    };
+    let options = |sequence: i32| weir::log::encode::BatchOptions {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: sequence,
+        ..Default::default()
+    };
+    let first = weir::log::encode::encode_batch(&[spec(b"first")], &options(0)).unwrap();
+    let second = weir::log::encode::encode_batch(&[spec(b"second")], &options(1)).unwrap();
+    assert_eq!(produce_error(&broker, first.clone()).await, 0);
+    let partition = broker.broker.catalog.partition("victim", 0).unwrap();
+    assert_eq!(partition.log.log_end_offset().0, 1);
+    // The first batch's header over other records: its CRC no longer matches.
+    let mut flipped = first.to_vec();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0x01;
+    assert_eq!(produce_error(&broker, Bytes::from(flipped)).await, 2, "CORRUPT_MESSAGE");
+    // A retry of the first batch with the second behind it, in one records field.
+    let both = [first.as_ref(), second.as_ref()].concat();
+    assert_eq!(produce_error(&broker, Bytes::from(both)).await, 2, "CORRUPT_MESSAGE");
+    assert_eq!(partition.log.log_end_offset().0, 1, "a refused batch was written");
+    // The true retry is still answered as the original, and the second batch is written next.
+    assert_eq!(produce_error(&broker, first).await, 0);
+    assert_eq!(partition.log.log_end_offset().0, 1, "a retry was written again");
+    assert_eq!(produce_error(&broker, second).await, 0);
+    assert_eq!(partition.log.log_end_offset().0, 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_folder_of_another_node_or_a_damaged_identity_is_refused_and_left_alone() {
     use weir::identity::{IdentityError, META_PROPERTIES};

@@ -16,6 +16,22 @@ use super::records;
 use super::segment::{self, LOG_EXT, Segment, SegmentIndex};
 use crate::model::{LeaderEpoch, Offset};
 
+/// A batch a client produced that passed every check an append makes of it
+/// ([`Log::validate_produced`]): one whole batch, its CRC intact, its header and records
+/// well-formed, within the topic's size limit, keyed where the topic is compacted.
+#[derive(Clone, Debug)]
+pub struct ValidBatch {
+    bytes: Bytes,
+    header: BatchHeader,
+}
+
+impl ValidBatch {
+    /// Its header, as the client sent it.
+    pub fn header(&self) -> &BatchHeader {
+        &self.header
+    }
+}
+
 /// What an append did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -60,11 +76,30 @@ impl Log {
         batch: Bytes,
         leader_epoch: LeaderEpoch,
     ) -> Result<AppendInfo, AppendError> {
+        let batch = self.validate_produced(batch)?;
+        self.append_valid(batch, leader_epoch).await
+    }
+
+    /// Checks a batch a client produced as an append does, under the topic's current limits:
+    /// what a leader must know before it even asks whether the batch is a retry of one it
+    /// holds, since a retry is matched by its header alone.
+    pub fn validate_produced(&self, batch: Bytes) -> Result<ValidBatch, AppendError> {
         let config = self.config();
         let header = batch::validate_produce(&batch, config.max_message_bytes)?;
         if config.cleanup_policy.compacts() && has_keyless_record(&batch)? {
             return Err(AppendError::KeylessOnCompacted);
         }
+        Ok(ValidBatch { bytes: batch, header })
+    }
+
+    /// Appends a batch [`Log::validate_produced`] passed, without waiting for it to be durable.
+    pub async fn append_valid(
+        &self,
+        valid: ValidBatch,
+        leader_epoch: LeaderEpoch,
+    ) -> Result<AppendInfo, AppendError> {
+        let ValidBatch { bytes: batch, header } = valid;
+        let config = self.config();
         // The header is stamped as a copy and written in front of the records, which stay
         // where the request put them: no copy of the batch, however its buffer is shared.
         let (mut head, log_append_time) = match config.timestamp_policy {

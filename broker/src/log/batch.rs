@@ -503,21 +503,35 @@ pub fn validate(batch: &[u8], max_bytes: usize) -> Result<BatchHeader, BatchErro
 /// framing allows (see [`super::inflate`]) — and check them as [`validate`] checks uncompressed
 /// ones. Kafka's broker decompresses every compressed batch it is produced; so does this.
 pub fn validate_deep(batch: &[u8], max_bytes: usize) -> Result<BatchHeader, BatchError> {
-    let header = validate(batch, max_bytes)?;
-    let payload = records_payload(batch);
-    // No payload means no records (check_frame saw to that); there is nothing to decompress.
-    if header.compression() != Compression::None && !payload.is_empty() {
-        let records = decompress(header.compression(), payload, DECOMPRESSED_BATCH_BYTES_MAX)?;
-        scan_records(&records, &header)?;
-    }
+    let header = check_frame(batch, max_bytes)?;
+    check_records_deep(batch, &header)?;
     Ok(header)
 }
 
-/// Everything a produced batch must pass before the leader stamps and appends it:
-/// [`BatchHeader::check_produce`] (cheap, first), then [`validate_deep`].
+/// The records of a batch whose frame passed [`check_frame`], decompressed where they are
+/// compressed, checked as [`validate`] checks uncompressed ones.
+fn check_records_deep(batch: &[u8], header: &BatchHeader) -> Result<(), BatchError> {
+    let payload = records_payload(batch);
+    if header.compression() == Compression::None {
+        return scan_records(payload, header);
+    }
+    // No payload means no records (check_frame saw to that); there is nothing to decompress.
+    if payload.is_empty() {
+        return Ok(());
+    }
+    let records = decompress(header.compression(), payload, DECOMPRESSED_BATCH_BYTES_MAX)?;
+    scan_records(&records, header)
+}
+
+/// Everything a produced batch must pass before the leader stamps and appends it, or takes it
+/// for a retry of a batch it holds: the frame and CRC first ([`check_frame`]: a bit flipped in
+/// transit is corruption, which a producer retries), then [`BatchHeader::check_produce`] (cheap,
+/// before any record is read), then the records as [`validate_deep`] checks them.
 pub fn validate_produce(batch: &[u8], max_bytes: usize) -> Result<BatchHeader, BatchError> {
-    parse_header(batch)?.check_produce()?;
-    validate_deep(batch, max_bytes)
+    let header = check_frame(batch, max_bytes)?;
+    header.check_produce()?;
+    check_records_deep(batch, &header)?;
+    Ok(header)
 }
 
 /// Header, length and CRC: the checks every batch gets, whatever it holds. The CRC comes before

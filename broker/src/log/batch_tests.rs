@@ -346,6 +346,20 @@ fn deep_validation_checks_the_decompressed_record_count() {
     }
 }
 
+/// A bit flipped in transit is corruption, which a producer retries, whichever field it lands
+/// in: the CRC is checked before the produce rules.
+#[test]
+fn a_flipped_bit_in_a_produced_batch_is_corruption_before_any_produce_rule() {
+    let mut no_sequence = batch();
+    put(&mut no_sequence, PRODUCER_ID_AT, &5i64.to_be_bytes());
+    put(&mut no_sequence, BASE_SEQUENCE_AT, &(-1i32).to_be_bytes());
+    assert!(matches!(validate_produce(&no_sequence, MAX), Err(BatchError::CrcMismatch { .. })));
+    let mut control = batch_with(&three(), BatchOptions { control: true, ..Default::default() });
+    let last = control.len() - 1;
+    control[last] ^= 0x01;
+    assert!(matches!(validate_produce(&control, MAX), Err(BatchError::CrcMismatch { .. })));
+}
+
 #[test]
 fn produce_rules_refuse_what_only_the_broker_may_write() {
     let control = BatchOptions { control: true, ..BatchOptions::default() };

@@ -31,8 +31,8 @@ mod segment;
 mod truncate;
 mod walk;
 
-pub use append::AppendInfo;
 pub(crate) use append::Shortage;
+pub use append::{AppendInfo, ValidBatch};
 pub use cleaner::{CleanOutcome, CleanStats};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
 pub use error::{AppendError, MaintenanceError, Offline, OpenError, ReadError};

@@ -302,7 +302,11 @@ impl Partition {
         batch: Bytes,
         acks: Acks,
     ) -> Result<(Produced, Completion), ProduceError> {
-        let header = batch::parse_header(&batch).map_err(AppendError::from)?;
+        // Checked whole before the producer state is asked whether its header is a retry's:
+        // a retry is known by its header alone, and a bit flipped in it, or a second batch
+        // after it, would otherwise be acknowledged as the batch it resembles, never written.
+        let batch = self.log.validate_produced(batch)?;
+        let header = *batch.header();
         let (produced, last_offset, epoch) = {
             let mut state = self.producers.lock().await;
             // The batch carries the epoch of the role checked here. The epoch alone moves
@@ -334,7 +338,7 @@ impl Partition {
                     (Produced { base_offset, log_append_time, log_start }, last_offset, epoch)
                 }
                 Decision::Append => {
-                    let info = self.log.append_unsynced(batch, epoch).await?;
+                    let info = self.log.append_valid(batch, epoch).await?;
                     state.record(&info.header, info.base_offset, info.last_offset);
                     self.local_progress();
                     let produced = Produced {
