@@ -16,8 +16,9 @@ use crate::coordinator::{
     RequestId, Response,
 };
 use crate::io::Env;
+use crate::log::batch::BatchError;
 use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use crate::log::{ReadError, records, split};
+use crate::log::{AppendError, ReadError, records, split};
 use crate::model::{LeaderEpoch, Offset};
 use crate::partition::replica::Role;
 use crate::partition::{Acks, Completion, CompletionError, Partition, ProduceError};
@@ -542,6 +543,11 @@ async fn append(
         let (_, completion) = partition.produce(batch, Acks::All).await.map_err(|e| match e {
             ProduceError::NotLeader => PersistError::NotLeader,
             ProduceError::NotEnoughReplicas(_) => PersistError::NotEnoughReplicas,
+            // Not a failure of this coordinator: NOT_COORDINATOR would send the client to
+            // find it again, and back, for ever.
+            ProduceError::Append(AppendError::Invalid(
+                BatchError::TooLarge { .. } | BatchError::DecompressedTooLarge { .. },
+            )) => PersistError::TooLarge,
             other => {
                 tracing::warn!("appending group records failed: {other}");
                 PersistError::Storage

@@ -215,7 +215,11 @@ impl GroupCoordinator {
         match completion {
             Completion::Reply(request, response) => match result {
                 Ok(()) => fx.reply(request, response),
-                Err(e) => fx.reply(request, response.failed(e.group_error())),
+                Err(e) => {
+                    let commit = matches!(response, Response::Commit(_));
+                    let error = if commit { e.commit_error() } else { e.group_error() };
+                    fx.reply(request, response.failed(error))
+                }
             },
             Completion::LeaderSync { group, generation, assignment } => {
                 let Some(g) = self.groups.get_mut(&group) else { return };

@@ -65,6 +65,10 @@ pub enum GroupError {
     /// GROUP_SUBSCRIBED_TO_TOPIC (86).
     #[error("the group is subscribed to the topic")]
     GroupSubscribedToTopic,
+    /// INVALID_COMMIT_OFFSET_SIZE (28): the commit's records are more than the offsets topic
+    /// takes in one batch.
+    #[error("the commit is too large for the offsets topic")]
+    InvalidCommitOffsetSize,
 }
 
 impl GroupError {
@@ -88,6 +92,7 @@ impl GroupError {
             GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
             GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
             GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+            GroupError::InvalidCommitOffsetSize => ResponseError::InvalidCommitOffsetSize,
         }
     }
 
@@ -134,6 +139,16 @@ impl PersistError {
             PersistError::TooLarge => GroupError::UnknownServerError,
         }
     }
+
+    /// What an offset commit's client is told: as [`PersistError::group_error`], but
+    /// INVALID_COMMIT_OFFSET_SIZE for a commit too large for the offsets topic, as Kafka's
+    /// `OffsetMetadataManager` answers.
+    pub fn commit_error(self) -> GroupError {
+        match self {
+            PersistError::TooLarge => GroupError::InvalidCommitOffsetSize,
+            other => other.group_error(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -163,5 +178,8 @@ mod tests {
         assert_eq!(PersistError::NotLeader.group_error(), GroupError::NotCoordinator);
         assert_eq!(PersistError::TimedOut.group_error(), GroupError::CoordinatorNotAvailable);
         assert_eq!(PersistError::TooLarge.group_error(), GroupError::UnknownServerError);
+        assert_eq!(PersistError::TooLarge.commit_error(), GroupError::InvalidCommitOffsetSize);
+        assert_eq!(PersistError::Storage.commit_error(), GroupError::NotCoordinator);
+        assert_eq!(GroupError::InvalidCommitOffsetSize.code(), 28);
     }
 }

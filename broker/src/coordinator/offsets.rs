@@ -6,7 +6,7 @@
 //! coordinator fail-over could lose, and offsets never change except by a commit, a deletion
 //! or expiry.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::codec::STRING_BYTES_MAX;
 use super::coordinator::GroupCoordinator;
@@ -204,7 +204,9 @@ impl GroupCoordinator {
     }
 
     /// The periodic retention check (Kafka's `cleanupGroupMetadata`): tombstones expired
-    /// offsets, and deletes Empty groups left without offsets.
+    /// offsets, and deletes Empty groups left without offsets. A commit still being written
+    /// counts as an offset that has not expired, as in Kafka: a tombstone issued now would be
+    /// written after it and erase a commit its client is told succeeded.
     pub(super) fn expire_offsets(&mut self, fx: &mut Effects) {
         let retention_ms = self.rb.config.offsets_retention_ms;
         let now = fx.now.wall;
@@ -213,7 +215,9 @@ impl GroupCoordinator {
             if g.is(GroupState::Dead) {
                 continue;
             }
-            let mut all_expired = true;
+            let in_flight: BTreeSet<TopicPartition> =
+                self.pending.pending_offsets(id).into_iter().collect();
+            let mut all_expired = in_flight.is_empty();
             let mut expired = Vec::new();
             if let Some(offsets) = self.offsets.group(id) {
                 match ExpiryBase::of(g) {
@@ -221,7 +225,9 @@ impl GroupCoordinator {
                     Some(base) => {
                         for (tp, o) in offsets {
                             let age_ms = now.0.saturating_sub(base.start(o).0);
-                            if !g.is_subscribed_to(&tp.topic) && age_ms >= retention_ms {
+                            if in_flight.contains(tp) {
+                                // Its newer value is being written.
+                            } else if !g.is_subscribed_to(&tp.topic) && age_ms >= retention_ms {
                                 expired.push(tp.clone());
                             } else {
                                 all_expired = false;

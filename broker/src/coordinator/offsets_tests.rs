@@ -263,3 +263,42 @@ fn deletion_tombstones_commits_still_in_flight() {
     assert!(tombstoned);
     assert_eq!(fetched(&h, "g", tp("t", 3)), None);
 }
+
+/// The retention check counts a commit still being written as an offset that has not expired:
+/// it neither deletes a group whose first commit is in flight nor tombstones a partition whose
+/// newer commit is, either of which would be written after the commit and erase it, though its
+/// client is told it succeeded.
+#[test]
+fn retention_spares_commits_still_being_written() {
+    let mut config = CoordinatorConfig::for_tests();
+    config.offsets_retention_ms = 10_000;
+    config.offsets_retention_check_interval_ms = 1_000;
+    let mut h = Harness::with_config(config);
+    // A simple group's first commit, in flight across a retention check.
+    h.auto_persist = false;
+    let first = h.commit("s", &MemberId::unknown(), Generation::NONE, tp("t", 0), 1);
+    h.advance(1_500);
+    assert_eq!(h.state("s"), GroupState::Empty, "the group was deleted under its first commit");
+    while !h.held.is_empty() {
+        h.settle(Ok(()));
+    }
+    assert_eq!(h.commit_error(first), None);
+    h.advance(1_000);
+    assert_eq!(fetched(&h, "s", tp("t", 0)), Some(1));
+    // Its offset past retention, with a newer commit of the same partition in flight.
+    h.auto_persist = true;
+    h.advance(7_000);
+    assert_eq!(fetched(&h, "s", tp("t", 0)), Some(1), "not yet");
+    h.auto_persist = false;
+    let newer = h.commit("s", &MemberId::unknown(), Generation::NONE, tp("t", 0), 2);
+    h.advance(1_000);
+    while !h.held.is_empty() {
+        h.settle(Ok(()));
+    }
+    assert_eq!(h.commit_error(newer), None);
+    h.auto_persist = true;
+    h.advance(1_000);
+    let tombstoned = h.log.iter().any(|r| matches!(r, Record::Offset { value: None, .. }));
+    assert!(!tombstoned, "a tombstone was written: {:?}", h.log);
+    assert_eq!(fetched(&h, "s", tp("t", 0)), Some(2));
+}

@@ -24,18 +24,8 @@ pub fn handle(
     request: ListGroupsRequest,
     version: i16,
 ) -> ListGroupsResponse {
-    let filter: Vec<GroupState> = if version >= 4 && !request.states_filter.is_empty() {
-        STATES
-            .iter()
-            .copied()
-            .filter(|s| {
-                request.states_filter.iter().any(|f| f.as_str().eq_ignore_ascii_case(s.as_str()))
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let listed = broker.groups.read(|c| c.list_groups(&filter));
+    let filter = if version >= 4 { &request.states_filter[..] } else { &[] };
+    let listed = filtered(filter, |states| broker.groups.read(|c| c.list_groups(states)));
     let mut out = ListGroupsResponse::default();
     // As Kafka answers while its groups load: the groups known so far, and the error.
     if broker.groups.loading() {
@@ -59,4 +49,40 @@ pub fn handle(
         out.groups.push(g);
     }
     out
+}
+
+/// What a ListGroups states `filter` lists, given `list` (every group in the states it is
+/// given, or in any state for none): every group for an empty filter; else the groups in the
+/// states it names, matched ignoring case, and none where it names no state a classic group can
+/// be in, as Kafka's answers.
+fn filtered<T>(filter: &[StrBytes], list: impl FnOnce(&[GroupState]) -> Vec<T>) -> Vec<T> {
+    if filter.is_empty() {
+        return list(&[]);
+    }
+    let named = |s: &GroupState| filter.iter().any(|f| f.as_str().eq_ignore_ascii_case(s.as_str()));
+    let states: Vec<GroupState> = STATES.iter().copied().filter(named).collect();
+    if states.is_empty() { Vec::new() } else { list(&states) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lists the states it is asked for, or "every" for none.
+    fn list(states: &[GroupState]) -> Vec<String> {
+        if states.is_empty() {
+            return vec!["every".to_owned()];
+        }
+        states.iter().map(|s| s.as_str().to_owned()).collect()
+    }
+
+    #[test]
+    fn a_states_filter_lists_the_states_it_names_and_none_for_unknown_names() {
+        assert_eq!(filtered(&[], list), ["every"]);
+        let named = [StrBytes::from_static_str("stable"), StrBytes::from_static_str("Dead")];
+        assert_eq!(filtered(&named, list), ["Stable", "Dead"]);
+        // Assigning and Reconciling are states of the consumer protocol's groups only.
+        let unknown = [StrBytes::from_static_str("Assigning")];
+        assert_eq!(filtered(&unknown, list), Vec::<String>::new());
+    }
 }
