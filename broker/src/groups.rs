@@ -3,7 +3,7 @@
 //! `__consumer_offsets` partitions, appended in order and reported back once durable), and runs
 //! its timers. All group logic is in [`crate::coordinator`]; nothing here decides anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -11,6 +11,7 @@ use bytes::Bytes;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::catalog::Topic;
+use crate::controller::image::MetadataImage;
 use crate::coordinator::{
     CoordinatorConfig, GroupCoordinator, GroupId, Now, Output, PersistError, PersistId, Record,
     RequestId, Response,
@@ -19,7 +20,7 @@ use crate::io::Env;
 use crate::log::batch::BatchError;
 use crate::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use crate::log::{AppendError, ReadError, records, split};
-use crate::model::{LeaderEpoch, Offset};
+use crate::model::{LeaderEpoch, Offset, TopicId};
 use crate::partition::replica::Role;
 use crate::partition::{Acks, Completion, CompletionError, Partition, ProduceError};
 
@@ -114,6 +115,9 @@ pub struct Groups {
     next_token: AtomicU64,
     /// The offsets topic's partition count at the latest call (0 before the first).
     partition_count: AtomicI32,
+    /// The last metadata image [`Groups::observe_topics`] was given: its offset, and its
+    /// topics' ids by name.
+    topics_seen: Mutex<Option<(u64, BTreeMap<String, TopicId>)>>,
 }
 
 impl Groups {
@@ -133,6 +137,7 @@ impl Groups {
             taken: Mutex::new(BTreeMap::new()),
             next_token: AtomicU64::new(1),
             partition_count: AtomicI32::new(0),
+            topics_seen: Mutex::new(None),
         });
         env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), queue));
         env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
@@ -196,6 +201,38 @@ impl Groups {
         for partition in to_load {
             self.env.spawn("group-load", load_loop(Arc::downgrade(self), partition));
         }
+    }
+
+    /// Tombstones, in every group served here, the offsets of the topics gone from `image`
+    /// since the last image this was given, or made again under a new id (see
+    /// [`GroupCoordinator::remove_topic_offsets`]). Meant to be given every image the broker
+    /// applies; the first only sets what the next is compared with, so a topic deleted while
+    /// the broker was down keeps its offsets, as do the groups of a partition still loading,
+    /// as in Kafka.
+    pub fn observe_topics(&self, image: &MetadataImage) {
+        let deleted: BTreeSet<String> = {
+            let mut seen = self.topics_seen.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.as_ref().is_some_and(|(offset, _)| *offset == image.offset) {
+                return;
+            }
+            let now: BTreeMap<String, TopicId> =
+                image.topics.values().map(|t| (t.name.clone(), t.id)).collect();
+            let Some((_, before)) = seen.replace((image.offset, now.clone())) else { return };
+            before
+                .into_iter()
+                .filter(|(name, id)| now.get(name) != Some(id))
+                .map(|(n, _)| n)
+                .collect()
+        };
+        if deleted.is_empty() {
+            return;
+        }
+        let outputs = {
+            let mut state = self.lock();
+            let outputs = state.remove_topic_offsets(&deleted, self.now());
+            self.queue_persists(outputs)
+        };
+        self.dispatch(outputs);
     }
 
     /// Loads the groups of `partition`'s log if its takeover `token` is still current.

@@ -741,6 +741,7 @@ async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
         notified.as_mut().enable();
         let Some(b) = broker.upgrade() else { return };
         let image = membership.image();
+        b.groups.observe_topics(&image);
         if image.offset > b.reconciled.load(Ordering::Acquire) || !strays_removed || open_failed {
             let remove_strays = !strays_removed && membership.caught_up();
             match b.catalog.reconcile(&image, b.config.node_id, remove_strays).await {

@@ -252,6 +252,32 @@ impl GroupCoordinator {
     }
 }
 
+impl GroupCoordinator {
+    /// Tombstones every offset, committed or being written, of the `topics` that were deleted
+    /// (or recreated under a new id), in every group held here: Kafka's `onPartitionsDeleted`.
+    /// A topic made again under the same name starts with no committed offsets, rather than
+    /// with positions in a log that no longer exists, which a consumer group would resume
+    /// from, skipping the new topic's first records or reading past its end.
+    pub fn remove_topic_offsets(&mut self, topics: &BTreeSet<String>, now: Now) -> Vec<Output> {
+        let mut fx = Effects::new(now);
+        for (id, g) in &self.groups {
+            if g.is(GroupState::Dead) {
+                continue;
+            }
+            let mut gone: BTreeSet<TopicPartition> =
+                self.pending.pending_offsets(id).into_iter().collect();
+            if let Some(offsets) = self.offsets.group(id) {
+                gone.extend(offsets.keys().cloned());
+            }
+            gone.retain(|tp| topics.contains(&tp.topic));
+            for partition in gone {
+                fx.persist(Record::Offset { group: id.clone(), partition, value: None });
+            }
+        }
+        self.finish(fx)
+    }
+}
+
 /// What an offset's age counts from (Kafka's `offsetExpirationCondition`).
 #[derive(Clone, Copy)]
 enum ExpiryBase {

@@ -302,3 +302,30 @@ fn retention_spares_commits_still_being_written() {
     assert!(!tombstoned, "a tombstone was written: {:?}", h.log);
     assert_eq!(fetched(&h, "s", tp("t", 0)), Some(2));
 }
+
+/// The offsets of a deleted topic go from every group, committed or still being written; the
+/// other topics' stay.
+#[test]
+fn a_deleted_topics_offsets_are_tombstoned_in_every_group() {
+    let mut h = Harness::new();
+    let (a, generation) = h.stable_single("g");
+    for (topic, offset) in [("gone", 4), ("kept", 5)] {
+        let c = h.commit("g", &a, generation, tp(topic, 0), offset);
+        assert_eq!(h.commit_error(c), None);
+    }
+    let c = h.commit("s", &MemberId::unknown(), Generation::NONE, tp("gone", 1), 6);
+    assert_eq!(h.commit_error(c), None);
+    h.auto_persist = false;
+    let in_flight = h.commit("s", &MemberId::unknown(), Generation::NONE, tp("gone", 2), 7);
+    let out = h.c.remove_topic_offsets(&["gone".to_owned()].into(), h.now());
+    h.absorb(out);
+    while !h.held.is_empty() {
+        h.settle(Ok(()));
+    }
+    assert_eq!(h.commit_error(in_flight), None);
+    assert_eq!(fetched(&h, "g", tp("gone", 0)), None);
+    assert_eq!(fetched(&h, "g", tp("kept", 0)), Some(5));
+    assert_eq!(fetched(&h, "s", tp("gone", 1)), None);
+    assert_eq!(fetched(&h, "s", tp("gone", 2)), None, "the commit in flight was kept");
+    assert_eq!(h.state("g"), GroupState::Stable, "the group itself is left as it was");
+}
