@@ -94,6 +94,32 @@ impl Takeover {
     }
 }
 
+/// The topics of the newest metadata image seen: its offset, and each topic's id by name.
+#[derive(Debug, Default)]
+struct TopicsSeen(Option<(u64, BTreeMap<String, TopicId>)>);
+
+impl TopicsSeen {
+    /// Whether an image at `offset` is newer than the one seen (true before the first).
+    fn is_older_than(&self, offset: u64) -> bool {
+        self.0.as_ref().is_none_or(|(seen, _)| *seen < offset)
+    }
+
+    /// Takes in the topics `now` of the image at `offset`, and returns the names gone since
+    /// the image seen before, or made again under another id. The first image only sets what
+    /// the next is compared with, and one no newer than the image seen changes nothing: an
+    /// older image would show topics made since as deleted.
+    fn advance(&mut self, offset: u64, now: BTreeMap<String, TopicId>) -> BTreeSet<String> {
+        if !self.is_older_than(offset) {
+            return BTreeSet::new();
+        }
+        let before = self.0.take().map(|(_, topics)| topics).unwrap_or_default();
+        let gone = before.into_iter().filter(|(name, id)| now.get(name) != Some(id));
+        let deleted = gone.map(|(name, _)| name).collect();
+        self.0 = Some((offset, now));
+        deleted
+    }
+}
+
 /// An offsets-topic partition to load, with its takeover's token.
 type ToLoad = (Arc<Partition>, u64);
 
@@ -115,9 +141,8 @@ pub struct Groups {
     next_token: AtomicU64,
     /// The offsets topic's partition count at the latest call (0 before the first).
     partition_count: AtomicI32,
-    /// The last metadata image [`Groups::observe_topics`] was given: its offset, and its
-    /// topics' ids by name.
-    topics_seen: Mutex<Option<(u64, BTreeMap<String, TopicId>)>>,
+    /// The topics of the newest metadata image [`Groups::observe_topics`] was given.
+    topics_seen: Mutex<TopicsSeen>,
 }
 
 impl Groups {
@@ -137,7 +162,7 @@ impl Groups {
             taken: Mutex::new(BTreeMap::new()),
             next_token: AtomicU64::new(1),
             partition_count: AtomicI32::new(0),
-            topics_seen: Mutex::new(None),
+            topics_seen: Mutex::new(TopicsSeen::default()),
         });
         env.spawn("group-persist", persist_loop(Arc::downgrade(&groups), queue));
         env.spawn("group-timers", timer_loop(Arc::downgrade(&groups)));
@@ -210,19 +235,13 @@ impl Groups {
     /// the broker was down keeps its offsets, as do the groups of a partition still loading,
     /// as in Kafka.
     pub fn observe_topics(&self, image: &MetadataImage) {
-        let deleted: BTreeSet<String> = {
+        let deleted = {
             let mut seen = self.topics_seen.lock().unwrap_or_else(|p| p.into_inner());
-            if seen.as_ref().is_some_and(|(offset, _)| *offset == image.offset) {
+            if !seen.is_older_than(image.offset) {
                 return;
             }
-            let now: BTreeMap<String, TopicId> =
-                image.topics.values().map(|t| (t.name.clone(), t.id)).collect();
-            let Some((_, before)) = seen.replace((image.offset, now.clone())) else { return };
-            before
-                .into_iter()
-                .filter(|(name, id)| now.get(name) != Some(id))
-                .map(|(n, _)| n)
-                .collect()
+            let now = image.topics.values().map(|t| (t.name.clone(), t.id)).collect();
+            seen.advance(image.offset, now)
         };
         if deleted.is_empty() {
             return;
@@ -684,5 +703,28 @@ mod tests {
         // "zzzzzzzz".hashCode() == -1910022912; |h| % 50 == 12 as well.
         assert_eq!(partition_for("zzzzzzzz", 50), 12);
         assert_eq!(partition_for("", 50), 0);
+    }
+
+    fn topics(entries: &[(&str, u8)]) -> BTreeMap<String, TopicId> {
+        entries.iter().map(|&(name, id)| (name.to_owned(), TopicId([id; 16]))).collect()
+    }
+
+    fn names(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|&n| n.to_owned()).collect()
+    }
+
+    #[test]
+    fn topics_seen_tells_deleted_and_remade_topics_from_newer_images_only() {
+        let mut seen = TopicsSeen::default();
+        // The first image is only what the next is compared with.
+        assert_eq!(seen.advance(5, topics(&[("a", 1), ("b", 2), ("c", 3)])), names(&[]));
+        // `a` deleted, `b` made again under another id, `c` kept, `d` new.
+        let next = topics(&[("b", 9), ("c", 3), ("d", 4)]);
+        assert_eq!(seen.advance(7, next.clone()), names(&["a", "b"]));
+        // An image no newer than the one seen changes nothing, though it lacks `d`.
+        assert!(!seen.is_older_than(7));
+        assert_eq!(seen.advance(6, topics(&[("b", 9), ("c", 3)])), names(&[]));
+        assert_eq!(seen.advance(7, topics(&[])), names(&[]));
+        assert_eq!(seen.advance(8, next), names(&[]));
     }
 }

@@ -527,7 +527,7 @@ impl Broker {
         for partition in self.partitions() {
             let hw = partition.high_watermark();
             if partition.log.config().cleanup_policy.compacts() {
-                match partition.log.clean(self.env.clock.wall_ms(), hw).await {
+                match partition.clean(self.env.clock.wall_ms(), hw).await {
                     Ok(CleanOutcome::Cleaned(CleanStats { damage_met, .. })) => {
                         for at in damage_met {
                             partition.note_damage(at);

@@ -8,7 +8,7 @@
 //! reports them out of order, so the in-memory offsets are always exactly a replay of the
 //! durable prefix of `__consumer_offsets`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
@@ -157,6 +157,18 @@ impl PendingWrites {
     }
 
     /// Partitions of `group` with an offset commit waiting to become durable.
+    /// The partitions of every group with offsets being written (see
+    /// [`Pending::pending_offsets`]), in one pass over the unsettled batches.
+    pub fn pending_offsets_by_group(&self) -> BTreeMap<GroupId, BTreeSet<TopicPartition>> {
+        let mut by_group: BTreeMap<GroupId, BTreeSet<TopicPartition>> = BTreeMap::new();
+        for record in self.queue.iter().flat_map(|w| &w.records) {
+            if let Record::Offset { group, partition, value: Some(_) } = record {
+                by_group.entry(group.clone()).or_default().insert(partition.clone());
+            }
+        }
+        by_group
+    }
+
     pub fn pending_offsets(&self, group: &GroupId) -> Vec<TopicPartition> {
         self.queue
             .iter()

@@ -211,12 +211,13 @@ impl GroupCoordinator {
         let retention_ms = self.rb.config.offsets_retention_ms;
         let now = fx.now.wall;
         let mut empty_groups = Vec::new();
+        let pending = self.pending.pending_offsets_by_group();
+        let none = BTreeSet::new();
         for (id, g) in &self.groups {
             if g.is(GroupState::Dead) {
                 continue;
             }
-            let in_flight: BTreeSet<TopicPartition> =
-                self.pending.pending_offsets(id).into_iter().collect();
+            let in_flight = pending.get(id).unwrap_or(&none);
             let mut all_expired = in_flight.is_empty();
             let mut expired = Vec::new();
             if let Some(offsets) = self.offsets.group(id) {
@@ -260,12 +261,12 @@ impl GroupCoordinator {
     /// from, skipping the new topic's first records or reading past its end.
     pub fn remove_topic_offsets(&mut self, topics: &BTreeSet<String>, now: Now) -> Vec<Output> {
         let mut fx = Effects::new(now);
+        let mut pending = self.pending.pending_offsets_by_group();
         for (id, g) in &self.groups {
             if g.is(GroupState::Dead) {
                 continue;
             }
-            let mut gone: BTreeSet<TopicPartition> =
-                self.pending.pending_offsets(id).into_iter().collect();
+            let mut gone = pending.remove(id).unwrap_or_default();
             if let Some(offsets) = self.offsets.group(id) {
                 gone.extend(offsets.keys().cloned());
             }

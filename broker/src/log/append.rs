@@ -18,7 +18,9 @@ use crate::model::{LeaderEpoch, Offset};
 
 /// A batch a client produced that passed every check an append makes of it
 /// ([`Log::validate_produced`]): one whole batch, its CRC intact, its header and records
-/// well-formed, within the topic's size limit, keyed where the topic is compacted.
+/// well-formed, within the topic's size limit, keyed where the topic is compacted, under the
+/// topic's settings when it was checked (a batch checked just before a setting changed is
+/// appended under the old one, as one that arrived a moment earlier would have been).
 #[derive(Clone, Debug)]
 pub struct ValidBatch {
     bytes: Bytes,

@@ -346,8 +346,9 @@ fn deep_validation_checks_the_decompressed_record_count() {
     }
 }
 
-/// A bit flipped in transit is corruption, which a producer retries, whichever field it lands
-/// in: the CRC is checked before the produce rules.
+/// A bit flipped in transit in the part of the batch its CRC covers (attributes on) is
+/// corruption, which a producer retries, whichever field it lands in: the CRC is checked before
+/// the produce rules.
 #[test]
 fn a_flipped_bit_in_a_produced_batch_is_corruption_before_any_produce_rule() {
     let mut no_sequence = batch();

@@ -399,6 +399,12 @@ impl ProducerStateManager {
         before - self.producers.len()
     }
 
+    /// The last offset of each known producer's newest batch: what compaction keeps, emptied
+    /// if need be (see [`crate::log::Log::clean_keeping`]).
+    pub fn newest_batch_ends(&self) -> std::collections::BTreeSet<Offset> {
+        self.producers.values().map(ProducerEntry::last_offset).filter(|o| o.0 >= 0).collect()
+    }
+
     /// The producer's current epoch, if it is known.
     pub fn producer_epoch(&self, producer_id: ProducerId) -> Option<ProducerEpoch> {
         self.producers.get(&producer_id).map(ProducerEntry::epoch)

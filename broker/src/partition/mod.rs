@@ -302,6 +302,10 @@ impl Partition {
         batch: Bytes,
         acks: Acks,
     ) -> Result<(Produced, Completion), ProduceError> {
+        // A replica that does not lead says so first, as Kafka's does, before it spends a CRC
+        // and a decompression on a batch meant for the leader (checked again below, where the
+        // epoch is taken).
+        self.check_leader(acks)?;
         // Checked whole before the producer state is asked whether its header is a retry's:
         // a retry is known by its header alone, and a bit flipped in it, or a second batch
         // after it, would otherwise be acknowledged as the batch it resembles, never written.
@@ -458,6 +462,21 @@ impl Partition {
         self.set_producer_damage(&state);
         self.follower_high_watermark(start);
         Ok(())
+    }
+
+    /// One compaction pass of the log below `upper_bound` (see [`crate::log::Log::clean`]),
+    /// keeping each known idempotent producer's newest batch, emptied if all its records go, as
+    /// Kafka's cleaner does: producer state rebuilt from the log (a replica that starts again
+    /// past its snapshots, a follower's cut) then still knows the producer's last sequence, and
+    /// its next batch is not refused as out of order.
+    pub async fn clean(
+        &self,
+        now_wall_ms: i64,
+        upper_bound: Offset,
+    ) -> Result<crate::log::CleanOutcome, MaintenanceError> {
+        let newest = self.producers.lock().await.newest_batch_ends();
+        let map_bytes_max = crate::log::cleaner::CLEANER_MAP_BYTES_MAX;
+        self.log.clean_keeping(now_wall_ms, upper_bound, map_bytes_max, &newest).await
     }
 
     /// Checkpoints the log and snapshots the producer state, so that recovery after a crash

@@ -123,7 +123,8 @@ pub(super) fn cleaned_path(dir: &Path, base: Offset) -> PathBuf {
 
 /// Writes the cleaned form of `group` (consecutive segments) as one segment named after the
 /// group's first base, and syncs it. The group's last batch is always kept, if need be with no
-/// records, so the cleaned segment ends exactly where the group did.
+/// records, so the cleaned segment ends exactly where the group did; so is each producer's
+/// newest batch (see [`Rules::keeps_empty`]).
 pub(super) async fn write_cleaned(
     disk: &dyn Disk,
     dir: &Path,
@@ -151,6 +152,11 @@ pub(super) async fn write_cleaned(
                 Filtered::Rewritten(bytes) => {
                     let header = batch::parse_header(&bytes)?;
                     out.push(bytes, &header).await?;
+                }
+                Filtered::Dropped if rules.keeps_empty(&walked.header) => {
+                    let empty = filter::empty_batch(&walked.header)?;
+                    let header = batch::parse_header(&empty)?;
+                    out.push(empty, &header).await?;
                 }
                 Filtered::Dropped => {
                     dropped_last = Some(walked.header);

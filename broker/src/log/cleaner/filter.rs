@@ -21,7 +21,9 @@
 //! the producer's last sequence stay), producer id/epoch/base sequence, partition leader epoch,
 //! timestamp type and codec; surviving records keep their offsets, timestamps, keys, values and
 //! headers. A batch left with no records disappears — unless it ends its cleaned segment (see
-//! [`empty_batch`]).
+//! [`empty_batch`]) or is an idempotent producer's newest ([`Rules::keeps_empty`]).
+
+use std::collections::BTreeSet;
 
 use bytes::Bytes;
 
@@ -44,6 +46,17 @@ pub(super) struct Rules<'a> {
     /// record of a tombstone's key may lie in a batch the map missed or a segment left as it
     /// was, and dropping the tombstone would bring that record back once it reads again.
     pub(super) tombstones_may_go: bool,
+    /// The last offsets of the producers' newest batches: such a batch is kept, emptied if all
+    /// its records go, as Kafka's cleaner keeps it, so that producer state rebuilt from the log
+    /// (a new replica, a restart past the snapshots) still knows each producer's last sequence.
+    pub(super) producers_last: &'a BTreeSet<Offset>,
+}
+
+impl Rules<'_> {
+    /// Whether a batch all of whose records go is kept empty: a producer's newest.
+    pub(super) fn keeps_empty(&self, header: &BatchHeader) -> bool {
+        header.has_producer_id() && self.producers_last.contains(&Offset(header.last_offset()))
+    }
 }
 
 /// What became of a batch.

@@ -2,6 +2,8 @@
 //! rewritten batch preserves.
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeSet;
+
 use bytes::Bytes;
 
 use super::*;
@@ -41,8 +43,12 @@ fn rules(map: &OffsetMap, map_end: i64, now_ms: i64) -> Rules<'_> {
         now_ms,
         delete_retention_ms: DELETE_RETENTION_MS,
         tombstones_may_go: true,
+        producers_last: &NO_PRODUCERS,
     }
 }
+
+/// No producer's newest batch to keep.
+static NO_PRODUCERS: BTreeSet<Offset> = BTreeSet::new();
 
 fn run(bytes: &Bytes, rules: &Rules<'_>) -> (Filtered, Removed) {
     let header = batch::validate(bytes, usize::MAX).unwrap();

@@ -49,6 +49,8 @@ pub use plan::Dirtiness;
 pub use swap::SWAP_EXT;
 pub(crate) use swap::complete_interrupted_swaps;
 
+use std::collections::BTreeSet;
+
 use super::batch::BatchError;
 use super::epochs::EpochCache;
 use super::error::MaintenanceError;
@@ -154,6 +156,19 @@ impl Log {
         upper_bound: Offset,
         map_bytes_max: usize,
     ) -> Result<CleanOutcome, MaintenanceError> {
+        let none = BTreeSet::new();
+        self.clean_keeping(now_wall_ms, upper_bound, map_bytes_max, &none).await
+    }
+
+    /// [`Log::clean_with_map_limit`], keeping the batches that end at `producers_last` (the
+    /// idempotent producers' newest), emptied if all their records go.
+    pub async fn clean_keeping(
+        &self,
+        now_wall_ms: i64,
+        upper_bound: Offset,
+        map_bytes_max: usize,
+        producers_last: &BTreeSet<Offset>,
+    ) -> Result<CleanOutcome, MaintenanceError> {
         let config = self.config();
         if !config.cleanup_policy.compacts() {
             return Ok(CleanOutcome::NotCompacted);
@@ -188,6 +203,7 @@ impl Log {
             now_ms: now_wall_ms,
             delete_retention_ms: config.delete_retention_ms,
             tombstones_may_go: true,
+            producers_last,
         };
         let mut stats = CleanStats {
             first_dirty_before: first_dirty,

@@ -28,6 +28,13 @@ pub async fn handle(
     let mut errors: BTreeMap<TopicPartition, i16> = BTreeMap::new();
     let mut offsets = Vec::new();
     let not_coordinator = coordinator_error(broker, request.group_id.0.as_str());
+    // One image to check the partitions against, whose deleted topics the coordinator has
+    // seen first: their offsets' tombstones are issued before this commit, so they can never
+    // erase a commit to a topic made again under the same name.
+    let image = broker.membership().map(|m| m.image());
+    if let Some(image) = &image {
+        broker.groups.observe_topics(image);
+    }
     for topic in &request.topics {
         for p in &topic.partitions {
             let tp = TopicPartition::new(string(&topic.name.0), p.partition_index);
@@ -37,7 +44,12 @@ pub async fn handle(
             }
             // Any partition of the cluster, wherever it lives: the coordinator keeps offsets
             // for partitions other brokers lead.
-            if !partition_exists(broker, topic.name.0.as_str(), p.partition_index) {
+            let name = topic.name.0.as_str();
+            let exists = match &image {
+                Some(image) => image.partition(name, p.partition_index).is_some(),
+                None => partition_exists(broker, name, p.partition_index),
+            };
+            if !exists {
                 errors.insert(tp, ResponseError::UnknownTopicOrPartition.code());
                 continue;
             }
