@@ -1,16 +1,17 @@
 //! Compaction keeps each idempotent producer's newest batch, emptied if all its records were
-//! superseded, as Kafka's cleaner does, so that producer state rebuilt from the log (a replica
-//! that starts again past its snapshots, a follower's cut, a new replica) still knows the
-//! producer's last sequence. Before, such a batch was dropped: the rebuilt state knew the
-//! producer only up to an older batch, and its next batch was refused as out of order, which a
-//! Kafka producer gives up on.
+//! superseded, with its timestamp, as Kafka's cleaner does, so that producer state rebuilt from
+//! the log (a replica that starts again past its snapshots, a follower's cut, a new replica)
+//! still knows the producer's last sequence, and does not take it for expired. Before, such a
+//! batch was dropped: the rebuilt state knew the producer only up to an older batch, and its
+//! next batch was refused as out of order, which a Kafka producer gives up on. Once the
+//! producer has written a newer batch, the next pass drops the emptied one, as Kafka's does.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use weir::log::batch::parse_header;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use weir::log::producers::Decision;
+use weir::log::producers::{Decision, PRODUCER_ID_EXPIRATION_MS_DEFAULT};
 use weir::log::{CleanOutcome, CleanupPolicy, LogConfig};
 use weir::model::Offset;
 use weir::partition::producers;
@@ -81,6 +82,12 @@ fn scenario(seed: u64) -> Result<(), String> {
             }
         }
         partition.log.roll().await.map_err(|e| e.to_string())?;
+        // The producer's newest batch is not the last of its segment (which is kept anyway).
+        let segments = partition.log.describe_segments();
+        let holding = segments.iter().find(|(base, _, next, _)| base.0 <= 1 && next.0 > 1);
+        ensure(holding.is_some_and(|(_, _, next, _)| next.0 > 2), || {
+            format!("offset 1 ends its segment: {segments:?}")
+        })?;
         let end = partition.log.log_end_offset();
         let outcome = partition.clean(1_000, end).await.map_err(|e| e.to_string())?;
         ensure(matches!(outcome, CleanOutcome::Cleaned(_)), || {
@@ -90,16 +97,19 @@ fn scenario(seed: u64) -> Result<(), String> {
         let stored = all_batches(&partition.log).await?;
         let headers: Vec<_> = stored.iter().filter_map(|b| parse_header(b).ok()).collect();
         let newest = headers.iter().find(|h| h.producer_id() == PRODUCER && h.last_offset() == 1);
-        ensure(newest.is_some_and(|h| h.record_count() == 0 && h.base_sequence() == 1), || {
-            format!("the producer's newest batch after the clean: {newest:?}")
-        })?;
+        let emptied = newest.is_some_and(|h| {
+            h.record_count() == 0 && h.base_sequence() == 1 && h.max_timestamp() == 1_000
+        });
+        ensure(emptied, || format!("the producer's newest batch after the clean: {newest:?}"))?;
         ensure(
             headers.iter().any(|h| h.producer_id() == PRODUCER && h.last_offset() == 0),
             || "the producer's batch of `a` is gone".to_owned(),
         )?;
         // Rebuilt from the log alone, the producer state takes the producer's next batch.
-        let rebuilt =
+        let mut rebuilt =
             producers::recover(&partition.log, &*env.disk).await.map_err(|e| e.to_string())?;
+        // A checkpoint expires producers idle too long, by their batches' timestamps.
+        rebuilt.expire(2_000, PRODUCER_ID_EXPIRATION_MS_DEFAULT);
         let next = batch(end.0, "c", "1", PRODUCER, 2);
         let header = parse_header(&next).map_err(|e| e.to_string())?;
         let decision = rebuilt.check(&header);
@@ -110,7 +120,17 @@ fn scenario(seed: u64) -> Result<(), String> {
         })?;
         ensure(partition.log.log_end_offset() == end && end == Offset(3 + FILLERS), || {
             format!("the log ends at {}", partition.log.log_end_offset())
-        })
+        })?;
+        // The producer writes on; the next pass drops the emptied batch nothing keeps now.
+        let more = [batch(end.0, "c", "1", PRODUCER, 2), batch(end.0 + 1, "c", "2", OTHER, 1)];
+        partition.append_replicated(&more).await.map_err(|e| e.to_string())?;
+        partition.log.roll().await.map_err(|e| e.to_string())?;
+        let upper = partition.log.log_end_offset();
+        partition.clean(1_000, upper).await.map_err(|e| e.to_string())?;
+        let stored = all_batches(&partition.log).await?;
+        let headers: Vec<_> = stored.iter().filter_map(|b| parse_header(b).ok()).collect();
+        let stale = headers.iter().find(|h| h.record_count() == 0 && h.last_offset() == 1);
+        ensure(stale.is_none(), || format!("an emptied batch stayed: {stale:?}"))
     })
     .ok_or("the scenario did not finish")?
 }

@@ -61,6 +61,10 @@ pub struct BatchOptions {
     /// Marks the batch with a delete horizon, written as its base timestamp (record timestamp
     /// deltas are taken from it).
     pub delete_horizon_ms: Option<i64>,
+    /// For a batch of no records: its base and max timestamp, where a batch with records takes
+    /// them from its records. The cleaner gives an emptied batch the one it had, as Kafka's
+    /// empty header does: producer state rebuilt from the log dates the producer by it.
+    pub empty_timestamp_ms: Option<i64>,
 }
 
 impl Default for BatchOptions {
@@ -77,6 +81,7 @@ impl Default for BatchOptions {
             control: false,
             last_offset_delta: None,
             delete_horizon_ms: None,
+            empty_timestamp_ms: None,
         }
     }
 }
@@ -116,14 +121,19 @@ pub enum EncodeError {
 
 /// Encodes `records` as one v2 batch with a valid CRC. baseTimestamp is the first record's
 /// timestamp (or the delete horizon), maxTimestamp the largest (or the log append time), as
-/// Kafka's `MemoryRecordsBuilder` writes them; an empty batch has both -1.
+/// Kafka's `MemoryRecordsBuilder` writes them; an empty batch has both
+/// [`BatchOptions::empty_timestamp_ms`], or -1.
 pub fn encode_batch(records: &[RecordSpec], options: &BatchOptions) -> Result<Bytes, EncodeError> {
     let last_offset_delta = last_offset_delta(records, options)?;
-    let base_timestamp =
-        options.delete_horizon_ms.or(records.first().map(|record| record.timestamp)).unwrap_or(-1);
+    let base_timestamp = options
+        .delete_horizon_ms
+        .or(records.first().map(|record| record.timestamp))
+        .or(options.empty_timestamp_ms)
+        .unwrap_or(-1);
     let max_timestamp = options
         .log_append_time
         .or(records.iter().map(|record| record.timestamp).max())
+        .or(options.empty_timestamp_ms)
         .unwrap_or(-1);
     let raw = encode_records(records, base_timestamp)?;
     let compression = match records.is_empty() {

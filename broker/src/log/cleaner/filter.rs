@@ -117,6 +117,11 @@ pub(super) fn filter_batch(
     if header.is_control() {
         return Ok((Filtered::Unchanged, removed));
     }
+    // An emptied batch a pass kept (a producer's newest, or its cleaned segment's last) goes
+    // once nothing keeps it, as in Kafka: else each would stay for ever.
+    if header.record_count() == 0 {
+        return Ok((Filtered::Dropped, removed));
+    }
     let horizon = header.delete_horizon_ms();
     let mut kept = Vec::new();
     let mut keeps_tombstone = false;
@@ -147,9 +152,10 @@ pub(super) fn filter_batch(
 }
 
 /// The batch's fields with no records: what is kept of the last batch of a cleaned segment when
-/// all its records went. It keeps the segment's offset range (its next offset is the next
-/// segment's base), which is how recovery of an interrupted swap knows which segments the
-/// cleaned one replaced; Kafka likewise keeps empty batches to carry producer state.
+/// all its records went, or of a producer's newest. It keeps the segment's offset range (its
+/// next offset is the next segment's base), which is how recovery of an interrupted swap knows
+/// which segments the cleaned one replaced, and its max timestamp; Kafka likewise keeps empty
+/// batches to carry producer state.
 pub(super) fn empty_batch(header: &BatchHeader) -> Result<Bytes, BatchError> {
     let options = options(header, None);
     let bytes = encode_batch(&[], &options)
@@ -211,6 +217,7 @@ fn options(header: &BatchHeader, horizon: Option<i64>) -> BatchOptions {
         control: false,
         last_offset_delta: Some(header.last_offset_delta()),
         delete_horizon_ms: horizon,
+        empty_timestamp_ms: Some(header.max_timestamp()),
     }
 }
 
