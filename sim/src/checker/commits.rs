@@ -17,6 +17,9 @@
 //! only when a client itself committed the lower offset concurrently or later, an acknowledged
 //! commit is never lost, and no value appears that nobody committed.
 //!
+//! A deletion of the topic is a writer of "none" (-1) from when it was sent on: coordinators
+//! remove a deleted topic's committed offsets from every group, as Kafka's do.
+//!
 //! One exception, for a commit whose record the workload damaged on the broker's disk (a latent
 //! sector error in a batch of `__consumer_offsets`): the next coordinator to load the groups
 //! (after a restart, or on taking the partition's leadership again; the history cannot tell
@@ -122,6 +125,10 @@ pub fn check(history: &History, findings: &mut Findings) {
     for ((group, tp), mut r) in registers {
         r.observations.push(initial);
         r.writers.entry(-1).or_default().push(initial);
+        if let Some(&sent) = history.topic_deletions.get(&tp.0) {
+            let deletion = Span { value: -1, start: sent, end: Tick::MAX };
+            r.writers.entry(-1).or_default().push(deletion);
+        }
         r.observations.sort_by_key(|s| (s.start, s.end));
         check_register(group, tp, &r, findings);
     }

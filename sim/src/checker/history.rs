@@ -212,6 +212,9 @@ pub struct History {
     /// partition's leadership again), each is as if never written: the group is served what it
     /// had before the record.
     pub damaged_group_records: Vec<DamagedGroupRecord>,
+    /// Topics a DeleteTopics request was sent for, with when the first was sent: from then on
+    /// a coordinator may remove every group's committed offsets of the topic.
+    pub topic_deletions: BTreeMap<String, Tick>,
 }
 
 impl History {

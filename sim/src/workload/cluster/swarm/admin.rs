@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use weir::io::Env;
 
+use super::super::group::SharedGroup;
 use super::{Shared, TopicState, any_node, below};
 use crate::client::Client;
 use crate::world::lock;
@@ -31,7 +32,7 @@ const ADMIN_WAIT: Duration = Duration::from_secs(5);
 pub(super) async fn admin(
     env: Env,
     addrs: Arc<Vec<std::net::SocketAddr>>,
-    shared: Shared,
+    (shared, group): (Shared, SharedGroup),
     stop: Arc<AtomicBool>,
 ) {
     let mut next = 0u32;
@@ -95,6 +96,12 @@ pub(super) async fn admin(
                 if let Some(t) = l.topics.iter_mut().find(|t| t.name == victim.name) {
                     t.deleting = true;
                 }
+            }
+            {
+                // Its committed offsets may go from now on.
+                let mut g = lock(&group);
+                let sent = g.history.tick();
+                g.history.topic_deletions.entry(victim.name.clone()).or_insert(sent);
             }
             let mut client = any_node(&env, &addrs, "admin");
             let _ = client.delete_topic(&victim.name).await;

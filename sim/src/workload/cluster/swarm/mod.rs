@@ -261,11 +261,15 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
     let mut tasks = Vec::new();
     let addrs: Vec<_> = (0..spec.nodes).map(|ix| cluster.addr(ix)).collect();
     let addrs = Arc::new(addrs);
+    let group_ledger = SharedGroup::default();
     {
         let (shared, stop, addrs) =
             (Arc::clone(&shared), Arc::clone(&stop_admin), Arc::clone(&addrs));
+        let group = Arc::clone(&group_ledger);
         tasks.push(
-            cluster.sim.spawn(cluster.client, "admin", move |env| admin(env, addrs, shared, stop)),
+            cluster.sim.spawn(cluster.client, "admin", move |env| {
+                admin(env, addrs, (shared, group), stop)
+            }),
         );
     }
     let stop_producing = Arc::new(AtomicBool::new(false));
@@ -292,7 +296,6 @@ pub fn run_with(seed: u64, fault_phase: Duration, options: Options) -> Report {
                 .spawn(cluster.client, "consumer", move |env| consumer(env, addrs, shared, stop)),
         );
     }
-    let group_ledger = SharedGroup::default();
     let topics_now: TopicsNow = {
         let shared = Arc::clone(&shared);
         Arc::new(move || {
