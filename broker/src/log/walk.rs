@@ -352,8 +352,8 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// Where a walk may go on past the damaged batch at byte `damaged` (a latent sector error),
 /// which starts at offset `damaged_offset`, in data that ends at byte `end` and offset
 /// `end_offset`: the byte the next intact batch starts at, and its base offset. The next batch
-/// is where the damaged one's length field (outside the CRC, most often intact) leads, or else
-/// the first place within [`RESYNC_SCAN_BYTES_MAX`] where a whole batch with a base offset
+/// is where the damaged one's length field (outside the CRC, most often intact) leads, if it
+/// starts at the offset the damaged header states follows it, or else the first place within [`RESYNC_SCAN_BYTES_MAX`] where a whole batch with a base offset
 /// between `damaged_offset` and `end_offset` passes its CRC. What is found is believed only if
 /// the batches from there continue each other's offsets without a gap to exactly `end` and
 /// `end_offset` (a wrong length or a flipped base offset breaks that chain). Further damaged
@@ -491,17 +491,21 @@ struct Stated {
 /// What the batch at byte `at` states in its header (see [`Stated`]). `None` if the bytes are
 /// not there, or its offsets are implausible.
 async fn stated(log: &dyn File, at: u64) -> std::io::Result<Option<Stated>> {
-    let bytes = log.read_at(at, batch::BATCH_HEADER_BYTES).await?;
+    Ok(stated_in(&log.read_at(at, batch::BATCH_HEADER_BYTES).await?))
+}
+
+/// What the header at the start of `bytes` states (see [`stated`]).
+fn stated_in(bytes: &[u8]) -> Option<Stated> {
     let base =
         bytes.get(..BASE_OFFSET_BYTES).and_then(|b| b.try_into().ok()).map(i64::from_be_bytes);
     let delta_at = batch::LAST_OFFSET_DELTA_AT;
     let delta =
         bytes.get(delta_at..delta_at + 4).and_then(|b| b.try_into().ok()).map(i32::from_be_bytes);
-    let len = frame_len(&bytes).map(|len| len as u64);
-    Ok(base.zip(delta).and_then(|(base, delta)| {
+    let len = frame_len(bytes).map(|len| len as u64);
+    base.zip(delta).and_then(|(base, delta)| {
         let count = i64::from(delta).checked_add(1).filter(|n| *n > 0)?;
         Some(Stated { base: Offset(base), count, len })
-    }))
+    })
 }
 
 /// One step over the (damaged) batch at byte `at` by its length field, with `held` the offsets
@@ -606,9 +610,14 @@ async fn next_batch_after(
         let frame = head.get(..len)?;
         batch::check_frame(frame, usize::MAX).ok().map(|h| Offset(h.base_offset()))
     };
-    // Where the damaged batch's own length leads, if a whole batch is there.
+    // Where the damaged batch's own length leads, if a whole batch is there that starts at the
+    // offset the damaged header states follows it: two fields agree, so neither is likely
+    // flipped. A flipped length alone can lead exactly to a later batch (a flip adds a power
+    // of two, and batches of like size line up), past intact ones it would lose.
+    let follows = stated_in(&bytes).and_then(|s| s.base.0.checked_add(s.count)).map(Offset);
     if let Some(len) = bytes.get(..BATCH_LOG_OVERHEAD_BYTES).and_then(frame_len)
         && let Some(base) = intact(len)
+        && Some(base) == follows
     {
         return Ok(Some((damaged + len as u64, base)));
     }
