@@ -159,24 +159,31 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(c.run_until(LEARN_BOUND, serving), || {
         format!("the controller of node{} did not take up again once it had room", before.leader)
     })?;
+    takes_it_back(&mut c, &mut acked, old, before.leader)?;
+    c.watch_verdict()
+}
+
+/// Node index `old` (node id `node`), which has room again, rejoins the ISR and is given the
+/// partition back by rebalancing. Writes are acknowledged through it, every acknowledged record
+/// reads back from it at its offset, and the replicas converge.
+fn takes_it_back(c: &mut Cluster, acked: &mut Acked, old: usize, node: i32) -> Result<(), String> {
     let rejoined = c.run_until(REJOIN_BOUND, |c| {
-        c.committed_partition("t", 0).is_some_and(|p| p.isr.contains(&before.leader))
+        c.committed_partition("t", 0).is_some_and(|p| p.isr.contains(&node))
     });
     ensure(rejoined, || {
         let p = c.committed_partition("t", 0);
-        format!("node{} did not rejoin the ISR once it had room: {p:?}", before.leader)
+        format!("node{node} did not rejoin the ISR once it had room: {p:?}")
     })?;
     let back = c.run_until(Duration::from_secs(4 * REBALANCE_SECS), |c| {
-        c.committed_partition("t", 0).is_some_and(|p| p.leader == before.leader)
+        c.committed_partition("t", 0).is_some_and(|p| p.leader == node)
     });
-    ensure(back, || format!("node{} was not given its partition back", before.leader))?;
+    ensure(back, || format!("node{node} was not given its partition back"))?;
     for i in 0..BEFORE {
-        acked.write(&mut c, value("after", i))?;
+        acked.write(c, value("after", i))?;
     }
-    acked.read_back(&mut c, old)?;
+    acked.read_back(c, old)?;
     c.await_isr_size(("t", 0), 3, REJOIN_BOUND)?;
-    c.replicas_converged("t", 0)?;
-    c.watch_verdict()
+    c.replicas_converged("t", 0)
 }
 
 /// Two replicas' disks fill up: the leader's, which hands the partition over, then the new
@@ -300,25 +307,10 @@ fn elected_while_full(seed: u64) -> Result<(), String> {
         format!("node{} is back with its disk full: {now:?}", before.leader)
     })?;
     c.sim.set_disk_faults(host, DiskFaults::default());
-    let rejoined = c.run_until(REJOIN_BOUND, |c| {
-        c.committed_partition("t", 0).is_some_and(|p| p.isr.contains(&before.leader))
-    });
-    ensure(rejoined, || {
-        let p = c.committed_partition("t", 0);
-        format!("node{} did not rejoin the ISR once it had room: {p:?}", before.leader)
-    })?;
-    let back =
-        c.run_until(Duration::from_secs(4 * REBALANCE_SECS), |c| leads(c) == Some(before.leader));
-    ensure(back, || format!("node{} was not given its partition back", before.leader))?;
+    takes_it_back(&mut c, &mut acked, old, before.leader)?;
     ensure(log.offline().is_none(), || {
         format!("the log of node{} went offline: {:?}", before.leader, log.offline())
     })?;
-    for i in 0..BEFORE {
-        acked.write(&mut c, value("after", i))?;
-    }
-    acked.read_back(&mut c, old)?;
-    c.await_isr_size(("t", 0), 3, REJOIN_BOUND)?;
-    c.replicas_converged("t", 0)?;
     c.watch_verdict()
 }
 
