@@ -5,9 +5,9 @@
 //! seed lost six offsets of its only in-sync replica that way).
 //!
 //! The log holds 20 batches with an index entry about every six. One batch's length field is
-//! made to lead exactly to the start of the batch two or three after it (by seed), or its last
-//! offset delta (inside its CRC) is flipped, so that its header disagrees with the batch its
-//! intact length leads to. Then, from every offset: a read of the damaged batch's offsets must
+//! made to lead exactly past the two or three batches after it (by seed), or its last offset
+//! delta (inside its CRC) is flipped, so that its header disagrees with the batch its intact
+//! length leads to (which must still be found). Then, from every offset: a read of the damaged batch's offsets must
 //! fail as corrupt, and any other read must return exactly the stored batches from the one
 //! holding it on (stopping before the damaged one).
 
@@ -29,15 +29,15 @@ fn scenario(seed: u64) -> Result<(), String> {
     let sim = Sim::new(seed);
     let host = sim.add_client("broker");
     let sealed = seed % 2 == 1;
-    // Any batch but the first, with room for three after it.
-    let damaged = 1 + (seed / 2 % u64::from(BATCHES - 4)) as u8;
+    // Any batch but the first, with four after it.
+    let damaged = 1 + (seed / 2 % u64::from(BATCHES - 5)) as u8;
     let skipped = 2 + (seed / 32 % 2) as usize;
-    let delta = seed / 64 % 3 == 2;
+    let delta = seed / 64 % 2 == 1;
     let (log, stored) = log_of_batches(&sim, host, BATCHES, sealed)?;
     let n = usize::from(damaged);
     let at: u64 = stored[..n].iter().map(|b| b.len() as u64).sum();
     let (pos, bytes) = if delta {
-        // Deltas are small: flipping the top bit of their first byte makes one implausible.
+        // Deltas are small: setting bit 30 makes the count the header states wrong.
         (at + LAST_OFFSET_DELTA_AT, Bytes::from_static(&[0x40]))
     } else {
         let leads_to: u64 = stored[n..=n + skipped].iter().map(|b| b.len() as u64).sum();

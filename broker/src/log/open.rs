@@ -506,7 +506,7 @@ async fn rescan(
                     break Some((position, error));
                 };
                 // Damage in synced data: reads reaching it report it. The walk goes on past
-                // it, from the next batch if the damaged one's length leads to batches that
+                // it, from the next batch (see `walk::walk_past`) if batches from there
                 // reach the synced end (they stay readable), else from the synced end.
                 tracing::error!(log = %dir.display(), segment = %base, position, %error, "corrupt batch in synced data");
                 let damaged = (position, seg.next_offset);

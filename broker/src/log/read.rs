@@ -4,8 +4,9 @@
 //!
 //! A read walks from an index entry to the batch it wants, checking each batch it passes. A
 //! damaged batch on the way (a latent sector error) fails only the reads of its own offsets: a
-//! read of a later one walks past it, from where the damaged batch's length leads, if the
-//! batches from there chain to the next index entry or the segment's end (`walk::walk_past`).
+//! read of a later one walks past it, from the batch after it (where the damaged batch's length
+//! leads, checked against its header, or else the first intact batch found), if the batches
+//! from there chain to the next index entry or the segment's end (`walk::walk_past`).
 
 use std::ops::Bound;
 use std::sync::Arc;

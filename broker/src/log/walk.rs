@@ -344,7 +344,8 @@ pub(crate) async fn states_base_at(
 }
 
 /// Bytes past a damaged batch's start searched for the batch after it, when the damaged batch's
-/// length field does not lead to one (the largest batch a topic accepts by default).
+/// length field does not lead to one, or leads past the offset its header states follows it
+/// (the largest batch a topic accepts by default).
 pub const RESYNC_SCAN_BYTES_MAX: usize = 1 << 20;
 /// Damaged batches a walk past damage crosses at most before it reaches the end it must chain to.
 pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
@@ -352,9 +353,10 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// Where a walk may go on past the damaged batch at byte `damaged` (a latent sector error),
 /// which starts at offset `damaged_offset`, in data that ends at byte `end` and offset
 /// `end_offset`: the byte the next intact batch starts at, and its base offset. The next batch
-/// is where the damaged one's length field (outside the CRC, most often intact) leads, if it
-/// starts at the offset the damaged header states follows it, or else the first place within [`RESYNC_SCAN_BYTES_MAX`] where a whole batch with a base offset
-/// between `damaged_offset` and `end_offset` passes its CRC. What is found is believed only if
+/// is where the damaged one's length field (outside the CRC, most often intact) leads (or a
+/// batch before it starting at the offset the damaged header states follows it, where the
+/// length skipped one), or else the first place within [`RESYNC_SCAN_BYTES_MAX`] where a
+/// whole batch with a base offset between `damaged_offset` and `end_offset` passes its CRC. What is found is believed only if
 /// the batches from there continue each other's offsets without a gap to exactly `end` and
 /// `end_offset` (a wrong length or a flipped base offset breaks that chain). Further damaged
 /// batches on the way are crossed the same way, at most [`DAMAGED_IN_A_ROW_MAX`] of them, each
@@ -610,16 +612,19 @@ async fn next_batch_after(
         let frame = head.get(..len)?;
         batch::check_frame(frame, usize::MAX).ok().map(|h| Offset(h.base_offset()))
     };
-    // Where the damaged batch's own length leads, if a whole batch is there that starts at the
-    // offset the damaged header states follows it: two fields agree, so neither is likely
-    // flipped. A flipped length alone can lead exactly to a later batch (a flip adds a power
-    // of two, and batches of like size line up), past intact ones it would lose.
+    // Where the damaged batch's own length leads, if a whole batch is there. Unless that batch
+    // starts at the offset the damaged header states follows it, a batch that does, before it,
+    // comes first: a flipped length can lead exactly to a later batch (a flip adds a power of
+    // two, and batches of like size line up), past intact ones it would lose. Where none does
+    // (a compaction gap, or a flipped count or base offset), the length stands.
     let follows = stated_in(&bytes).and_then(|s| s.base.0.checked_add(s.count)).map(Offset);
     if let Some(len) = bytes.get(..BATCH_LOG_OVERHEAD_BYTES).and_then(frame_len)
         && let Some(base) = intact(len)
-        && Some(base) == follows
     {
-        return Ok(Some((damaged + len as u64, base)));
+        let skipped = follows.filter(|&f| f != base).and_then(|f| {
+            (1..len).find(|&at| intact(at) == Some(f)).map(|at| (damaged + at as u64, f))
+        });
+        return Ok(Some(skipped.unwrap_or((damaged + len as u64, base))));
     }
     // Else the first place a whole batch is.
     Ok((1..bytes.len()).find_map(|at| intact(at).map(|base| (damaged + at as u64, base))))
