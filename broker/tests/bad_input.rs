@@ -165,7 +165,7 @@ async fn corrupt_and_oversized_batches_are_refused_and_nothing_is_written() {
 /// A retry of an idempotent producer's batch is known by its header alone, so the whole batch
 /// is checked before it is taken for one: a copy with a bit flipped in its records, or with a
 /// second batch behind it, is refused (and nothing written), never acknowledged as the batch it
-/// resembles.
+/// resembles. A second batch is invalid, not corrupt, unless the first is corrupt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_copy_of_an_idempotent_batch_is_refused_not_taken_for_a_retry() {
     let broker = TestBroker::start().await;
@@ -193,9 +193,14 @@ async fn a_corrupt_copy_of_an_idempotent_batch_is_refused_not_taken_for_a_retry(
     let last = flipped.len() - 1;
     flipped[last] ^= 0x01;
     assert_eq!(produce_error(&broker, Bytes::from(flipped)).await, 2, "CORRUPT_MESSAGE");
-    // A retry of the first batch with the second behind it, in one records field.
+    // A retry of the first batch with the second behind it, in one records field: refused as
+    // more than one batch, which a producer does not retry. With a bit of the first flipped,
+    // it is corruption.
     let both = [first.as_ref(), second.as_ref()].concat();
-    assert_eq!(produce_error(&broker, Bytes::from(both)).await, 2, "CORRUPT_MESSAGE");
+    assert_eq!(produce_error(&broker, Bytes::from(both.clone())).await, 87, "INVALID_RECORD");
+    let mut flipped_both = both;
+    flipped_both[first.len() - 1] ^= 0x01;
+    assert_eq!(produce_error(&broker, Bytes::from(flipped_both)).await, 2, "CORRUPT_MESSAGE");
     assert_eq!(partition.log.log_end_offset().0, 1, "a refused batch was written");
     // The true retry is still answered as the original, and the second batch is written next.
     assert_eq!(produce_error(&broker, first).await, 0);

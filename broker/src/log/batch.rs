@@ -526,9 +526,17 @@ fn check_records_deep(batch: &[u8], header: &BatchHeader) -> Result<(), BatchErr
 /// Everything a produced batch must pass before the leader stamps and appends it, or takes it
 /// for a retry of a batch it holds: the frame and CRC first ([`check_frame`]: a bit flipped in
 /// transit is corruption, which a producer retries), then [`BatchHeader::check_produce`] (cheap,
-/// before any record is read), then the records as [`validate_deep`] checks them.
+/// before any record is read), then the records as [`validate_deep`] checks them. Bytes past a
+/// first batch whose frame and CRC pass are a second batch, refused as [`BatchError::NotOneBatch`]
+/// (INVALID_RECORD, as Kafka answers), not as corruption a producer would retry for ever.
 pub fn validate_produce(batch: &[u8], max_bytes: usize) -> Result<BatchHeader, BatchError> {
-    let header = check_frame(batch, max_bytes)?;
+    let header = match check_frame(batch, max_bytes) {
+        Err(BatchError::LengthMismatch { declared, actual }) if actual > declared => {
+            check_frame(batch.get(..declared).unwrap_or_default(), max_bytes)?;
+            return Err(BatchError::NotOneBatch);
+        }
+        checked => checked?,
+    };
     header.check_produce()?;
     check_records_deep(batch, &header)?;
     Ok(header)

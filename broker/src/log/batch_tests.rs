@@ -362,6 +362,25 @@ fn a_flipped_bit_in_a_produced_batch_is_corruption_before_any_produce_rule() {
 }
 
 #[test]
+fn a_second_batch_in_a_produce_is_invalid_unless_the_first_is_corrupt() {
+    let two = [batch(), batch()].concat();
+    assert_eq!(validate_produce(&two, MAX), Err(BatchError::NotOneBatch));
+    assert_eq!(BatchError::NotOneBatch.response_error(), ResponseError::InvalidRecord);
+    let one = batch().len();
+    let mut stray = batch();
+    stray.push(0);
+    assert_eq!(validate_produce(&stray, MAX), Err(BatchError::NotOneBatch));
+    let mut corrupt_first = two.clone();
+    corrupt_first[one - 1] ^= 0x01;
+    assert!(matches!(validate_produce(&corrupt_first, MAX), Err(BatchError::CrcMismatch { .. })));
+    // A length field flipped in transit: the first batch read short fails its CRC.
+    let mut short = batch();
+    let length = i32::from_be_bytes(short[8..12].try_into().unwrap());
+    put(&mut short, 8, &(length - 4).to_be_bytes());
+    assert!(matches!(validate_produce(&short, MAX), Err(BatchError::CrcMismatch { .. })));
+}
+
+#[test]
 fn produce_rules_refuse_what_only_the_broker_may_write() {
     let control = BatchOptions { control: true, ..BatchOptions::default() };
     assert_eq!(
