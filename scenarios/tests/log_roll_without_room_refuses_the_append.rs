@@ -20,6 +20,10 @@
 //! first append in the epoch records it durably before it writes, and until then a kill loses
 //! only the epoch, in which nothing was written. Before, it took the log offline until the
 //! broker restarted.
+//!
+//! So does a follower's cut of its log (a divergent tail, or a start again past its end):
+//! refused before anything changes, the log stays online as it was, and the cut is made once
+//! there is room. Before, it too took the log offline until the broker restarted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -301,4 +305,110 @@ fn epoch_scenario(seed: u64) -> Result<(), String> {
 #[test]
 fn out_of_descriptors_refuses_an_append_in_a_new_epoch_and_forgets_it() {
     for_each_seed("log_roll_without_room_refuses_the_append", 0..4, epoch_scenario);
+}
+
+/// A follower's cut of its divergent tail, or its start again past its end, with no room for
+/// the checkpoints it rewrites (out of descriptors, or the disk full: with room for neither, or
+/// for the partition checkpoint only, by seed) is refused before anything changes: the log
+/// stays online holding what it held, in memory and after a kill, no temporary file is left
+/// taking room, and the refusal counts as one for room (see `Log::refused_for_room`). Once
+/// there is room the cut is made, and holds after a kill. Before, the log went offline until
+/// the broker restarted.
+fn cut_scenario(seed: u64, short: Short) -> Result<(), String> {
+    let sim = Sim::new(seed);
+    let host = sim.add_client("broker");
+    let env = sim.env(host);
+    let (disk, refusing) = RefusingDisk::new(Arc::clone(&env.disk), Refuse::NewFiles);
+    let env = Env { disk: Arc::new(disk), ..env };
+    let open = move || {
+        let env = env.clone();
+        async move { Log::open(env, log::dir(), log::kept_forever()).await.map_err(|e| e.to_string()) }
+    };
+    let r = log::BATCH_RECORDS;
+    let epochs = [(LeaderEpoch(1), Offset(0)), (LeaderEpoch(2), Offset(r))];
+    let opened = open.clone();
+    let log = sim
+        .block_on(host, Duration::from_secs(60), move |_| async move {
+            let log = opened().await?;
+            for (n, epoch) in [(0, 1), (1, 2), (2, 2)] {
+                let appended = log.append(log::batch(n, None), LeaderEpoch(epoch)).await;
+                appended.map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(log)
+        })
+        .ok_or("the appends did not finish")??;
+    let usage = sim.disk_usage(host);
+    match short {
+        Short::Descriptors => refusing.store(true, Ordering::SeqCst),
+        Short::Space => {
+            let checkpoint = log::dir().join(weir::log::PARTITION_CHECKPOINT);
+            let len = sim.durable_contents(host, &checkpoint).map_err(|e| e.to_string())?.len();
+            let room = if seed.is_multiple_of(2) { seed % 4 } else { len as u64 + seed % 4 };
+            let faults = DiskFaults { capacity_bytes: Some(usage + room), ..Default::default() };
+            sim.set_disk_faults(host, faults);
+        }
+    }
+    sim.block_on(host, Duration::from_secs(60), move |_| async move {
+        let cut = log.truncate_to(Offset(r)).await;
+        let restarted = log.restart_at(Offset(100 * r)).await;
+        ensure(cut.is_err() && restarted.is_err(), || {
+            format!("without room, the cut gave {cut:?} and the start again {restarted:?}")
+        })?;
+        ensure(log.offline().is_none(), || format!("the log went offline: {:?}", log.offline()))?;
+        ensure(log.refused_for_room(), || "a refused cut is no refusal for room".to_owned())?;
+        let (start, end) = (log.log_start_offset(), log.log_end_offset());
+        ensure(start == Offset(0) && end == Offset(3 * r), || {
+            format!("the refused cuts left the log at {start}..{end}")
+        })?;
+        ensure(log.epochs().entries() == &epochs[..], || {
+            format!("the refused cuts left the epochs {:?}", log.epochs().entries())
+        })?;
+        let stored = log::all_batches(&log).await?;
+        ensure(stored.len() == 3, || format!("{} batches after the refused cuts", stored.len()))
+    })
+    .ok_or("the refused cuts did not finish")??;
+    ensure(sim.disk_usage(host) == usage, || {
+        format!("the refused cuts left {} bytes more", sim.disk_usage(host) - usage)
+    })?;
+    refusing.store(false, Ordering::SeqCst);
+    sim.set_disk_faults(host, DiskFaults::default());
+    // Killed, the log reopens as it was; then the cut is made, and holds after a kill.
+    sim.block_on(host, Duration::from_secs(60), move |_| async move {
+        let log = open().await?;
+        ensure(log.epochs().entries() == &epochs[..], || {
+            format!("after a kill the epochs are {:?}", log.epochs().entries())
+        })?;
+        let stored = log::all_batches(&log).await?;
+        ensure(stored.len() == 3, || format!("{} batches after the kill", stored.len()))?;
+        let end = log.truncate_to(Offset(r)).await.map_err(|e| e.to_string())?;
+        ensure(end == Offset(r), || format!("the cut ended the log at {end}"))?;
+        drop(log);
+        let log = open().await?;
+        let kept = log.epochs().entries().to_vec();
+        ensure(kept == epochs[..1], || format!("after the cut the epochs are {kept:?}"))?;
+        let stored = log::all_batches(&log).await?;
+        ensure(stored.len() == 1, || format!("{} batches after the cut", stored.len()))?;
+        log.restart_at(Offset(100 * r)).await.map_err(|e| e.to_string())?;
+        drop(log);
+        let log = open().await?;
+        let (start, end) = (log.log_start_offset(), log.log_end_offset());
+        ensure(start == Offset(100 * r) && end == start, || {
+            format!("started again at {}, the log reopens at {start}..{end}", 100 * r)
+        })
+    })
+    .ok_or("the cut did not finish")?
+}
+
+#[test]
+fn out_of_descriptors_refuses_a_cut_and_leaves_the_log_as_it_was() {
+    for_each_seed("log_roll_without_room_refuses_the_append", 0..4, |seed| {
+        cut_scenario(seed, Short::Descriptors)
+    });
+}
+
+#[test]
+fn a_full_disk_refuses_a_cut_and_leaves_the_log_as_it_was() {
+    for_each_seed("log_roll_without_room_refuses_the_append", 0..8, |seed| {
+        cut_scenario(seed, Short::Space)
+    });
 }

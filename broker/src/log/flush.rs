@@ -258,11 +258,16 @@ impl Log {
         };
         checkpoint::write_atomic(&*self.env.disk, &self.dir, PARTITION_CHECKPOINT, body.encode())
             .await?;
+        self.checkpoint_written(body, rewrites);
+        Ok(())
+    }
+
+    /// Notes that the partition checkpoint `body`, taken at `rewrites`, is now the one on disk.
+    pub(super) fn checkpoint_written(&self, body: PartitionCheckpoint, rewrites: u64) {
         // Checkpoints are written one at a time (under the files lock), so this is the latest.
         let mut state = self.state();
         state.durable_log_start = body.log_start;
         state.last_checkpoint = Some((body, rewrites));
-        Ok(())
     }
 
     /// Flushes, checkpoints and takes the log offline (`Closed`), so that the next open has

@@ -9,12 +9,16 @@
 //! removed, the holding segment's index files are rewritten for the batches it keeps (entries
 //! that hold for its file before the cut and after), and its file is cut and synced. A follower
 //! that restarts asks its leader again where the logs diverge, so a cut a crash interrupted is
-//! cut again. The holding segment becomes the active one. Its index is kept up to the entry before the cut and
-//! rebuilt from there by walking the batches up to the cut (from the segment's start where the
-//! index is unusable), so a cut walks about two index intervals, not a whole segment. Damage (a
-//! latent sector error in synced data, which reads report) never moves the cut below its
-//! target: batches below that entry are not walked again, and a damaged batch the walk meets is
-//! walked past when it lies wholly below the target.
+//! cut again. Both checkpoints are first written to temporary files beside them, before
+//! anything changes: out of room for them (disk space, or descriptors), the cut is refused, the
+//! log stays online as it was, and the follower asks again.
+//!
+//! The holding segment becomes the active one. Its index is kept up to the entry before the
+//! cut and rebuilt from there by walking the batches up to the cut (from the segment's start
+//! where the index is unusable), so a cut walks about two index intervals, not a whole
+//! segment. Damage (a latent sector error in synced data, which reads report) never moves the
+//! cut below its target: batches below that entry are not walked again, and a damaged batch
+//! the walk meets is walked past when it lies wholly below the target.
 
 use std::io;
 use std::sync::Arc;
@@ -23,7 +27,7 @@ use super::append::Shortage;
 use super::checkpoint;
 use super::epochs::{EPOCH_CHECKPOINT, EpochCache};
 use super::error::{AppendError, MaintenanceError};
-use super::open::remove_segment_files;
+use super::open::{PARTITION_CHECKPOINT, PartitionCheckpoint, remove_segment_files};
 use super::partition_log::{Log, RecoveryPoint};
 use super::sealed::IndexFile;
 use super::segment::{self, ActiveIndex, KeptPrefix, LOG_EXT, Segment, SegmentIndex};
@@ -80,19 +84,30 @@ impl Log {
         let natural = kept.next_offset;
         let end = natural.max(log_start);
         let point = RecoveryPoint { offset: end, segment: base, position: kept.size };
-        // 1. Recovery starts at or below the cut.
         let lower = |p: RecoveryPoint| if p.offset > end { point } else { p };
-        let (checkpointed, epochs) = {
+        // The two checkpoints the cut rewrites, staged first: recovery starts at or below the
+        // cut, and epochs past the cut are no longer vouched for.
+        let (body, epochs) = {
+            let state = self.state();
+            let mut epochs = state.epochs.clone();
+            epochs.truncate_from(natural);
+            let body = PartitionCheckpoint {
+                recovery: lower(state.checkpointed),
+                log_start: state.log_start,
+                high_watermark: state.high_watermark.min(end),
+            };
+            (body, epochs)
+        };
+        let staged = self.stage_cut(body, epochs.encode()).await?;
+        {
             let mut state = self.state();
             state.rewrites += 1;
             state.high_watermark = state.high_watermark.min(end);
-            state.checkpointed = lower(state.checkpointed);
-            state.epochs.truncate_from(natural);
-            (state.checkpointed, state.epochs.encode())
-        };
-        self.write_checkpoint_point(checkpointed).await.map_err(|e| self.failed(e))?;
-        // 2. Epochs past the cut are no longer vouched for.
-        self.write_epochs(epochs).await?;
+            state.checkpointed = body.recovery;
+            state.epochs = epochs;
+        }
+        // 1. Recovery starts at or below the cut. 2. The epochs past it go.
+        self.install_cut(staged).await?;
         // 3. Later segments go.
         let later: Vec<Offset> = {
             let mut state = self.state();
@@ -177,23 +192,26 @@ impl Log {
         let _files = self.files_lock.lock().await;
         let point = RecoveryPoint { offset: start, segment: start, position: 0 };
         {
-            let mut state = self.state();
+            let state = self.state();
             state.check_online()?;
             let empty = state.log_start == state.log_end;
             if start == state.log_end || (start < state.log_end && !empty) {
                 return Ok(());
             }
+        }
+        let body = PartitionCheckpoint { recovery: point, log_start: start, high_watermark: start };
+        let staged = self.stage_cut(body, EpochCache::default().encode()).await?;
+        {
+            let mut state = self.state();
             state.rewrites += 1;
             state.log_start = start;
             state.high_watermark = start;
             state.checkpointed = point;
             state.epochs = Default::default();
         }
-        // 1. The new start, durable: from here on a reopen drops every old segment.
-        self.write_checkpoint_point(point).await.map_err(|e| self.failed(e))?;
-        // 2. No epoch vouches for an offset below it.
-        let epochs = self.state().epochs.encode();
-        self.write_epochs(epochs).await?;
+        // 1. The new start, durable: from here on a reopen drops every old segment. 2. No
+        // epoch vouches for an offset below it.
+        self.install_cut(staged).await?;
         // 3. A fresh active segment at the start replaces the old ones.
         let disk = &*self.env.disk;
         let file = disk
@@ -275,10 +293,58 @@ impl Log {
         Ok(Some(end))
     }
 
-    /// Writes the epoch checkpoint, `epochs` encoded from the log's own under the append lock
-    /// (it then holds every epoch the log has, saved); a failure takes the log offline.
-    async fn write_epochs(&self, epochs: bytes::Bytes) -> Result<(), MaintenanceError> {
-        checkpoint::write_atomic(&*self.env.disk, &self.dir, EPOCH_CHECKPOINT, epochs)
+    /// Stages the partition checkpoint `body` and the epoch checkpoint `epochs` (the log's own
+    /// as the cut leaves them, under the append lock) in temporary files beside them, before
+    /// the cut changes anything. Out of room for either (disk space, or descriptors), the cut
+    /// has not begun: the temporary files go, the log stays online as it was, and the follower
+    /// asks again, as for a refused append. Before, the log went offline until a restart. Any
+    /// other failure takes the log offline.
+    async fn stage_cut(
+        &self,
+        body: PartitionCheckpoint,
+        epochs: bytes::Bytes,
+    ) -> Result<StagedCut, MaintenanceError> {
+        let disk = &*self.env.disk;
+        let rewrites = self.state().rewrites + 1;
+        let partition =
+            checkpoint::write_temp(disk, &self.dir, PARTITION_CHECKPOINT, body.encode());
+        let partition = match partition.await {
+            Ok(temp) => temp,
+            Err(e) => return Err(self.refused_cut(e, &[]).await),
+        };
+        let epochs = match checkpoint::write_temp(disk, &self.dir, EPOCH_CHECKPOINT, epochs).await {
+            Ok(temp) => temp,
+            Err(e) => return Err(self.refused_cut(e, &[partition]).await),
+        };
+        Ok(StagedCut { body, rewrites, partition, epochs })
+    }
+
+    /// A cut refused for `e` while staging its checkpoints, with `staged` the temporary files
+    /// written so far: for want of room they are removed (a leftover is removed at the next
+    /// open anyway), the log stays online and counts it as an append refused for room (see
+    /// [`Log::refused_for_room`]); otherwise it goes offline.
+    async fn refused_cut(&self, e: io::Error, staged: &[std::path::PathBuf]) -> MaintenanceError {
+        if Shortage::of(&e).is_none() {
+            return self.failed(e);
+        }
+        tracing::warn!(log = %self.dir.display(), error = %e, "no room to cut the log yet");
+        for temp in staged {
+            let _ = self.env.disk.remove(temp).await;
+        }
+        // Counted as a refused append: this replica cannot take writes until it has room.
+        self.state().refused_for_room = Some(self.env.clock.now());
+        MaintenanceError::Io(e)
+    }
+
+    /// Installs a staged cut's checkpoints, the partition checkpoint first; a failure takes
+    /// the log offline.
+    async fn install_cut(&self, staged: StagedCut) -> Result<(), MaintenanceError> {
+        let disk = &*self.env.disk;
+        checkpoint::install(disk, &self.dir, PARTITION_CHECKPOINT, &staged.partition)
+            .await
+            .map_err(|e| self.failed(e))?;
+        self.checkpoint_written(staged.body, staged.rewrites);
+        checkpoint::install(disk, &self.dir, EPOCH_CHECKPOINT, &staged.epochs)
             .await
             .map_err(|e| self.failed(e))?;
         self.state().epochs_unsaved = false;
@@ -290,6 +356,18 @@ impl Log {
     fn failed(&self, e: io::Error) -> MaintenanceError {
         self.go_offline(super::error::Offline::WriteFailed(e.kind())).into()
     }
+}
+
+/// A cut's two checkpoints, written to temporary files beside them (see [`Log::stage_cut`]).
+struct StagedCut {
+    /// The partition checkpoint staged.
+    body: PartitionCheckpoint,
+    /// The log's count of rewrites once the cut has begun.
+    rewrites: u64,
+    /// The partition checkpoint's temporary file.
+    partition: std::path::PathBuf,
+    /// The epoch checkpoint's temporary file.
+    epochs: std::path::PathBuf,
 }
 
 /// The index of the segment holding a cut, as the log had it.
