@@ -307,9 +307,14 @@ fn out_of_descriptors_refuses_an_append_in_a_new_epoch_and_forgets_it() {
     for_each_seed("log_roll_without_room_refuses_the_append", 0..4, epoch_scenario);
 }
 
+/// The batch a follower's cut removes, the last; the ones before it are indexed, so that the
+/// index files the cut rewrites are larger than the checkpoints.
+const CUT_BATCH: u8 = 40;
+
 /// A follower's cut of its divergent tail, or its start again past its end, with no room for
-/// the checkpoints it rewrites (out of descriptors, or the disk full: with room for neither, or
-/// for the partition checkpoint only, by seed) is refused before anything changes: the log
+/// the files it rewrites (out of descriptors, or the disk full: with room for none, for the
+/// partition checkpoint only, or for both checkpoints but not the truncated segment's index
+/// files, by seed) is refused before anything changes: the log
 /// stays online holding what it held, in memory and after a kill, no temporary file is left
 /// taking room, and the refusal counts as one for room (see `Log::refused_for_room`). Once
 /// there is room the cut is made, and holds after a kill. Before, the log went offline until
@@ -320,17 +325,21 @@ fn cut_scenario(seed: u64, short: Short) -> Result<(), String> {
     let env = sim.env(host);
     let (disk, refusing) = RefusingDisk::new(Arc::clone(&env.disk), Refuse::NewFiles);
     let env = Env { disk: Arc::new(disk), ..env };
+    // An index entry for each batch.
+    let config = LogConfig { index_interval_bytes: 1, ..log::kept_forever() };
     let open = move || {
-        let env = env.clone();
-        async move { Log::open(env, log::dir(), log::kept_forever()).await.map_err(|e| e.to_string()) }
+        let (env, config) = (env.clone(), config.clone());
+        async move { Log::open(env, log::dir(), config).await.map_err(|e| e.to_string()) }
     };
     let r = log::BATCH_RECORDS;
-    let epochs = [(LeaderEpoch(1), Offset(0)), (LeaderEpoch(2), Offset(r))];
+    let cut_at = Offset(i64::from(CUT_BATCH) * r);
+    let epochs = [(LeaderEpoch(1), Offset(0)), (LeaderEpoch(2), cut_at)];
     let opened = open.clone();
     let log = sim
         .block_on(host, Duration::from_secs(60), move |_| async move {
             let log = opened().await?;
-            for (n, epoch) in [(0, 1), (1, 2), (2, 2)] {
+            for n in 0..=CUT_BATCH {
+                let epoch = if n < CUT_BATCH { 1 } else { 2 };
                 let appended = log.append(log::batch(n, None), LeaderEpoch(epoch)).await;
                 appended.map_err(|e| e.to_string())?;
             }
@@ -341,30 +350,44 @@ fn cut_scenario(seed: u64, short: Short) -> Result<(), String> {
     match short {
         Short::Descriptors => refusing.store(true, Ordering::SeqCst),
         Short::Space => {
-            let checkpoint = log::dir().join(weir::log::PARTITION_CHECKPOINT);
-            let len = sim.durable_contents(host, &checkpoint).map_err(|e| e.to_string())?.len();
-            let room = if seed.is_multiple_of(2) { seed % 4 } else { len as u64 + seed % 4 };
+            let len = |name: &str| {
+                let contents = sim.durable_contents(host, log::dir().join(name));
+                contents.map(|c| c.len() as u64).map_err(|e| format!("{name}: {e}"))
+            };
+            let partition = len(weir::log::PARTITION_CHECKPOINT)?;
+            let epochs = len(weir::log::epochs::EPOCH_CHECKPOINT)?;
+            let room = seed % 4
+                + match seed % 3 {
+                    0 => 0,
+                    1 => partition,
+                    _ => partition + epochs,
+                };
             let faults = DiskFaults { capacity_bytes: Some(usage + room), ..Default::default() };
             sim.set_disk_faults(host, faults);
         }
     }
     sim.block_on(host, Duration::from_secs(60), move |_| async move {
-        let cut = log.truncate_to(Offset(r)).await;
-        let restarted = log.restart_at(Offset(100 * r)).await;
+        let cut = log.truncate_to(cut_at).await;
+        // A start again rewrites no index file: with room for both checkpoints it would be made.
+        let restarted = match short {
+            Short::Space if seed % 3 == 2 => Err(None),
+            _ => log.restart_at(Offset(100 * r)).await.map_err(Some),
+        };
         ensure(cut.is_err() && restarted.is_err(), || {
             format!("without room, the cut gave {cut:?} and the start again {restarted:?}")
         })?;
         ensure(log.offline().is_none(), || format!("the log went offline: {:?}", log.offline()))?;
         ensure(log.refused_for_room(), || "a refused cut is no refusal for room".to_owned())?;
         let (start, end) = (log.log_start_offset(), log.log_end_offset());
-        ensure(start == Offset(0) && end == Offset(3 * r), || {
+        ensure(start == Offset(0) && end == Offset(cut_at.0 + r), || {
             format!("the refused cuts left the log at {start}..{end}")
         })?;
         ensure(log.epochs().entries() == &epochs[..], || {
             format!("the refused cuts left the epochs {:?}", log.epochs().entries())
         })?;
         let stored = log::all_batches(&log).await?;
-        ensure(stored.len() == 3, || format!("{} batches after the refused cuts", stored.len()))
+        let n = stored.len();
+        ensure(n == usize::from(CUT_BATCH) + 1, || format!("{n} batches after the refused cuts"))
     })
     .ok_or("the refused cuts did not finish")??;
     ensure(sim.disk_usage(host) == usage, || {
@@ -379,15 +402,17 @@ fn cut_scenario(seed: u64, short: Short) -> Result<(), String> {
             format!("after a kill the epochs are {:?}", log.epochs().entries())
         })?;
         let stored = log::all_batches(&log).await?;
-        ensure(stored.len() == 3, || format!("{} batches after the kill", stored.len()))?;
-        let end = log.truncate_to(Offset(r)).await.map_err(|e| e.to_string())?;
-        ensure(end == Offset(r), || format!("the cut ended the log at {end}"))?;
+        let n = stored.len();
+        ensure(n == usize::from(CUT_BATCH) + 1, || format!("{n} batches after the kill"))?;
+        let end = log.truncate_to(cut_at).await.map_err(|e| e.to_string())?;
+        ensure(end == cut_at, || format!("the cut ended the log at {end}"))?;
         drop(log);
         let log = open().await?;
         let kept = log.epochs().entries().to_vec();
         ensure(kept == epochs[..1], || format!("after the cut the epochs are {kept:?}"))?;
         let stored = log::all_batches(&log).await?;
-        ensure(stored.len() == 1, || format!("{} batches after the cut", stored.len()))?;
+        let n = stored.len();
+        ensure(n == usize::from(CUT_BATCH), || format!("{n} batches after the cut"))?;
         log.restart_at(Offset(100 * r)).await.map_err(|e| e.to_string())?;
         drop(log);
         let log = open().await?;
@@ -408,7 +433,7 @@ fn out_of_descriptors_refuses_a_cut_and_leaves_the_log_as_it_was() {
 
 #[test]
 fn a_full_disk_refuses_a_cut_and_leaves_the_log_as_it_was() {
-    for_each_seed("log_roll_without_room_refuses_the_append", 0..8, |seed| {
+    for_each_seed("log_roll_without_room_refuses_the_append", 0..12, |seed| {
         cut_scenario(seed, Short::Space)
     });
 }

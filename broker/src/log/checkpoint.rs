@@ -95,7 +95,8 @@ pub async fn write_atomic(
 }
 
 /// The first half of [`write_atomic`]: `contents` written and synced to a temporary file beside
-/// `dir/name`, which a failure leaves untouched. Returns the temporary file's path.
+/// `dir/name`, which a failure leaves untouched (the temporary file it began is removed).
+/// Returns the temporary file's path.
 pub async fn write_temp(
     disk: &dyn Disk,
     dir: &Path,
@@ -104,8 +105,15 @@ pub async fn write_temp(
 ) -> io::Result<PathBuf> {
     let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
     let file = disk.create(&temp).await?;
-    file.write_at(0, contents).await?;
-    file.sync_data().await?;
+    let written = match file.write_at(0, contents).await {
+        Ok(()) => file.sync_data().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = written {
+        // What part of it was written takes room for nothing (the next open removes it too).
+        let _ = disk.remove(&temp).await;
+        return Err(e);
+    }
     Ok(temp)
 }
 

@@ -21,6 +21,7 @@
 //! the walk meets is walked past when it lies wholly below the target.
 
 use std::io;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::append::Shortage;
@@ -98,7 +99,11 @@ impl Log {
             };
             (body, epochs)
         };
-        let staged = self.stage_cut(body, epochs.encode()).await?;
+        let index = match &kept.index {
+            SegmentIndex::Active(index) => Some((base, index)),
+            SegmentIndex::Sealed(_) => None,
+        };
+        let staged = self.stage_cut(body, epochs.encode(), index).await?;
         {
             let mut state = self.state();
             state.rewrites += 1;
@@ -107,7 +112,7 @@ impl Log {
             state.epochs = epochs;
         }
         // 1. Recovery starts at or below the cut. 2. The epochs past it go.
-        self.install_cut(staged).await?;
+        let index = self.install_cut(staged).await?;
         // 3. Later segments go.
         let later: Vec<Offset> = {
             let mut state = self.state();
@@ -132,10 +137,8 @@ impl Log {
         // for the file before the cut and after it alike), then the segment is cut. Recovery
         // resumes from them at the lowered point; without them it would walk the segment from
         // its start, and damage below the point would leave the batches after it unindexed.
-        if let SegmentIndex::Active(index) = &kept.index {
-            segment::write_index_files(disk, &self.dir, base, index)
-                .await
-                .map_err(|e| self.failed(e))?;
+        for (temp, name) in &index {
+            disk.rename(temp, &self.dir.join(name)).await.map_err(|e| self.failed(e))?;
         }
         log.truncate(kept.size).await.map_err(|e| self.failed(e))?;
         log.sync_data().await.map_err(|e| self.failed(e))?;
@@ -200,7 +203,7 @@ impl Log {
             }
         }
         let body = PartitionCheckpoint { recovery: point, log_start: start, high_watermark: start };
-        let staged = self.stage_cut(body, EpochCache::default().encode()).await?;
+        let staged = self.stage_cut(body, EpochCache::default().encode(), None).await?;
         {
             let mut state = self.state();
             state.rewrites += 1;
@@ -293,42 +296,53 @@ impl Log {
         Ok(Some(end))
     }
 
-    /// Stages the partition checkpoint `body` and the epoch checkpoint `epochs` (the log's own
-    /// as the cut leaves them, under the append lock) in temporary files beside them, before
-    /// the cut changes anything. Out of room for either (disk space, or descriptors), the cut
-    /// has not begun: the temporary files go, the log stays online as it was, and the follower
-    /// asks again, as for a refused append. Before, the log went offline until a restart. Any
-    /// other failure takes the log offline.
+    /// Stages the files a cut rewrites in temporary files beside them, before the cut changes
+    /// anything: the partition checkpoint `body`, the epoch checkpoint `epochs` (the log's own
+    /// as the cut leaves them, under the append lock) and, for a truncation, the index files
+    /// of the segment `index` names as the cut leaves them. Out of room for any (disk space,
+    /// or descriptors), the cut has not begun: the temporary files go, the log stays online as
+    /// it was, and the follower asks again, as for a refused append. Before, the log went
+    /// offline until a restart. Any other failure takes the log offline.
     async fn stage_cut(
         &self,
         body: PartitionCheckpoint,
         epochs: bytes::Bytes,
+        index: Option<(Offset, &ActiveIndex)>,
     ) -> Result<StagedCut, MaintenanceError> {
         let disk = &*self.env.disk;
         let rewrites = self.state().rewrites + 1;
-        let partition =
-            checkpoint::write_temp(disk, &self.dir, PARTITION_CHECKPOINT, body.encode());
-        let partition = match partition.await {
-            Ok(temp) => temp,
-            Err(e) => return Err(self.refused_cut(e, &[]).await),
-        };
-        let epochs = match checkpoint::write_temp(disk, &self.dir, EPOCH_CHECKPOINT, epochs).await {
-            Ok(temp) => temp,
-            Err(e) => return Err(self.refused_cut(e, &[partition]).await),
-        };
-        Ok(StagedCut { body, rewrites, partition, epochs })
+        let mut files = vec![
+            (PARTITION_CHECKPOINT.to_owned(), body.encode()),
+            (EPOCH_CHECKPOINT.to_owned(), epochs),
+        ];
+        if let Some((base, active)) = index {
+            let offsets = super::index::encode_offsets(&active.offsets);
+            let times = super::index::encode_times(&active.times);
+            files.push((segment::file_name(base, segment::INDEX_EXT), offsets));
+            files.push((segment::file_name(base, segment::TIME_INDEX_EXT), times));
+        }
+        let mut staged = Vec::with_capacity(files.len());
+        for (name, contents) in files {
+            match checkpoint::write_temp(disk, &self.dir, &name, contents).await {
+                Ok(temp) => staged.push((temp, name)),
+                Err(e) => return Err(self.refused_cut(e, &staged).await),
+            }
+        }
+        let index = staged.split_off(CUT_CHECKPOINTS);
+        Ok(StagedCut { body, rewrites, checkpoints: staged, index })
     }
 
-    /// A cut refused for `e` while staging its checkpoints, with `staged` the temporary files
-    /// written so far: for want of room they are removed (a leftover is removed at the next
-    /// open anyway), the log stays online and counts it as an append refused for room (see
-    /// [`Log::refused_for_room`]); otherwise it goes offline.
-    async fn refused_cut(&self, e: io::Error, staged: &[std::path::PathBuf]) -> MaintenanceError {
+    /// A cut refused for `e` while staging its files, with `staged` the temporary files
+    /// written so far: for want of room they are removed (as is the one that failed, and any
+    /// leftover at the next open), the log stays online and counts it as an append refused for
+    /// room (see [`Log::refused_for_room`]); otherwise it goes offline.
+    async fn refused_cut(&self, e: io::Error, staged: &[(PathBuf, String)]) -> MaintenanceError {
         if Shortage::of(&e).is_none() {
             return self.failed(e);
         }
-        tracing::warn!(log = %self.dir.display(), error = %e, "no room to cut the log yet");
-        for temp in staged {
+        // The node warns once per episode of want of room (the refusal counts as one).
+        tracing::debug!(log = %self.dir.display(), error = %e, "no room to cut the log yet");
+        for (temp, _) in staged {
             let _ = self.env.disk.remove(temp).await;
         }
         // Counted as a refused append: this replica cannot take writes until it has room.
@@ -336,19 +350,23 @@ impl Log {
         MaintenanceError::Io(e)
     }
 
-    /// Installs a staged cut's checkpoints, the partition checkpoint first; a failure takes
-    /// the log offline.
-    async fn install_cut(&self, staged: StagedCut) -> Result<(), MaintenanceError> {
+    /// Installs a staged cut's checkpoints, the partition checkpoint first; returns its staged
+    /// index files, for the cut to rename into place once the later segments are gone. A
+    /// failure takes the log offline.
+    async fn install_cut(
+        &self,
+        staged: StagedCut,
+    ) -> Result<Vec<(PathBuf, String)>, MaintenanceError> {
         let disk = &*self.env.disk;
-        checkpoint::install(disk, &self.dir, PARTITION_CHECKPOINT, &staged.partition)
-            .await
-            .map_err(|e| self.failed(e))?;
-        self.checkpoint_written(staged.body, staged.rewrites);
-        checkpoint::install(disk, &self.dir, EPOCH_CHECKPOINT, &staged.epochs)
-            .await
-            .map_err(|e| self.failed(e))?;
-        self.state().epochs_unsaved = false;
-        Ok(())
+        for (temp, name) in &staged.checkpoints {
+            checkpoint::install(disk, &self.dir, name, temp).await.map_err(|e| self.failed(e))?;
+            if name == PARTITION_CHECKPOINT {
+                self.checkpoint_written(staged.body, staged.rewrites);
+            } else {
+                self.state().epochs_unsaved = false;
+            }
+        }
+        Ok(staged.index)
     }
 
     /// A failure mid-cut leaves the tail unknown: the log goes offline until it is reopened
@@ -358,16 +376,20 @@ impl Log {
     }
 }
 
-/// A cut's two checkpoints, written to temporary files beside them (see [`Log::stage_cut`]).
+/// The checkpoints a cut rewrites, the partition checkpoint and the epoch checkpoint.
+const CUT_CHECKPOINTS: usize = 2;
+
+/// The files a cut rewrites, written to temporary files beside them (see [`Log::stage_cut`]),
+/// as (temporary file, name) pairs.
 struct StagedCut {
     /// The partition checkpoint staged.
     body: PartitionCheckpoint,
     /// The log's count of rewrites once the cut has begun.
     rewrites: u64,
-    /// The partition checkpoint's temporary file.
-    partition: std::path::PathBuf,
-    /// The epoch checkpoint's temporary file.
-    epochs: std::path::PathBuf,
+    /// The partition checkpoint, then the epoch checkpoint.
+    checkpoints: Vec<(PathBuf, String)>,
+    /// The index files of the segment holding a truncation.
+    index: Vec<(PathBuf, String)>,
 }
 
 /// The index of the segment holding a cut, as the log had it.
