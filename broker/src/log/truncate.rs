@@ -9,9 +9,10 @@
 //! removed, the holding segment's index files are rewritten for the batches it keeps (entries
 //! that hold for its file before the cut and after), and its file is cut and synced. A follower
 //! that restarts asks its leader again where the logs diverge, so a cut a crash interrupted is
-//! cut again. Both checkpoints are first written to temporary files beside them, before
-//! anything changes: out of room for them (disk space, or descriptors), the cut is refused, the
-//! log stays online as it was, and the follower asks again.
+//! cut again. Both checkpoints and the holding segment's index files are first written to
+//! temporary files beside them, before anything changes: out of room for them (disk space, or
+//! descriptors), the cut is refused, the log stays online as it was, and the follower asks
+//! again.
 //!
 //! The holding segment becomes the active one. Its index is kept up to the entry before the
 //! cut and rebuilt from there by walking the batches up to the cut (from the segment's start
@@ -86,8 +87,8 @@ impl Log {
         let end = natural.max(log_start);
         let point = RecoveryPoint { offset: end, segment: base, position: kept.size };
         let lower = |p: RecoveryPoint| if p.offset > end { point } else { p };
-        // The two checkpoints the cut rewrites, staged first: recovery starts at or below the
-        // cut, and epochs past the cut are no longer vouched for.
+        // The checkpoints the cut rewrites, staged first with the index files: recovery starts
+        // at or below the cut, and epochs past the cut are no longer vouched for.
         let (body, epochs) = {
             let state = self.state();
             let mut epochs = state.epochs.clone();

@@ -356,9 +356,10 @@ pub const DAMAGED_IN_A_ROW_MAX: usize = 8;
 /// is where the damaged one's length field (outside the CRC, most often intact) leads (or a
 /// batch before it starting at the offset the damaged header states follows it, where the
 /// length skipped one), or else the first place within [`RESYNC_SCAN_BYTES_MAX`] where a
-/// whole batch with a base offset between `damaged_offset` and `end_offset` passes its CRC. What is found is believed only if
-/// the batches from there continue each other's offsets without a gap to exactly `end` and
-/// `end_offset` (a wrong length or a flipped base offset breaks that chain). Further damaged
+/// whole batch with a base offset between `damaged_offset` and `end_offset` passes its CRC.
+/// What is found is believed only if the batches from there continue each other's offsets
+/// without a gap to exactly `end` and `end_offset` (a wrong length or a flipped base offset
+/// breaks that chain). Further damaged
 /// batches on the way are crossed the same way, at most [`DAMAGED_IN_A_ROW_MAX`] of them, each
 /// requiring the offsets after it to lie past the ones before it (it held at least one). A lone
 /// batch between two damaged ones (no second batch vouches for its base offset) is believed
