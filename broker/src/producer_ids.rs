@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use crate::controller::image::MetadataImage;
 use crate::controller::logic::ControllerError;
 use crate::controller::membership::Membership;
 use crate::controller::rpc::{Request, Response};
@@ -41,10 +40,5 @@ impl ProducerIds {
         let id = self.next;
         self.next += 1;
         Ok((ProducerId(id), ProducerEpoch(0)))
-    }
-
-    /// Whether `id` was ever handed out in the cluster.
-    pub fn was_allocated(image: &MetadataImage, id: ProducerId) -> bool {
-        (0..image.next_producer_id).contains(&id.0)
     }
 }

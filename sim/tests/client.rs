@@ -54,8 +54,12 @@ fn every_call_works_against_a_healthy_broker() {
         assert_eq!(acked_offset(&plain), Some(2));
         let none = c.produce("t", Acks::None, None, &[batch(1, -1, &[3])]).await.unwrap();
         assert_eq!(none, ProduceOutcome::Unacknowledged);
-        let bumped = c.init_producer_id(Some(id)).await.unwrap();
-        assert_eq!((bumped.id, bumped.epoch), (id.id, id.epoch + 1));
+        // Asking again with the current identity (KIP-360) gives a fresh id, never one that
+        // another ask with the same identity was given.
+        let renewed = c.init_producer_id(Some(id)).await.unwrap();
+        let again = c.init_producer_id(Some(id)).await.unwrap();
+        assert_eq!((renewed.epoch, again.epoch), (0, 0));
+        assert!(renewed.id != id.id && again.id != id.id && renewed.id != again.id);
         let latest = c.list_offsets("t", &[0, 1], LATEST).await.unwrap();
         assert_eq!(latest.get(&0), Some(&Ok(3)));
         let earliest = c.list_offsets("t", &[0], EARLIEST).await.unwrap();

@@ -380,7 +380,7 @@ impl Client {
         }
     }
 
-    /// A producer id for an idempotent producer; with `current`, a bumped epoch for it (KIP-360).
+    /// A producer id for an idempotent producer; `current` names the one it replaces (KIP-360).
     pub async fn init_producer_id(
         &mut self,
         current: Option<ProducerIdentity>,

@@ -1,5 +1,9 @@
-//! InitProducerId: a fresh producer id (or a bumped epoch for a producer that asks with its
-//! current id and epoch, KIP-360). Transactional ids are refused: transactions are not offered.
+//! InitProducerId: a fresh producer id with epoch 0. A producer that asks with its current id
+//! and epoch (KIP-360, after a sequence error) gets a fresh id too, as Kafka answers a producer
+//! without a transactional id: bumping the epoch it names could hand two clients the same id
+//! and epoch (a stale one asking twice, or after another's bump), and a partition would then
+//! take one's batch for the other's retry and acknowledge it unwritten. Transactional ids are
+//! refused: transactions are not offered.
 
 use std::sync::Arc;
 
@@ -9,9 +13,7 @@ use kafka_protocol::messages::{
 };
 
 use super::code;
-use crate::model::ProducerId;
 use crate::node::Broker;
-use crate::producer_ids::ProducerIds;
 
 /// Answers InitProducerId.
 pub async fn handle(
@@ -30,16 +32,6 @@ pub async fn handle(
         return response;
     };
     let mut ids = broker.producer_ids.lock().await;
-    let current = ProducerId(request.producer_id.0);
-    if current.0 >= 0
-        && ProducerIds::was_allocated(&membership.image(), current)
-        && request.producer_epoch >= 0
-        && request.producer_epoch < i16::MAX
-    {
-        response.producer_id = request.producer_id;
-        response.producer_epoch = request.producer_epoch + 1;
-        return response;
-    }
     match ids.allocate(membership).await {
         Ok((id, epoch)) => {
             response.producer_id = WireProducerId(id.0);

@@ -4,8 +4,8 @@
 //! An idempotent producer gets an id from InitProducerId, numbers each partition's records with
 //! sequences and retries a batch with the same sequence, as Kafka's producer does; when it gives
 //! up on a batch (too many attempts, or a fatal answer such as OUT_OF_ORDER_SEQUENCE_NUMBER) it
-//! bumps its epoch, restarts every sequence at 0 and never sends those records again — so each
-//! record is only ever sent under one (epoch, sequence), which is what lets the checker demand
+//! asks InitProducerId again (a fresh id), restarts every sequence at 0 and never sends those
+//! records again — so each record is only ever sent under one (id, epoch, sequence), which is what lets the checker demand
 //! "at most once, in order". A plain producer retries the same records as new appends (Kafka's
 //! non-idempotent retries), so its records may appear more than once.
 
@@ -99,7 +99,7 @@ impl Producer {
         all.get(at).cloned().unwrap_or_else(|| ("events".to_owned(), 0))
     }
 
-    /// A fresh producer id, or a bumped epoch of the current one; sequences restart at 0.
+    /// A fresh producer identity, replacing the current one; sequences restart at 0.
     async fn new_identity(&mut self) {
         self.sequences.clear();
         loop {
