@@ -3,7 +3,7 @@
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use weir::io::{BoxFuture, Disk, File};
 
@@ -21,18 +21,37 @@ pub enum Refuse {
     NewFiles,
 }
 
-/// `inner`, with the calls [`Refuse`] names failing with `EMFILE` while `refusing` is set.
+/// `inner`, with the calls [`Refuse`] names failing with `EMFILE` while `refusing` is set,
+/// but for the first `allowed` of them (descriptors a process had left when it ran short).
 pub struct RefusingDisk {
     inner: Arc<dyn Disk>,
     refuse: Refuse,
     refusing: Arc<AtomicBool>,
+    allowed: Arc<AtomicUsize>,
 }
 
 impl RefusingDisk {
     /// The disk, and the switch that makes it refuse.
     pub fn new(inner: Arc<dyn Disk>, refuse: Refuse) -> (RefusingDisk, Arc<AtomicBool>) {
+        let (disk, refusing, _) = RefusingDisk::allowing(inner, refuse);
+        (disk, refusing)
+    }
+
+    /// The disk, the switch that makes it refuse, and the count of chosen calls it lets
+    /// through before it refuses (none unless set).
+    pub fn allowing(
+        inner: Arc<dyn Disk>,
+        refuse: Refuse,
+    ) -> (RefusingDisk, Arc<AtomicBool>, Arc<AtomicUsize>) {
         let refusing = Arc::new(AtomicBool::new(false));
-        (RefusingDisk { inner, refuse, refusing: Arc::clone(&refusing) }, refusing)
+        let allowed = Arc::new(AtomicUsize::new(0));
+        let disk = RefusingDisk {
+            inner,
+            refuse,
+            refusing: Arc::clone(&refusing),
+            allowed: Arc::clone(&allowed),
+        };
+        (disk, refusing, allowed)
     }
 
     fn refuses(&self, path: &Path, create: bool) -> bool {
@@ -42,7 +61,11 @@ impl RefusingDisk {
             Refuse::SegmentLogs => create && ext == "log",
             Refuse::NewFiles => true,
         };
-        chosen && self.refusing.load(Ordering::SeqCst)
+        let spare = || {
+            let take = |left: usize| left.checked_sub(1);
+            self.allowed.fetch_update(Ordering::SeqCst, Ordering::SeqCst, take).is_ok()
+        };
+        chosen && self.refusing.load(Ordering::SeqCst) && !spare()
     }
 }
 

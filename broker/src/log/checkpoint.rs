@@ -103,7 +103,7 @@ pub async fn write_temp(
     name: &str,
     contents: Bytes,
 ) -> io::Result<PathBuf> {
-    let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
+    let temp = temp_path(dir, name);
     let file = disk.create(&temp).await?;
     let written = match file.write_at(0, contents).await {
         Ok(()) => file.sync_data().await,
@@ -157,7 +157,14 @@ pub async fn read(
     }
 }
 
-/// Whether `name` is a leftover temporary file of [`write_atomic`] (safe to delete at start-up).
+/// The temporary file beside `dir/name` that a replacement of it is first written to; the next
+/// open removes a leftover one (see [`is_temp`]).
+pub fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}{TEMP_SUFFIX}"))
+}
+
+/// Whether `name` is a leftover temporary file of [`write_atomic`] or of another replacement
+/// (safe to delete at start-up).
 pub fn is_temp(name: &str) -> bool {
     name.ends_with(TEMP_SUFFIX)
 }

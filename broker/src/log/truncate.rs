@@ -189,8 +189,10 @@ impl Log {
     /// checkpointed first, so a crash at any later moment reopens an empty log at `start` (see
     /// [`Log::open`]) and one before it the old log; below the end, the old empty segment
     /// outlives the checkpoint until the last folder sync, and until then a crash reopens the
-    /// old empty log. A `start` within a log that holds records changes nothing. Producer state
-    /// kept above the log is the caller's to reset.
+    /// old empty log. The checkpoints and the fresh segment's file are made before anything
+    /// changes (see [`Log::stage_cut`]): out of room for them, the start again is refused and
+    /// the log stays as it was. A `start` within a log that holds records changes nothing.
+    /// Producer state kept above the log is the caller's to reset.
     pub async fn restart_at(&self, start: Offset) -> Result<(), MaintenanceError> {
         let _append = self.append_lock.lock().await;
         let _files = self.files_lock.lock().await;
@@ -205,6 +207,21 @@ impl Log {
         }
         let body = PartitionCheckpoint { recovery: point, log_start: start, high_watermark: start };
         let staged = self.stage_cut(body, EpochCache::default().encode(), None).await?;
+        // The fresh segment is made before anything changes too, under a temporary name (a
+        // leftover is removed at the next open): out of descriptors for it, the start again is
+        // refused like the checkpoints. Its name is taken once the old segments are gone, so
+        // that it may be the name of one of them.
+        let disk = &*self.env.disk;
+        let name = segment::file_name(start, LOG_EXT);
+        let temp = checkpoint::temp_path(&self.dir, &name);
+        let file = match disk.create(&temp).await {
+            Ok(file) => file,
+            Err(e) => {
+                let mut made = staged.checkpoints.clone();
+                made.push((temp, name));
+                return Err(self.refused_cut(e, &made).await);
+            }
+        };
         {
             let mut state = self.state();
             state.rewrites += 1;
@@ -216,12 +233,7 @@ impl Log {
         // 1. The new start, durable: from here on a reopen drops every old segment. 2. No
         // epoch vouches for an offset below it.
         self.install_cut(staged).await?;
-        // 3. A fresh active segment at the start replaces the old ones.
-        let disk = &*self.env.disk;
-        let file = disk
-            .create(&segment::path(&self.dir, start, LOG_EXT))
-            .await
-            .map_err(|e| self.failed(e))?;
+        // 3. The fresh active segment at the start replaces the old ones.
         let old: Vec<Offset> = {
             let mut state = self.state();
             let old = state.segments.keys().copied().collect();
@@ -239,6 +251,7 @@ impl Log {
         for base in old {
             remove_segment_files(disk, &self.dir, base).await.map_err(|e| self.failed(e))?;
         }
+        disk.rename(&temp, &self.dir.join(&name)).await.map_err(|e| self.failed(e))?;
         disk.sync_dir(&self.dir).await.map_err(|e| self.failed(e))?;
         tracing::info!(log = %self.dir.display(), start = %start, "restarted past its end");
         Ok(())
