@@ -230,24 +230,31 @@ impl Groups {
 
     /// Tombstones, in every group served here, the offsets of the topics gone from `image`
     /// since the last image this was given, or made again under a new id (see
-    /// [`GroupCoordinator::remove_topic_offsets`]). Meant to be given every image the broker
-    /// applies; the first only sets what the next is compared with, so a topic deleted while
-    /// the broker was down keeps its offsets, as do the groups of a partition still loading,
-    /// as in Kafka.
+    /// [`GroupCoordinator::remove_topic_offsets`]), and tells the coordinator the topics the
+    /// cluster has now. Meant to be given every image the broker applies, and the image a
+    /// commit is checked against before it is checked. A topic deleted while the broker was
+    /// down, or while its groups' partition was loading, or whose tombstones failed, has its
+    /// offsets tombstoned by the next retention check instead (see
+    /// [`GroupCoordinator::set_live_topics`]); one made again under the same name meanwhile
+    /// keeps them, as in Kafka.
     pub fn observe_topics(&self, image: &MetadataImage) {
-        let deleted = {
+        let outputs = {
+            // Held while the coordinator is told, so that it never hears of an older image
+            // after a newer one, and a caller that finds this image seen already may count on
+            // the coordinator knowing its topics.
             let mut seen = self.topics_seen.lock().unwrap_or_else(|p| p.into_inner());
             if !seen.is_older_than(image.offset) {
                 return;
             }
-            let now = image.topics.values().map(|t| (t.name.clone(), t.id)).collect();
-            seen.advance(image.offset, now)
-        };
-        if deleted.is_empty() {
-            return;
-        }
-        let outputs = {
+            let now: BTreeMap<String, TopicId> =
+                image.topics.values().map(|t| (t.name.clone(), t.id)).collect();
+            let live = now.keys().cloned().collect();
+            let deleted = seen.advance(image.offset, now);
             let mut state = self.lock();
+            state.set_live_topics(live);
+            if deleted.is_empty() {
+                return;
+            }
             let outputs = state.remove_topic_offsets(&deleted, self.now());
             self.queue_persists(outputs)
         };

@@ -2,7 +2,7 @@
 //! every call shares — turning a call's effects into outputs, settling persisted batches in log
 //! order, firing timers, and unloading a partition's groups on loss of its leadership.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::config::CoordinatorConfig;
 use super::effects::{Completion, Effects, PendingWrites, StaticReplace};
@@ -39,6 +39,8 @@ pub struct GroupCoordinator {
     pub(super) offsets: OffsetStore,
     pub(super) pending: PendingWrites,
     pub(super) rb: Rebalancer,
+    /// The cluster's topics, once known (see [`GroupCoordinator::set_live_topics`]).
+    pub(super) live_topics: Option<BTreeSet<String>>,
 }
 
 impl GroupCoordinator {
@@ -50,6 +52,7 @@ impl GroupCoordinator {
             offsets: OffsetStore::default(),
             pending: PendingWrites::default(),
             rb: Rebalancer { config, timers: Timers::default(), ids: IdGenerator::new(id_seed) },
+            live_topics: None,
         }
     }
 

@@ -207,12 +207,18 @@ impl GroupCoordinator {
     /// offsets, and deletes Empty groups left without offsets. A commit still being written
     /// counts as an offset that has not expired, as in Kafka: a tombstone issued now would be
     /// written after it and erase a commit its client is told succeeded.
+    ///
+    /// The offsets of a topic gone from the cluster (see [`GroupCoordinator::set_live_topics`])
+    /// count as expired whatever their age, in every group: the tombstones a deletion issues
+    /// (see [`GroupCoordinator::remove_topic_offsets`]) may have failed, or missed groups
+    /// still loading or a broker that was down, and this check catches them.
     pub(super) fn expire_offsets(&mut self, fx: &mut Effects) {
         let retention_ms = self.rb.config.offsets_retention_ms;
         let now = fx.now.wall;
         let mut empty_groups = Vec::new();
         let pending = self.pending.pending_offsets_by_group();
         let none = BTreeSet::new();
+        let gone = |topic: &str| self.live_topics.as_ref().is_some_and(|l| !l.contains(topic));
         for (id, g) in &self.groups {
             if g.is(GroupState::Dead) {
                 continue;
@@ -221,19 +227,19 @@ impl GroupCoordinator {
             let mut all_expired = in_flight.is_empty();
             let mut expired = Vec::new();
             if let Some(offsets) = self.offsets.group(id) {
-                match ExpiryBase::of(g) {
-                    None => all_expired = false,
-                    Some(base) => {
-                        for (tp, o) in offsets {
-                            let age_ms = now.0.saturating_sub(base.start(o).0);
-                            if in_flight.contains(tp) {
-                                // Its newer value is being written.
-                            } else if !g.is_subscribed_to(&tp.topic) && age_ms >= retention_ms {
-                                expired.push(tp.clone());
-                            } else {
-                                all_expired = false;
-                            }
-                        }
+                let base = ExpiryBase::of(g);
+                for (tp, o) in offsets {
+                    let aged = |base: ExpiryBase| {
+                        let age_ms = now.0.saturating_sub(base.start(o).0);
+                        !g.is_subscribed_to(&tp.topic) && age_ms >= retention_ms
+                    };
+                    if in_flight.contains(tp) {
+                        // Its newer value is being written.
+                        all_expired = false;
+                    } else if gone(&tp.topic) || base.is_some_and(aged) {
+                        expired.push(tp.clone());
+                    } else {
+                        all_expired = false;
                     }
                 }
             }
@@ -276,6 +282,14 @@ impl GroupCoordinator {
             }
         }
         self.finish(fx)
+    }
+
+    /// Takes in the names of the cluster's topics, from a metadata image no older than any a
+    /// commit held here was checked against (the image only moves forward): a committed
+    /// offset of any other topic belongs to a topic deleted since, and the retention check
+    /// tombstones it (see [`GroupCoordinator::expire_offsets`]).
+    pub fn set_live_topics(&mut self, topics: BTreeSet<String>) {
+        self.live_topics = Some(topics);
     }
 }
 

@@ -329,3 +329,40 @@ fn a_deleted_topics_offsets_are_tombstoned_in_every_group() {
     assert_eq!(fetched(&h, "s", tp("gone", 2)), None, "the commit in flight was kept");
     assert_eq!(h.state("g"), GroupState::Stable, "the group itself is left as it was");
 }
+
+/// A deleted topic's offsets that its deletion's tombstones missed (their write failed, the
+/// groups were still loading, or the broker was down) go at the next retention check, whatever
+/// their age, from every group; a commit still in flight is spared until it is written. The
+/// other topics' stay, and nothing goes before the coordinator knows the cluster's topics.
+#[test]
+fn the_retention_check_tombstones_offsets_of_topics_gone_from_the_cluster() {
+    let mut config = CoordinatorConfig::for_tests();
+    config.offsets_retention_check_interval_ms = 1_000;
+    let mut h = Harness::with_config(config);
+    let (a, generation) = h.stable_single("g");
+    for (topic, offset) in [("gone", 4), ("kept", 5)] {
+        let c = h.commit("g", &a, generation, tp(topic, 0), offset);
+        assert_eq!(h.commit_error(c), None);
+    }
+    let c = h.commit("s", &MemberId::unknown(), Generation::NONE, tp("gone", 1), 6);
+    assert_eq!(h.commit_error(c), None);
+    h.advance(1_000);
+    assert_eq!(fetched(&h, "g", tp("gone", 0)), Some(4), "gone before the topics were known");
+    h.c.set_live_topics(["kept".to_owned()].into());
+    h.auto_persist = false;
+    let in_flight = h.commit("g", &a, generation, tp("gone", 2), 7);
+    h.advance(1_000);
+    while !h.held.is_empty() {
+        h.settle(Ok(()));
+    }
+    assert_eq!(h.commit_error(in_flight), None);
+    h.auto_persist = true;
+    assert_eq!(fetched(&h, "g", tp("gone", 0)), None);
+    assert_eq!(fetched(&h, "g", tp("gone", 2)), Some(7), "the commit in flight was erased");
+    assert_eq!(fetched(&h, "g", tp("kept", 0)), Some(5));
+    assert_eq!(fetched(&h, "s", tp("gone", 1)), None);
+    assert_eq!(h.state("g"), GroupState::Stable, "the group itself is left as it was");
+    h.advance(1_000);
+    assert_eq!(fetched(&h, "g", tp("gone", 2)), None);
+    assert_eq!(fetched(&h, "g", tp("kept", 0)), Some(5));
+}
