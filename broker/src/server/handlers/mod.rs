@@ -32,7 +32,8 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 
 use super::Reply;
-use crate::controller::membership::Leadership;
+use crate::controller::image::MetadataImage;
+use crate::controller::membership::{Leadership, Membership};
 use crate::groups::partition_for;
 use crate::node::Broker;
 use crate::partition::Partition;
@@ -164,15 +165,30 @@ pub(crate) fn leadership_error(
 /// groups are still loading (COORDINATOR_LOAD_IN_PROGRESS). `None`: it can.
 pub(crate) fn coordinator_error(broker: &Broker, group: &str) -> Option<ResponseError> {
     let membership = broker.membership()?;
-    let image = membership.image();
+    coordinator_error_in(broker, membership, &membership.image(), group)
+}
+
+/// [`coordinator_error`] as `image` has it, for a handler that checks more against the same
+/// image: a commit is checked against an image in which this broker leads the group's
+/// partition, so that the broker that takes the partition over has an image at least as new
+/// (see `GroupCoordinator::set_live_topics`).
+pub(crate) fn coordinator_error_in(
+    broker: &Broker,
+    membership: &Membership,
+    image: &MetadataImage,
+    group: &str,
+) -> Option<ResponseError> {
     let Some(offsets) = image.topic(OFFSETS_TOPIC) else {
         return Some(ResponseError::CoordinatorNotAvailable);
     };
     let index = partition_for(group, offsets.partitions.len() as i32);
-    match membership.leadership(OFFSETS_TOPIC, index) {
-        Leadership::Leader if broker.groups.is_loaded(index) => None,
-        Leadership::Leader => Some(ResponseError::CoordinatorLoadInProgress),
-        Leadership::NotLeader | Leadership::Unknown => Some(ResponseError::NotCoordinator),
+    let leads = image
+        .partition(OFFSETS_TOPIC, index)
+        .is_some_and(|p| p.leader == membership.node() && !membership.is_fenced());
+    match leads {
+        true if broker.groups.is_loaded(index) => None,
+        true => Some(ResponseError::CoordinatorLoadInProgress),
+        false => Some(ResponseError::NotCoordinator),
     }
 }
 

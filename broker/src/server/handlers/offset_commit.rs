@@ -12,7 +12,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 
 use super::group_common::{from_opt, group_id, string, unavailable};
-use super::{coordinator_error, partition_exists};
+use super::{coordinator_error, coordinator_error_in, partition_exists};
 use crate::coordinator::{
     self, CommitRequest, Generation, InstanceId, MemberId, OffsetCommit, Response,
 };
@@ -27,14 +27,20 @@ pub async fn handle(
 ) -> OffsetCommitResponse {
     let mut errors: BTreeMap<TopicPartition, i16> = BTreeMap::new();
     let mut offsets = Vec::new();
-    let not_coordinator = coordinator_error(broker, request.group_id.0.as_str());
-    // One image to check the partitions against, whose deleted topics the coordinator has
-    // seen first: their offsets' tombstones are issued before this commit, so they can never
-    // erase a commit to a topic made again under the same name.
-    let image = broker.membership().map(|m| m.image());
+    // One image to check the coordinator and the partitions against, whose deleted topics the
+    // coordinator has seen first: their offsets' tombstones are issued before this commit, so
+    // they can never erase a commit to a topic made again under the same name.
+    let membership = broker.membership();
+    let image = membership.as_ref().map(|m| m.image());
     if let Some(image) = &image {
         broker.groups.observe_topics(image);
     }
+    let not_coordinator = match (&membership, &image) {
+        (Some(membership), Some(image)) => {
+            coordinator_error_in(broker, membership, image, request.group_id.0.as_str())
+        }
+        _ => coordinator_error(broker, request.group_id.0.as_str()),
+    };
     for topic in &request.topics {
         for p in &topic.partitions {
             let tp = TopicPartition::new(string(&topic.name.0), p.partition_index);
