@@ -15,7 +15,7 @@ pub const EMFILE: i32 = 24;
 pub enum Refuse {
     /// `open` of a segment's `.index` or `.timeindex`.
     IndexOpens,
-    /// `create` of a segment's `.log`.
+    /// `create` of a segment's `.log`, or of one under its temporary name (`.log.tmp`).
     SegmentLogs,
     /// Every `create` and `open`.
     NewFiles,
@@ -56,9 +56,10 @@ impl RefusingDisk {
 
     fn refuses(&self, path: &Path, create: bool) -> bool {
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let chosen = match self.refuse {
             Refuse::IndexOpens => !create && (ext == "index" || ext == "timeindex"),
-            Refuse::SegmentLogs => create && ext == "log",
+            Refuse::SegmentLogs => create && (name.ends_with(".log") || name.ends_with(".log.tmp")),
             Refuse::NewFiles => true,
         };
         let spare = || {

@@ -4,9 +4,11 @@
 //! An idempotent producer gets an id from InitProducerId, numbers each partition's records with
 //! sequences and retries a batch with the same sequence, as Kafka's producer does; when it gives
 //! up on a batch (too many attempts, or a fatal answer such as OUT_OF_ORDER_SEQUENCE_NUMBER) it
-//! asks InitProducerId again (a fresh id), restarts every sequence at 0 and never sends those
-//! records again — so each record is only ever sent under one (id, epoch, sequence), which is what lets the checker demand
-//! "at most once, in order". A plain producer retries the same records as new appends (Kafka's
+//! bumps its epoch itself, as Kafka's Java producer does (KIP-360; a fresh id from
+//! InitProducerId once the epoch is spent), restarts every sequence at 0 and never sends those
+//! records again — so each record is only ever sent under one (epoch, sequence), and a batch
+//! given up on is fenced wherever the new epoch has written, which is what lets the checker
+//! demand "at most once, in order". A plain producer retries the same records as new appends (Kafka's
 //! non-idempotent retries), so its records may appear more than once.
 
 use std::collections::BTreeMap;
@@ -99,11 +101,16 @@ impl Producer {
         all.get(at).cloned().unwrap_or_else(|| ("events".to_owned(), 0))
     }
 
-    /// A fresh producer identity, replacing the current one; sequences restart at 0.
+    /// The current producer id with its epoch bumped, or a fresh id (the first, or once the
+    /// epoch is spent); sequences restart at 0.
     async fn new_identity(&mut self) {
         self.sequences.clear();
+        if let Some(current) = self.identity.filter(|c| c.epoch < i16::MAX) {
+            self.identity = Some(ProducerIdentity { epoch: current.epoch + 1, ..current });
+            return;
+        }
         loop {
-            match self.client.init_producer_id(self.identity).await {
+            match self.client.init_producer_id(None).await {
                 Ok(identity) => {
                     self.identity = Some(identity);
                     return;
