@@ -79,6 +79,10 @@ fn coordinator_config(config: &BrokerConfig) -> CoordinatorConfig {
         initial_rebalance_delay_ms: config
             .group_initial_rebalance_delay_ms
             .clamp(0, i64::from(i32::MAX)) as i32,
+        group_members_max: usize::try_from(config.group_max_size).unwrap_or(1).max(1),
+        offset_metadata_bytes_max: usize::try_from(config.offset_metadata_max_bytes).unwrap_or(0),
+        offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
+        offsets_retention_check_interval_ms: config.offsets_retention_check_interval_ms,
         ..CoordinatorConfig::default()
     }
 }

@@ -25,6 +25,11 @@ pub const LOG_SCRUB_INTERVAL_MS_MIN: u64 = 1_000;
 /// under a day and a half.
 pub const LOG_SCRUB_BYTES_PER_SEC_DEFAULT: u64 = 8 << 20;
 
+/// Kafka's `offsets.retention.minutes` default: seven days.
+pub const OFFSETS_RETENTION_MINUTES_DEFAULT: i64 = 7 * 24 * 60;
+/// The longest `offsets.retention.minutes` taken: its milliseconds fit an `i64` many times over.
+pub const OFFSETS_RETENTION_MINUTES_MAX: i64 = i32::MAX as i64;
+
 /// Why a broker configuration was refused.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum BrokerConfigError {
@@ -95,6 +100,17 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i64,
     /// `group.max.session.timeout.ms`.
     pub group_max_session_timeout_ms: i64,
+    /// `group.max.size`: members per consumer group; a join beyond it is refused with
+    /// GROUP_MAX_SIZE_REACHED.
+    pub group_max_size: i32,
+    /// `offsets.retention.minutes`: how long a group's committed offsets are kept once it is
+    /// empty (a simple consumer's, from their commit).
+    pub offsets_retention_minutes: i64,
+    /// `offsets.retention.check.interval.ms`: how often expired offsets, and offsets of
+    /// deleted topics, are looked for.
+    pub offsets_retention_check_interval_ms: i64,
+    /// `offset.metadata.max.bytes`: the longest metadata string a commit may carry.
+    pub offset_metadata_max_bytes: i32,
     /// `log.retention.check.interval.ms`: how often retention and compaction run.
     pub log_retention_check_interval_ms: i64,
     /// How often recovery points are checkpointed (`log.flush.offset.checkpoint.interval.ms`).
@@ -176,6 +192,10 @@ impl Default for BrokerConfig {
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
+            group_max_size: i32::MAX,
+            offsets_retention_minutes: OFFSETS_RETENTION_MINUTES_DEFAULT,
+            offsets_retention_check_interval_ms: 600_000,
+            offset_metadata_max_bytes: 4_096,
             log_retention_check_interval_ms: 300_000,
             log_checkpoint_interval_ms: 60_000,
             replica_high_watermark_checkpoint_interval_ms: 5_000,
@@ -211,7 +231,7 @@ impl BrokerConfig {
         }
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 21] = [
+        let checks: [(&'static str, bool, &'static str); 25] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -266,6 +286,22 @@ impl BrokerConfig {
                 "group_min_session_timeout_ms",
                 self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms,
                 "must not exceed group_max_session_timeout_ms",
+            ),
+            ("group_max_size", self.group_max_size >= 1, "must be at least 1"),
+            (
+                "offsets_retention_minutes",
+                (1..=OFFSETS_RETENTION_MINUTES_MAX).contains(&self.offsets_retention_minutes),
+                "must be from 1 to 2147483647",
+            ),
+            (
+                "offsets_retention_check_interval_ms",
+                self.offsets_retention_check_interval_ms >= 1,
+                "must be at least 1",
+            ),
+            (
+                "offset_metadata_max_bytes",
+                self.offset_metadata_max_bytes >= 0,
+                "must not be negative",
             ),
             (
                 "log_retention_check_interval_ms",
@@ -411,6 +447,22 @@ mod tests {
                 "offsets_topic_segment_bytes = {bytes}: {refused:?}"
             );
         }
+        for bad in [
+            "group_max_size = 0",
+            "offsets_retention_minutes = 0",
+            "offsets_retention_minutes = 2147483648",
+            "offsets_retention_check_interval_ms = 0",
+            "offset_metadata_max_bytes = -1",
+        ] {
+            let refused = BrokerConfig::from_toml(bad);
+            let named = bad.split(' ').next().unwrap_or_default();
+            assert!(
+                matches!(refused, Err(BrokerConfigError::Invalid { name, .. }) if name == named),
+                "{bad}: {refused:?}"
+            );
+        }
+        let taken = BrokerConfig::from_toml("offsets_retention_minutes = 2147483647");
+        assert!(taken.is_ok_and(|c| c.offsets_retention_minutes == 2_147_483_647));
         let refused = BrokerConfig::from_toml("log_scrub_interval_ms = 999");
         assert!(
             matches!(

@@ -117,6 +117,13 @@ fn broker_settings(broker: &Broker) -> Vec<(String, String)> {
         ),
         ("group.min.session.timeout.ms".to_owned(), c.group_min_session_timeout_ms.to_string()),
         ("group.max.session.timeout.ms".to_owned(), c.group_max_session_timeout_ms.to_string()),
+        ("group.max.size".to_owned(), c.group_max_size.to_string()),
+        ("offsets.retention.minutes".to_owned(), c.offsets_retention_minutes.to_string()),
+        (
+            "offsets.retention.check.interval.ms".to_owned(),
+            c.offsets_retention_check_interval_ms.to_string(),
+        ),
+        ("offset.metadata.max.bytes".to_owned(), c.offset_metadata_max_bytes.to_string()),
         (
             "log.retention.check.interval.ms".to_owned(),
             c.log_retention_check_interval_ms.to_string(),
