@@ -30,6 +30,10 @@ pub const OFFSETS_RETENTION_MINUTES_DEFAULT: i64 = 7 * 24 * 60;
 /// The longest `offsets.retention.minutes` taken: its milliseconds fit an `i64` many times over.
 pub const OFFSETS_RETENTION_MINUTES_MAX: i64 = i32::MAX as i64;
 
+/// The longest `offset.metadata.max.bytes` taken: a commit's metadata is stored as a string
+/// of at most this many bytes.
+pub const OFFSET_METADATA_MAX_BYTES_MAX: i32 = i16::MAX as i32;
+
 /// Why a broker configuration was refused.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum BrokerConfigError {
@@ -109,7 +113,8 @@ pub struct BrokerConfig {
     /// `offsets.retention.check.interval.ms`: how often expired offsets, and offsets of
     /// deleted topics, are looked for.
     pub offsets_retention_check_interval_ms: i64,
-    /// `offset.metadata.max.bytes`: the longest metadata string a commit may carry.
+    /// `offset.metadata.max.bytes`: the longest metadata string a commit may carry (at most
+    /// 32767).
     pub offset_metadata_max_bytes: i32,
     /// `log.retention.check.interval.ms`: how often retention and compaction run.
     pub log_retention_check_interval_ms: i64,
@@ -300,8 +305,8 @@ impl BrokerConfig {
             ),
             (
                 "offset_metadata_max_bytes",
-                self.offset_metadata_max_bytes >= 0,
-                "must not be negative",
+                (0..=OFFSET_METADATA_MAX_BYTES_MAX).contains(&self.offset_metadata_max_bytes),
+                "must be from 0 to 32767",
             ),
             (
                 "log_retention_check_interval_ms",
@@ -453,6 +458,7 @@ mod tests {
             "offsets_retention_minutes = 2147483648",
             "offsets_retention_check_interval_ms = 0",
             "offset_metadata_max_bytes = -1",
+            "offset_metadata_max_bytes = 32768",
         ] {
             let refused = BrokerConfig::from_toml(bad);
             let named = bad.split(' ').next().unwrap_or_default();

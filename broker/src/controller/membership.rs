@@ -138,6 +138,11 @@ impl Membership {
     /// within the session timeout, an image older than the controller's when its session was
     /// renewed after a lapse, or fenced in the image.
     pub fn is_fenced(&self) -> bool {
+        self.is_fenced_in(&self.image())
+    }
+
+    /// [`Membership::is_fenced`], with `image` as the image.
+    fn is_fenced_in(&self, image: &MetadataImage) -> bool {
         if !self.registered.load(Ordering::Acquire) {
             return true;
         }
@@ -145,16 +150,21 @@ impl Membership {
         let silent = last.is_none_or(|t| {
             self.env.clock.now().saturating_duration_since(t) > self.timing.session_timeout
         });
-        let image = self.image();
         let behind = image.offset < self.rejoin_at.load(Ordering::Acquire);
-        silent || behind || !self.knows_itself(&image) || !image.is_live(self.node())
+        silent || behind || !self.knows_itself(image) || !image.is_live(self.node())
     }
 
     /// This broker's part in `topic`/`partition` now.
     pub fn leadership(&self, topic: &str, partition: i32) -> Leadership {
-        match self.image().partition(topic, partition) {
+        self.leadership_in(&self.image(), topic, partition)
+    }
+
+    /// This broker's part in `topic`/`partition` as `image` has it, for a caller that checks
+    /// more against the same image.
+    pub fn leadership_in(&self, image: &MetadataImage, topic: &str, partition: i32) -> Leadership {
+        match image.partition(topic, partition) {
             None => Leadership::Unknown,
-            Some(p) if p.leader == self.node() && !self.is_fenced() => Leadership::Leader,
+            Some(p) if p.leader == self.node() && !self.is_fenced_in(image) => Leadership::Leader,
             Some(_) => Leadership::NotLeader,
         }
     }
@@ -207,7 +217,16 @@ impl Membership {
         let mut image = (*self.image()).clone();
         if let Some(snapshot) = &delta.snapshot {
             match MetadataImage::decode_snapshot(snapshot) {
-                Ok(restored) => image = restored,
+                // The image only moves forward (the group coordinator counts on it): a
+                // snapshot older than it, which a controller should not send, is passed over.
+                Ok(restored) if restored.offset >= image.offset => image = restored,
+                Ok(restored) => {
+                    tracing::warn!(
+                        snapshot = restored.offset,
+                        image = image.offset,
+                        "passing over a metadata snapshot older than the image"
+                    );
+                }
                 Err(e) => {
                     tracing::error!("a metadata snapshot from the controller is corrupt: {e}");
                     return false;

@@ -182,13 +182,10 @@ pub(crate) fn coordinator_error_in(
         return Some(ResponseError::CoordinatorNotAvailable);
     };
     let index = partition_for(group, offsets.partitions.len() as i32);
-    let leads = image
-        .partition(OFFSETS_TOPIC, index)
-        .is_some_and(|p| p.leader == membership.node() && !membership.is_fenced());
-    match leads {
-        true if broker.groups.is_loaded(index) => None,
-        true => Some(ResponseError::CoordinatorLoadInProgress),
-        false => Some(ResponseError::NotCoordinator),
+    match membership.leadership_in(image, OFFSETS_TOPIC, index) {
+        Leadership::Leader if broker.groups.is_loaded(index) => None,
+        Leadership::Leader => Some(ResponseError::CoordinatorLoadInProgress),
+        Leadership::NotLeader | Leadership::Unknown => Some(ResponseError::NotCoordinator),
     }
 }
 
