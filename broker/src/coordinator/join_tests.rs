@@ -238,3 +238,22 @@ fn static_leader_rejoining_with_v9_skips_assignment() {
     assert_eq!(r2.leader, r2.member_id);
     assert_eq!(r2.members.len(), 1);
 }
+
+/// A pending member that expires during the initial rebalance delay does not end the delay:
+/// the members that joined wait for it, as in Kafka, so that more can still arrive.
+#[test]
+fn a_pending_member_expiring_does_not_cut_the_initial_delay_short() {
+    let mut config = CoordinatorConfig::for_tests();
+    config.initial_rebalance_delay_ms = 15_000;
+    let mut h = Harness::with_config(config);
+    let (a, join_a) = h.join_new("g");
+    let pending = h.join("g", &MemberId::unknown());
+    assert_eq!(h.join_reply(pending).error, Some(GroupError::MemberIdRequired));
+    h.advance(SESSION_MS as u64 + 1);
+    assert!(h.take(join_a).is_none(), "the pending member's expiry ended the initial delay");
+    assert_eq!(h.state("g"), GroupState::PreparingRebalance);
+    h.advance(REBALANCE_MS as u64);
+    let r = h.join_reply(join_a);
+    assert_eq!((r.error, r.generation, r.leader.clone()), (None, Generation(1), a));
+    assert_eq!(r.members.len(), 1);
+}

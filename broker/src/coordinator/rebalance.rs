@@ -266,9 +266,7 @@ impl Rebalancer {
             GroupState::Stable | GroupState::CompletingRebalance => {
                 self.maybe_prepare_rebalance_or_complete_join(group, fx);
             }
-            GroupState::PreparingRebalance if group.has_all_members_joined() => {
-                self.complete_join(group, fx);
-            }
+            GroupState::PreparingRebalance => self.maybe_complete_join_phase(group, fx),
             _ => {}
         }
     }
@@ -280,9 +278,9 @@ impl Rebalancer {
         }
         if group.pending_members.remove(member) {
             tracing::info!(group = %group.id, %member, "pending member expired");
-            if group.is(GroupState::PreparingRebalance) && group.has_all_members_joined() {
-                self.complete_join(group, fx);
-            }
+            // Not during the initial rebalance delay, which waits its time out (Kafka's
+            // `maybeCompleteJoinPhase`).
+            self.maybe_complete_join_phase(group, fx);
             return;
         }
         if group.members.get(member).is_some_and(|m| !m.has_satisfied_heartbeat()) {
