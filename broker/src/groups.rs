@@ -248,7 +248,7 @@ impl Groups {
             }
             let now: BTreeMap<String, TopicId> =
                 image.topics.values().map(|t| (t.name.clone(), t.id)).collect();
-            let live = now.keys().cloned().collect();
+            let live = now.clone();
             let deleted = seen.advance(image.offset, now);
             let mut state = self.lock();
             state.set_live_topics(live);

@@ -175,6 +175,7 @@ fn commit_req(
             offset: Offset(offset),
             leader_epoch: LeaderEpoch(1),
             metadata: None,
+            topic_id: None,
         }],
     }
 }

@@ -44,6 +44,7 @@ fn scenario(seed: u64) -> Result<(), String> {
             offset: Offset(SECOND),
             leader_epoch: LeaderEpoch::NONE,
             metadata: None,
+            topic_id: None,
         }],
     };
     let answer: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));

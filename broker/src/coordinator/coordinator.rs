@@ -2,7 +2,7 @@
 //! every call shares — turning a call's effects into outputs, settling persisted batches in log
 //! order, firing timers, and unloading a partition's groups on loss of its leadership.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::config::CoordinatorConfig;
 use super::effects::{Completion, Effects, PendingWrites, StaticReplace};
@@ -16,6 +16,7 @@ use super::responses::{JoinResponse, Output, Response, SyncResponse};
 use super::timers::{TimerKey, Timers};
 use super::types::{GroupId, GroupState, MemberId, Now, PersistId};
 use crate::io::Instant;
+use crate::model::TopicId;
 
 /// The classic group coordinator for the groups of the `__consumer_offsets` partitions a broker
 /// leads, as a sans-IO state machine.
@@ -40,7 +41,7 @@ pub struct GroupCoordinator {
     pub(super) pending: PendingWrites,
     pub(super) rb: Rebalancer,
     /// The cluster's topics, once known (see [`GroupCoordinator::set_live_topics`]).
-    pub(super) live_topics: Option<BTreeSet<String>>,
+    pub(super) live_topics: Option<BTreeMap<String, TopicId>>,
 }
 
 impl GroupCoordinator {

@@ -14,6 +14,10 @@ pub enum GroupError {
     /// pending dynamic member rejoining with a `group.instance.id`), or an oversized write.
     #[error("unknown server error")]
     UnknownServerError,
+    /// UNKNOWN_TOPIC_OR_PARTITION (3): a commit to a topic deleted, or made again under a new
+    /// id, since the image the commit was checked against.
+    #[error("the topic was deleted")]
+    UnknownTopicOrPartition,
     /// OFFSET_METADATA_TOO_LARGE (12).
     #[error("offset metadata is larger than offset.metadata.max.bytes")]
     OffsetMetadataTooLarge,
@@ -76,6 +80,7 @@ impl GroupError {
     pub fn response_error(self) -> ResponseError {
         match self {
             GroupError::UnknownServerError => ResponseError::UnknownServerError,
+            GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
             GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
             GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
             GroupError::NotCoordinator => ResponseError::NotCoordinator,

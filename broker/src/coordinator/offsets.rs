@@ -20,7 +20,7 @@ use super::responses::{
     CommitResponse, CommittedOffset, DeleteOffsetsResponse, Output, PartitionResult, Response,
 };
 use super::types::{Generation, GroupId, GroupState, InstanceId, MemberId, Now, RequestId};
-use crate::model::{TimestampMs, TopicPartition};
+use crate::model::{TimestampMs, TopicId, TopicPartition};
 
 /// OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a missing group (older: ILLEGAL_GENERATION).
 const COMMIT_VERSION_GROUP_ID_NOT_FOUND: i16 = 9;
@@ -62,8 +62,8 @@ impl GroupCoordinator {
     /// Handles OffsetCommit; the reply waits until the offsets are durable. Errors (for every
     /// partition): INVALID_GROUP_ID, GROUP_ID_NOT_FOUND / ILLEGAL_GENERATION (no such group),
     /// COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
-    /// REBALANCE_IN_PROGRESS, or the persist error; per partition: OFFSET_METADATA_TOO_LARGE,
-    /// INVALID_REQUEST.
+    /// REBALANCE_IN_PROGRESS, or the persist error; per partition: UNKNOWN_TOPIC_OR_PARTITION
+    /// (see [`OffsetCommit::topic_id`]), OFFSET_METADATA_TOO_LARGE, INVALID_REQUEST.
     pub fn commit(&mut self, request: RequestId, req: CommitRequest, now: Now) -> Vec<Output> {
         let mut fx = Effects::new(now);
         self.arm_offset_expiry(now);
@@ -108,7 +108,16 @@ impl GroupCoordinator {
         let mut results = Vec::with_capacity(req.offsets.len());
         for o in &req.offsets {
             let metadata = o.metadata.clone().unwrap_or_default();
-            let error = if metadata.len() > metadata_max {
+            let moved = match (&self.live_topics, o.topic_id) {
+                (Some(live), Some(id)) => live.get(&o.partition.topic) != Some(&id),
+                _ => false,
+            };
+            let error = if moved {
+                // Deleted (or made again) since the commit was checked: its offsets were
+                // tombstoned, and this commit would outlive them, a position in a log that no
+                // longer exists.
+                Some(GroupError::UnknownTopicOrPartition)
+            } else if metadata.len() > metadata_max {
                 Some(GroupError::OffsetMetadataTooLarge)
             } else if o.partition.topic.len() > STRING_BYTES_MAX {
                 Some(GroupError::InvalidRequest)
@@ -218,7 +227,7 @@ impl GroupCoordinator {
         let mut empty_groups = Vec::new();
         let pending = self.pending.pending_offsets_by_group();
         let none = BTreeSet::new();
-        let gone = |topic: &str| self.live_topics.as_ref().is_some_and(|l| !l.contains(topic));
+        let gone = |topic: &str| self.live_topics.as_ref().is_some_and(|l| !l.contains_key(topic));
         for (id, g) in &self.groups {
             if g.is(GroupState::Dead) {
                 continue;
@@ -284,11 +293,12 @@ impl GroupCoordinator {
         self.finish(fx)
     }
 
-    /// Takes in the names of the cluster's topics, from a metadata image no older than any a
-    /// commit held here was checked against (the image only moves forward): a committed
+    /// Takes in the cluster's topics (names and ids), from a metadata image no older than any
+    /// a commit held here was checked against (the image only moves forward): a committed
     /// offset of any other topic belongs to a topic deleted since, and the retention check
-    /// tombstones it (see [`GroupCoordinator::expire_offsets`]).
-    pub fn set_live_topics(&mut self, topics: BTreeSet<String>) {
+    /// tombstones it (see [`GroupCoordinator::expire_offsets`]); a commit checked against an
+    /// older image in which the topic had another id (or existed) is refused.
+    pub fn set_live_topics(&mut self, topics: BTreeMap<String, TopicId>) {
         self.live_topics = Some(topics);
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::coordinator::test_support::*;
 use crate::coordinator::*;
-use crate::model::{Offset, TopicPartition};
+use crate::model::{Offset, TopicId, TopicPartition};
 
 fn tp(topic: &str, p: i32) -> TopicPartition {
     TopicPartition::new(topic, p)
@@ -113,6 +113,7 @@ fn oversized_metadata_is_refused_per_partition() {
             offset: Offset(1),
             leader_epoch: crate::model::LeaderEpoch::NONE,
             metadata: Some(metadata),
+            topic_id: None,
         });
     }
     let out = h.c.commit(id, req, h.now());
@@ -348,7 +349,7 @@ fn the_retention_check_tombstones_offsets_of_topics_gone_from_the_cluster() {
     assert_eq!(h.commit_error(c), None);
     h.advance(1_000);
     assert_eq!(fetched(&h, "g", tp("gone", 0)), Some(4), "gone before the topics were known");
-    h.c.set_live_topics(["kept".to_owned()].into());
+    h.c.set_live_topics([("kept".to_owned(), TopicId([1; 16]))].into());
     h.auto_persist = false;
     let in_flight = h.commit("g", &a, generation, tp("gone", 2), 7);
     h.advance(1_000);
@@ -365,4 +366,42 @@ fn the_retention_check_tombstones_offsets_of_topics_gone_from_the_cluster() {
     h.advance(1_000);
     assert_eq!(fetched(&h, "g", tp("gone", 2)), None);
     assert_eq!(fetched(&h, "g", tp("kept", 0)), Some(5));
+}
+
+/// A commit checked against an image older than the topics the coordinator knows, in which
+/// the topic had another id or existed at all, is refused for that partition and writes
+/// nothing: the topic was deleted (or made again) since, and its offsets tombstoned, which this
+/// commit would outlive. A commit under the topic's current id is taken.
+#[test]
+fn a_commit_to_a_topic_deleted_since_it_was_checked_is_refused() {
+    let mut h = Harness::new();
+    let (old, new) = (TopicId([1; 16]), TopicId([2; 16]));
+    h.c.set_live_topics([("t".to_owned(), new)].into());
+    let id = h.request_id();
+    let mut req = CommitRequest {
+        version: 8,
+        group_id: GroupId::from("g"),
+        generation: Generation::NONE,
+        member_id: MemberId::unknown(),
+        instance_id: None,
+        offsets: vec![],
+    };
+    for (p, topic, topic_id) in [(0, "t", old), (1, "t", new), (0, "gone", old)] {
+        req.offsets.push(OffsetCommit {
+            partition: tp(topic, p),
+            offset: Offset(5),
+            leader_epoch: crate::model::LeaderEpoch::NONE,
+            metadata: None,
+            topic_id: Some(topic_id),
+        });
+    }
+    let out = h.c.commit(id, req, h.now());
+    h.absorb(out);
+    let Some(Response::Commit(r)) = h.take(id) else { panic!("no reply") };
+    let errors: Vec<_> = r.partitions.iter().map(|p| (p.partition.clone(), p.error)).collect();
+    let unknown = Some(GroupError::UnknownTopicOrPartition);
+    assert_eq!(errors, vec![(tp("t", 0), unknown), (tp("t", 1), None), (tp("gone", 0), unknown)]);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), None);
+    assert_eq!(fetched(&h, "g", tp("t", 1)), Some(5));
+    assert_eq!(fetched(&h, "g", tp("gone", 0)), None);
 }

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::types::{Generation, GroupId, InstanceId, MemberId, Protocol};
-use crate::model::{LeaderEpoch, Offset, TopicPartition};
+use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 
 /// JoinGroup (API key 11).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +100,9 @@ pub struct OffsetCommit {
     pub leader_epoch: LeaderEpoch,
     /// Free-form client metadata; `None` is stored as empty.
     pub metadata: Option<String>,
+    /// The topic's id in the metadata image the commit was checked against, if known: a
+    /// commit is refused if the coordinator has seen the topic deleted or made again since.
+    pub topic_id: Option<TopicId>,
 }
 
 /// OffsetCommit (API key 8).

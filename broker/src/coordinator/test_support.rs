@@ -223,6 +223,7 @@ impl Harness {
                 offset: Offset(offset),
                 leader_epoch: LeaderEpoch(0),
                 metadata: None,
+                topic_id: None,
             }],
         };
         let outputs = self.c.commit(id, req, self.now());

@@ -65,6 +65,7 @@ pub async fn handle(
                 offset: Offset(p.committed_offset),
                 leader_epoch: LeaderEpoch(if version >= 6 { p.committed_leader_epoch } else { -1 }),
                 metadata: from_opt(&p.committed_metadata),
+                topic_id: image.as_ref().and_then(|i| i.topic(name)).map(|t| t.id),
             });
         }
     }
