@@ -1,4 +1,5 @@
-//! A disk that refuses chosen calls: a process out of file descriptors, seen from the log.
+//! A disk that refuses chosen calls: a process out of file descriptors, seen from the log, or
+//! a removal that fails.
 
 use std::io;
 use std::path::Path;
@@ -9,6 +10,8 @@ use weir::io::{BoxFuture, Disk, File};
 
 /// Linux's "too many open files" (`EMFILE`).
 pub const EMFILE: i32 = 24;
+/// Linux's "input/output error" (`EIO`).
+pub const EIO: i32 = 5;
 
 /// Which calls a [`RefusingDisk`] refuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +22,8 @@ pub enum Refuse {
     SegmentLogs,
     /// Every `create` and `open`.
     NewFiles,
+    /// `remove` of a producer snapshot (`.snapshot`), failing with `EIO`.
+    SnapshotRemovals,
 }
 
 /// `inner`, with the calls [`Refuse`] names failing with `EMFILE` while `refusing` is set,
@@ -61,6 +66,7 @@ impl RefusingDisk {
             Refuse::IndexOpens => !create && (ext == "index" || ext == "timeindex"),
             Refuse::SegmentLogs => create && (name.ends_with(".log") || name.ends_with(".log.tmp")),
             Refuse::NewFiles => true,
+            Refuse::SnapshotRemovals => false,
         };
         let spare = || {
             let take = |left: usize| left.checked_sub(1);
@@ -94,6 +100,13 @@ impl Disk for RefusingDisk {
     }
 
     fn remove(&self, path: &Path) -> BoxFuture<'_, io::Result<()>> {
+        let snapshot = path.extension().is_some_and(|e| e == "snapshot");
+        if self.refuse == Refuse::SnapshotRemovals
+            && snapshot
+            && self.refusing.load(Ordering::SeqCst)
+        {
+            return Box::pin(async { Err(io::Error::from_raw_os_error(EIO)) });
+        }
         self.inner.remove(path)
     }
 

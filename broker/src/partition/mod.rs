@@ -90,7 +90,7 @@ pub enum TruncateError {
     /// The producer state could not be rebuilt from what remains.
     #[error("rebuilding producer state: {0}")]
     Producers(#[from] ReadError),
-    /// The producer snapshots of the emptied log could not be removed.
+    /// The producer snapshots past the cut (or of the emptied log) could not be removed.
     #[error("removing producer snapshots: {0}")]
     Snapshots(#[from] std::io::Error),
     /// This broker leads the partition now: a cut decided while it followed would remove what
@@ -425,6 +425,9 @@ impl Partition {
         *saved = None;
         let mut state = self.producers.lock().await;
         self.refuse_if_leading()?;
+        // The snapshots past the cut first (see `producers::remove_past`): none lies between the
+        // log's new end and `offset`, which falls in the batch the cut removes.
+        producers::remove_past(&*self.env.disk, self.log.dir(), Some(offset)).await?;
         let end = self.log.truncate_to(offset).await?;
         self.forget_damage_from(end);
         // The cut state first, so that a rebuild that fails (a read error) leaves no batch
@@ -455,9 +458,11 @@ impl Partition {
         *saved = None;
         let mut state = self.producers.lock().await;
         self.refuse_if_leading()?;
+        // Every snapshot first, as for a cut: a start below the old end (a leader's start
+        // inside a batch) could otherwise leave one the log grows past again.
+        producers::remove_all(&*self.env.disk, self.log.dir()).await?;
         self.log.restart_at(start).await?;
         self.forget_damage_from(Offset(0));
-        producers::remove_all(&*self.env.disk, self.log.dir()).await?;
         *state = ProducerStateManager::new();
         self.set_producer_damage(&state);
         self.follower_high_watermark(start);

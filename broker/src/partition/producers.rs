@@ -113,11 +113,27 @@ async fn replay(
     Ok(())
 }
 
-/// Removes every snapshot: the log was emptied and starts again past them all, so what they
-/// describe is no longer in it (a snapshot at the new start would otherwise be loaded).
+/// Removes every snapshot: the log is emptied and starts again past them all, so what they
+/// describe will no longer be in it (a snapshot at the new start would otherwise be loaded).
 pub async fn remove_all(disk: &dyn Disk, dir: &Path) -> std::io::Result<()> {
-    for offset in snapshots(disk, dir).await? {
-        disk.remove(&dir.join(snapshot_file_name(offset))).await?;
+    remove_past(disk, dir, None).await
+}
+
+/// Removes every snapshot past `offset` (all of them for `None`).
+///
+/// A follower's cut removes them before it cuts the log: a snapshot left past the cut (its
+/// removal failing after the cut, when nothing would try again) would be loaded once the log
+/// grew past it again, and describe batches no longer in it. Removed first, a failure leaves
+/// the log uncut, and the follower cuts it again.
+pub async fn remove_past(
+    disk: &dyn Disk,
+    dir: &Path,
+    offset: Option<Offset>,
+) -> std::io::Result<()> {
+    for at in snapshots(disk, dir).await? {
+        if offset.is_none_or(|offset| at > offset) {
+            disk.remove(&dir.join(snapshot_file_name(at))).await?;
+        }
     }
     Ok(())
 }
