@@ -11,6 +11,10 @@
 //! goes past the point, or just forgetting the epochs begun at its end), and copies the new
 //! leader's batches of another producer, past the old snapshot's offset. Reopened, the
 //! partition's producer state must take the first producer's second batch as a new one.
+//!
+//! Seeds 4..8 leave a snapshot past the end another way (as a cut of a compacted log can, one
+//! in a gap below the cut's target whose removal after the cut failed): the cut succeeds, and
+//! the old snapshot is put back before the fetcher's next step, which must remove it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -36,6 +40,8 @@ const OTHER: i64 = 8;
 const PRODUCER_EXPIRATION_MS: i64 = 7 * 24 * 3_600_000;
 /// Where the follower's log diverges from its new leader's: after the producer's first batch.
 const CUT: i64 = 1;
+/// The snapshot the checkpoint writes, at the end of the producer's three batches.
+const SNAPSHOT: &str = "00000000000000000003.snapshot";
 
 /// A batch of one record at `offset` in leader epoch `epoch`, from `producer` at `sequence`,
 /// stamped `now` (a checkpoint expires producers by their batches' timestamps).
@@ -66,6 +72,7 @@ fn scenario(seed: u64) -> Result<(), String> {
     let env = Env { disk: Arc::new(disk), ..env };
     // By seed, the new leader's batches reach two or four offsets past the old snapshot.
     let copied = 4 + 2 * (seed % 2) as i64;
+    let put_back = seed >= 4;
     sim.block_on(host, Duration::from_secs(60), move |_| async move {
         let now = env.clock.wall_ms();
         let batch =
@@ -74,10 +81,20 @@ fn scenario(seed: u64) -> Result<(), String> {
         let first: Vec<Bytes> = (0..3).map(|n| batch(n, 0, PRODUCER, n as i32)).collect();
         partition.append_replicated(&first).await.map_err(|e| e.to_string())?;
         partition.checkpoint(PRODUCER_EXPIRATION_MS).await.map_err(|e| e.to_string())?;
-        refusing.store(true, Ordering::SeqCst);
-        let refused = partition.truncate_to(Offset(CUT)).await;
-        ensure(refused.is_err(), || format!("the cut gave {refused:?} with removals failing"))?;
-        refusing.store(false, Ordering::SeqCst);
+        if put_back {
+            let path = partition.log.dir().join(SNAPSHOT);
+            let file = env.disk.open(&path).await.map_err(|e| e.to_string())?;
+            let contents = file.read_at(0, file.len() as usize).await.map_err(|e| e.to_string())?;
+            drop(file);
+            partition.truncate_to(Offset(CUT)).await.map_err(|e| e.to_string())?;
+            let file = env.disk.create(&path).await.map_err(|e| e.to_string())?;
+            file.write_at(0, contents).await.map_err(|e| e.to_string())?;
+        } else {
+            refusing.store(true, Ordering::SeqCst);
+            let refused = partition.truncate_to(Offset(CUT)).await;
+            ensure(refused.is_err(), || format!("the cut gave {refused:?} with removals failing"))?;
+            refusing.store(false, Ordering::SeqCst);
+        }
         // The replica fetcher's next step: the divergence asked again.
         let end = partition.log.log_end_offset();
         if end > Offset(CUT) {
@@ -105,5 +122,5 @@ fn scenario(seed: u64) -> Result<(), String> {
 
 #[test]
 fn partition_cut_leaves_no_producer_snapshot_past_it() {
-    for_each_seed("partition_cut_leaves_no_producer_snapshot_past_it", 0..4, scenario);
+    for_each_seed("partition_cut_leaves_no_producer_snapshot_past_it", 0..8, scenario);
 }

@@ -240,7 +240,8 @@ fn static_leader_rejoining_with_v9_skips_assignment() {
 }
 
 /// A pending member that expires during the initial rebalance delay does not end the delay:
-/// the members that joined wait for it, as in Kafka, so that more can still arrive.
+/// the members that joined wait for it, as in Kafka's original coordinator (whose initial
+/// delayed join completes only when it expires), so that more can still arrive.
 #[test]
 fn a_pending_member_expiring_does_not_cut_the_initial_delay_short() {
     let mut config = CoordinatorConfig::for_tests();

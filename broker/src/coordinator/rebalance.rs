@@ -278,8 +278,8 @@ impl Rebalancer {
         }
         if group.pending_members.remove(member) {
             tracing::info!(group = %group.id, %member, "pending member expired");
-            // Not during the initial rebalance delay, which waits its time out (Kafka's
-            // `maybeCompleteJoinPhase`).
+            // Not during the initial rebalance delay, which waits its time out, as in Kafka's
+            // original coordinator (its initial delayed join completes only when it expires).
             self.maybe_complete_join_phase(group, fx);
             return;
         }

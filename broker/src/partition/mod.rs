@@ -425,8 +425,10 @@ impl Partition {
         *saved = None;
         let mut state = self.producers.lock().await;
         self.refuse_if_leading()?;
-        // The snapshots past the cut first (see `producers::remove_past`): none lies between the
-        // log's new end and `offset`, which falls in the batch the cut removes.
+        // The snapshots past the cut first (see `producers::remove_past`). In a dense log none
+        // lies between the log's new end and `offset`, which falls in the batch the cut
+        // removes; in a compacted one a snapshot may lie in a gap there, which the rebuild
+        // below removes, and failing that `forget_epochs_at_end`.
         producers::remove_past(&*self.env.disk, self.log.dir(), Some(offset)).await?;
         let end = self.log.truncate_to(offset).await?;
         self.forget_damage_from(end);
@@ -443,9 +445,17 @@ impl Partition {
     /// Forgets the epochs begun at the log end ([`crate::log::Log::forget_epochs_at_end`]): a
     /// follower whose log matches its leader's up to its end. Refused once this broker leads
     /// the partition, whose new epoch begins there.
+    ///
+    /// A producer snapshot past the end goes too: a cut of a compacted log can end below a
+    /// snapshot taken in a gap below its target, which the cut's rebuild removes, and if that
+    /// removal failed, this, which every later divergence check that finds the logs matching
+    /// runs, tries again.
     pub async fn forget_epochs_at_end(&self) -> Result<(), TruncateError> {
+        let _saved = self.snapshotting.lock().await;
         let _state = self.producers.lock().await;
         self.refuse_if_leading()?;
+        let end = self.log.log_end_offset();
+        producers::remove_past(&*self.env.disk, self.log.dir(), Some(end)).await?;
         Ok(self.log.forget_epochs_at_end().await?)
     }
 
