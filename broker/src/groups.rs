@@ -31,6 +31,13 @@ const LOAD_READ_ATTEMPTS: u32 = 10;
 /// The pause between those tries.
 const LOAD_READ_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// The share of an offsets partition's `max.message.bytes` that a batch of tombstones alone is
+/// cut to (see [`batches_of`]).
+const TOMBSTONE_BATCH_SHARE: usize = 2;
+/// The most a record takes in a batch beyond its key and value (its length, attributes,
+/// deltas, key and value lengths and header count, as varints).
+const RECORD_OVERHEAD_BYTES_MAX: usize = 32;
+
 /// The pause before a failed load of an offsets partition is tried again; it doubles with
 /// every failure, up to [`LOAD_RETRY_PAUSE_MAX`].
 const LOAD_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
@@ -601,24 +608,65 @@ async fn append(
     let mut completions = Vec::with_capacity(by_partition.len());
     for (index, specs) in by_partition {
         let partition = offsets.partition(index).ok_or(PersistError::NotLeader)?;
-        let batch =
-            encode_batch(&specs, &BatchOptions::default()).map_err(|_| PersistError::Storage)?;
-        let (_, completion) = partition.produce(batch, Acks::All).await.map_err(|e| match e {
-            ProduceError::NotLeader => PersistError::NotLeader,
-            ProduceError::NotEnoughReplicas(_) => PersistError::NotEnoughReplicas,
-            // Not a failure of this coordinator: NOT_COORDINATOR would send the client to
-            // find it again, and back, for ever.
-            ProduceError::Append(AppendError::Invalid(
-                BatchError::TooLarge { .. } | BatchError::DecompressedTooLarge { .. },
-            )) => PersistError::TooLarge,
-            other => {
-                tracing::warn!("appending group records failed: {other}");
-                PersistError::Storage
-            }
-        })?;
-        completions.push(completion);
+        let budget = partition.log.config().max_message_bytes / TOMBSTONE_BATCH_SHARE;
+        for specs in batches_of(specs, budget) {
+            completions.push(append_batch(&partition, &specs).await?);
+        }
     }
     Ok(completions)
+}
+
+/// `specs`, one partition's records of a write, as the batches to append: one batch, which
+/// lands whole or not at all, as a client's commit must; but a write of tombstones alone (a
+/// deleted topic's offsets in every group, expired offsets) in batches of at most `budget`
+/// bytes, so that however many there are, none is too large for the offsets topic, where one
+/// batch of them all would be refused at every try. Each batch's offset deltas start at 0.
+/// The batches go to one log in order, so a later one durable means the earlier ones are: a
+/// deleted group's tombstone, written after its offsets', never lands without them.
+fn batches_of(specs: Vec<RecordSpec>, budget: usize) -> Vec<Vec<RecordSpec>> {
+    if specs.iter().any(|s| s.value.is_some()) {
+        return vec![specs];
+    }
+    let mut batches: Vec<Vec<RecordSpec>> = Vec::new();
+    let mut bytes = 0;
+    for mut spec in specs {
+        let size = spec.key.as_ref().map_or(0, |k| k.len()) + RECORD_OVERHEAD_BYTES_MAX;
+        match batches.last_mut() {
+            Some(batch) if bytes + size <= budget => {
+                spec.offset_delta = batch.len() as i32;
+                batch.push(spec);
+                bytes += size;
+            }
+            _ => {
+                spec.offset_delta = 0;
+                batches.push(vec![spec]);
+                bytes = crate::log::batch::BATCH_HEADER_BYTES + size;
+            }
+        }
+    }
+    batches
+}
+
+/// Appends one batch of `specs` to `partition` of the offsets topic, with acks=all.
+async fn append_batch(
+    partition: &Arc<Partition>,
+    specs: &[RecordSpec],
+) -> Result<Completion, PersistError> {
+    let batch = encode_batch(specs, &BatchOptions::default()).map_err(|_| PersistError::Storage)?;
+    let (_, completion) = partition.produce(batch, Acks::All).await.map_err(|e| match e {
+        ProduceError::NotLeader => PersistError::NotLeader,
+        ProduceError::NotEnoughReplicas(_) => PersistError::NotEnoughReplicas,
+        // Not a failure of this coordinator: NOT_COORDINATOR would send the client to
+        // find it again, and back, for ever.
+        ProduceError::Append(AppendError::Invalid(
+            BatchError::TooLarge { .. } | BatchError::DecompressedTooLarge { .. },
+        )) => PersistError::TooLarge,
+        other => {
+            tracing::warn!("appending group records failed: {other}");
+            PersistError::Storage
+        }
+    })?;
+    Ok(completion)
 }
 
 /// Every record in one partition of the offsets topic, oldest first, to the log end, and that
@@ -702,6 +750,40 @@ fn decode_batch(batch: &Bytes, out: &mut Vec<Record>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec(key: &str, value: Option<&str>, delta: i32) -> RecordSpec {
+        RecordSpec {
+            offset_delta: delta,
+            timestamp: 1,
+            key: Some(Bytes::from(key.to_owned())),
+            value: value.map(|v| Bytes::from(v.to_owned())),
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn tombstones_alone_are_cut_into_batches_within_the_budget_and_commits_are_not() {
+        let keys: Vec<String> = (0..50).map(|n| format!("key-{n:04}-{}", "k".repeat(60))).collect();
+        let budget = 1_000;
+        let tombstones: Vec<RecordSpec> =
+            keys.iter().enumerate().map(|(n, k)| spec(k, None, n as i32)).collect();
+        let batches = batches_of(tombstones.clone(), budget);
+        assert!(batches.len() > 1, "{} tombstones of ~100 bytes in one batch", keys.len());
+        for batch in &batches {
+            let deltas: Vec<i32> = batch.iter().map(|s| s.offset_delta).collect();
+            assert_eq!(deltas, (0..batch.len() as i32).collect::<Vec<_>>());
+            let encoded = encode_batch(batch, &BatchOptions::default()).unwrap_or_default();
+            assert!(!encoded.is_empty() && encoded.len() <= budget, "{} bytes", encoded.len());
+        }
+        let kept: Vec<_> = batches.iter().flatten().map(|s| s.key.clone()).collect();
+        let given: Vec<_> = tombstones.iter().map(|s| s.key.clone()).collect();
+        assert_eq!(kept, given, "every tombstone, in order");
+        // One record with a value: the write lands whole, in one batch.
+        let mut commit = tombstones;
+        commit.push(spec("commit", Some("1"), keys.len() as i32));
+        let whole = batches_of(commit.clone(), budget);
+        assert_eq!(whole, vec![commit]);
+    }
 
     #[test]
     fn partition_matches_javas_string_hash() {
