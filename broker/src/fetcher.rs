@@ -227,6 +227,9 @@ async fn truncate_divergence(
     // A produce this broker accepted as leader may still be writing: the check must see it.
     partition.settle_leader_appends().await;
     let Some(asked) = follower::first_question(&partition.log.epochs()) else {
+        // Nothing to ask about (an empty log, or one a cut emptied of its epochs): a producer
+        // snapshot left past its end (see `Partition::forget_epochs_at_end`) still goes.
+        partition.remove_snapshots_past_end().await?;
         return Ok(true);
     };
     let mut request = OffsetForLeaderEpochRequest::default();

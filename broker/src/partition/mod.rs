@@ -454,9 +454,24 @@ impl Partition {
         let _saved = self.snapshotting.lock().await;
         let _state = self.producers.lock().await;
         self.refuse_if_leading()?;
-        let end = self.log.log_end_offset();
-        producers::remove_past(&*self.env.disk, self.log.dir(), Some(end)).await?;
+        self.remove_snapshots_past_end_locked().await?;
         Ok(self.log.forget_epochs_at_end().await?)
+    }
+
+    /// Removes any producer snapshot past the log end, as [`Partition::forget_epochs_at_end`]
+    /// does, for a follower's divergence check that has no epoch to ask about (a log a cut
+    /// emptied of its epochs).
+    pub async fn remove_snapshots_past_end(&self) -> Result<(), TruncateError> {
+        let _saved = self.snapshotting.lock().await;
+        let _state = self.producers.lock().await;
+        self.remove_snapshots_past_end_locked().await
+    }
+
+    /// [`Partition::remove_snapshots_past_end`], with the snapshot and producer-state locks
+    /// held.
+    async fn remove_snapshots_past_end_locked(&self) -> Result<(), TruncateError> {
+        let end = self.log.log_end_offset();
+        Ok(producers::remove_past(&*self.env.disk, self.log.dir(), Some(end)).await?)
     }
 
     /// Empties the log and starts it again at `start`, past its end: a follower whose leader
