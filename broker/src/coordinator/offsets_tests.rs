@@ -98,26 +98,15 @@ fn batches_apply_in_log_order_even_if_reported_out_of_order() {
 #[test]
 fn oversized_metadata_is_refused_per_partition() {
     let mut h = Harness::new();
-    let id = h.request_id();
-    let mut req = CommitRequest {
-        version: 8,
-        group_id: GroupId::from("g"),
-        generation: Generation::NONE,
-        member_id: MemberId::unknown(),
-        instance_id: None,
-        offsets: vec![],
-    };
-    for (p, metadata) in [(0, "x".repeat(5_000)), (1, "ok".to_owned())] {
-        req.offsets.push(OffsetCommit {
+    let offsets =
+        [(0, "x".repeat(5_000)), (1, "ok".to_owned())].map(|(p, metadata)| OffsetCommit {
             partition: tp("t", p),
             offset: Offset(1),
             leader_epoch: crate::model::LeaderEpoch::NONE,
             metadata: Some(metadata),
             topic_id: None,
         });
-    }
-    let out = h.c.commit(id, req, h.now());
-    h.absorb(out);
+    let id = h.commit_offsets("g", &MemberId::unknown(), Generation::NONE, offsets.into());
     match h.take(id) {
         Some(Response::Commit(r)) => {
             assert_eq!(r.partitions[0].error, Some(GroupError::OffsetMetadataTooLarge));
@@ -377,26 +366,15 @@ fn a_commit_to_a_topic_deleted_since_it_was_checked_is_refused() {
     let mut h = Harness::new();
     let (old, new) = (TopicId([1; 16]), TopicId([2; 16]));
     h.c.set_live_topics([("t".to_owned(), new)].into());
-    let id = h.request_id();
-    let mut req = CommitRequest {
-        version: 8,
-        group_id: GroupId::from("g"),
-        generation: Generation::NONE,
-        member_id: MemberId::unknown(),
-        instance_id: None,
-        offsets: vec![],
-    };
-    for (p, topic, topic_id) in [(0, "t", old), (1, "t", new), (0, "gone", old)] {
-        req.offsets.push(OffsetCommit {
+    let offsets =
+        [(0, "t", old), (1, "t", new), (0, "gone", old)].map(|(p, topic, topic_id)| OffsetCommit {
             partition: tp(topic, p),
             offset: Offset(5),
             leader_epoch: crate::model::LeaderEpoch::NONE,
             metadata: None,
             topic_id: Some(topic_id),
         });
-    }
-    let out = h.c.commit(id, req, h.now());
-    h.absorb(out);
+    let id = h.commit_offsets("g", &MemberId::unknown(), Generation::NONE, offsets.into());
     let Some(Response::Commit(r)) = h.take(id) else { panic!("no reply") };
     let errors: Vec<_> = r.partitions.iter().map(|p| (p.partition.clone(), p.error)).collect();
     let unknown = Some(GroupError::UnknownTopicOrPartition);

@@ -211,6 +211,24 @@ impl Harness {
         tp: TopicPartition,
         offset: i64,
     ) -> RequestId {
+        let entry = OffsetCommit {
+            partition: tp,
+            offset: Offset(offset),
+            leader_epoch: LeaderEpoch(0),
+            metadata: None,
+            topic_id: None,
+        };
+        self.commit_offsets(group, member, generation, vec![entry])
+    }
+
+    /// An OffsetCommit (v8) of `offsets` to `group` by `member`; the request's id.
+    pub fn commit_offsets(
+        &mut self,
+        group: &str,
+        member: &MemberId,
+        generation: Generation,
+        offsets: Vec<OffsetCommit>,
+    ) -> RequestId {
         let id = self.request_id();
         let req = CommitRequest {
             version: 8,
@@ -218,13 +236,7 @@ impl Harness {
             generation,
             member_id: member.clone(),
             instance_id: None,
-            offsets: vec![OffsetCommit {
-                partition: tp,
-                offset: Offset(offset),
-                leader_epoch: LeaderEpoch(0),
-                metadata: None,
-                topic_id: None,
-            }],
+            offsets,
         };
         let outputs = self.c.commit(id, req, self.now());
         self.absorb(outputs);

@@ -33,9 +33,7 @@ pub async fn recover(log: &Log, disk: &dyn Disk) -> Result<ProducerStateManager,
     let available = snapshots(disk, log.dir()).await?;
     // A snapshot past the recovered end describes writes a power failure took back; it would
     // be wrong once the log grows past it again.
-    for stale in available.iter().filter(|&&offset| offset > end) {
-        disk.remove(&log.dir().join(snapshot_file_name(*stale))).await?;
-    }
+    remove_listed_past(disk, log.dir(), &available, Some(end)).await?;
     let mut state = ProducerStateManager::new();
     let mut from = start;
     for offset in snapshots_to_try(available, start, end) {
@@ -130,10 +128,18 @@ pub async fn remove_past(
     dir: &Path,
     offset: Option<Offset>,
 ) -> std::io::Result<()> {
-    for at in snapshots(disk, dir).await? {
-        if offset.is_none_or(|offset| at > offset) {
-            disk.remove(&dir.join(snapshot_file_name(at))).await?;
-        }
+    remove_listed_past(disk, dir, &snapshots(disk, dir).await?, offset).await
+}
+
+/// Removes the snapshots of `listed` (those in `dir`) past `offset` (all of them for `None`).
+async fn remove_listed_past(
+    disk: &dyn Disk,
+    dir: &Path,
+    listed: &[Offset],
+    offset: Option<Offset>,
+) -> std::io::Result<()> {
+    for &at in listed.iter().filter(|&&at| offset.is_none_or(|offset| at > offset)) {
+        disk.remove(&dir.join(snapshot_file_name(at))).await?;
     }
     Ok(())
 }
