@@ -301,7 +301,7 @@ impl Catalog {
             config: Mutex::new(self.topic_config(t)),
             partitions: RwLock::new(BTreeMap::new()),
             count: AtomicI32::new(t.partitions.len() as i32),
-            internal: t.name.starts_with("__"),
+            internal: crate::topics::is_internal(&t.name),
         });
         self.topics
             .write()

@@ -416,22 +416,24 @@ impl Broker {
         configs: &[(String, String)],
         validate_only: bool,
     ) -> Result<(), ControllerError> {
-        let shape = (partitions, replication);
-        self.create_topic_within(name, shape, configs, validate_only, ADMIN_TIMEOUT).await
+        let topic = NewTopic {
+            name: name.to_owned(),
+            partitions,
+            replication,
+            configs: configs.to_vec(),
+            assignments: Vec::new(),
+        };
+        self.create_topic_within(topic, validate_only, ADMIN_TIMEOUT).await
     }
 
-    /// Creates a topic of `(partitions, replication)` through the controller and waits until
-    /// it is visible here, for at most `limit` (see [`Broker::change_within`]).
+    /// Creates `topic` through the controller and waits until it is visible here, for at
+    /// most `limit` (see [`Broker::change_within`]).
     pub async fn create_topic_within(
         &self,
-        name: &str,
-        (partitions, replication): (i32, i32),
-        configs: &[(String, String)],
+        topic: NewTopic,
         validate_only: bool,
         limit: Duration,
     ) -> Result<(), ControllerError> {
-        let topic =
-            NewTopic { name: name.to_owned(), partitions, replication, configs: configs.to_vec() };
         self.change_within(Request::CreateTopic { topic, validate_only }, limit).await.map(|_| ())
     }
 

@@ -6,6 +6,18 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// The internal topic holding consumer-group offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): only the first is made here, but the
+/// others' names are kept from clients too.
+pub const INTERNAL_TOPICS: [&str; 3] =
+    [OFFSETS_TOPIC, "__transaction_state", "__share_group_state"];
+
+/// Whether `name` is an internal topic's: clients may read its records but not write or
+/// delete them, nor delete the topic, nor change its partition count. Other names beginning
+/// with `__` are ordinary topics, as in Kafka.
+pub fn is_internal(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
 /// Why a topic name is refused (Kafka's INVALID_TOPIC_EXCEPTION).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TopicNameError {

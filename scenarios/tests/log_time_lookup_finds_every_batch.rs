@@ -54,7 +54,7 @@ fn batch(seed: u64, n: i64) -> Bytes {
 
 /// A lookup of each batch's timestamp and of one just below it, each of which must find that
 /// batch; and the log's largest timestamp.
-async fn lookups(log: &Log, seed: u64) -> Result<(Vec<Lookup>, Option<(i64, Offset)>), String> {
+async fn lookups(log: &Log, seed: u64) -> Result<(Vec<Lookup>, Option<Max>), String> {
     let mut found = Vec::new();
     for n in 0..SEALED + ACTIVE {
         for below in [0, 1] {
@@ -67,18 +67,16 @@ async fn lookups(log: &Log, seed: u64) -> Result<(Vec<Lookup>, Option<(i64, Offs
 
 /// Batch `n`, a timestamp looked up, and what the lookup found.
 type Lookup = (i64, i64, Option<(Offset, i64)>);
+/// The log's largest timestamp, and the batch holding it in each segment that holds it.
+type Max = (i64, Vec<Offset>);
 
-fn check(
-    when: &str,
-    seed: u64,
-    (found, max): (Vec<Lookup>, Option<(i64, Offset)>),
-) -> Result<(), String> {
+fn check(when: &str, seed: u64, (found, max): (Vec<Lookup>, Option<Max>)) -> Result<(), String> {
     for (n, at, found) in found {
         let want = Some((Offset(n), timestamp(seed, n)));
         ensure(found == want, || format!("{when}, looking up {at} found {found:?}, not {want:?}"))?;
     }
     let last = SEALED + ACTIVE - 1;
-    let want = Some((timestamp(seed, last), Offset(last)));
+    let want = Some((timestamp(seed, last), vec![Offset(last)]));
     ensure(max == want, || format!("{when}, the largest timestamp is {max:?}, not {want:?}"))
 }
 

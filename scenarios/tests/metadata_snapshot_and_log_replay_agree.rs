@@ -98,6 +98,7 @@ fn history(ops: &[Op]) -> Vec<Bytes> {
                     partitions: *p,
                     replication: *r,
                     configs: vec![],
+                    assignments: vec![],
                 };
                 if let Ok(records) = logic.create_topic(&image, &topic, false, TopicId([ids; 16])) {
                     batches.push(records);

@@ -108,6 +108,10 @@ pub struct NewTopic {
     pub replication: i32,
     /// Configuration overrides.
     pub configs: Vec<(String, String)>,
+    /// The replicas of each partition, in partition order, the first the preferred leader
+    /// (CreateTopics' explicit assignments, with `partitions` and `replication` −1); empty:
+    /// the controller places them.
+    pub assignments: Vec<Vec<BrokerId>>,
 }
 
 /// An ISR change a partition leader asks for.
@@ -358,19 +362,31 @@ impl ControllerLogic {
         if image.topic(&topic.name).is_some() {
             return Err(ControllerError::TopicExists(topic.name.clone()));
         }
-        let partitions =
-            if topic.partitions == -1 { self.config.num_partitions } else { topic.partitions };
+        let manual = !topic.assignments.is_empty();
+        let partitions = match topic.partitions {
+            _ if manual => i32::try_from(topic.assignments.len()).unwrap_or(i32::MAX),
+            -1 => self.config.num_partitions,
+            n => n,
+        };
         if !(1..=TOPIC_PARTITIONS_MAX).contains(&partitions) {
             return Err(ControllerError::BadPartitions(partitions));
         }
+        // The default as configured, as in Kafka: too few live brokers for it refuses the
+        // topic (the client tries again), never makes it with fewer replicas for good. (The
+        // offsets topic is asked for with as many as are live, up to the default: see
+        // `create_offsets_topic`.)
         let replication = if topic.replication == -1 {
-            self.config.default_replication_factor.min(image.live_brokers().count().max(1) as i32)
+            self.config.default_replication_factor
         } else {
             topic.replication
         };
         let mut config = self.config.topic_defaults.clone();
         config.apply(topic.configs.iter().map(|(k, v)| (k.as_str(), Some(v.as_str()))))?;
-        let placement = self.place(image, 0, partitions, replication)?;
+        let placement = if manual {
+            manual_placement(image, &topic.assignments)?
+        } else {
+            self.place(image, 0, partitions, replication)?
+        };
         if validate_only {
             return Ok(Vec::new());
         }
@@ -380,11 +396,15 @@ impl ControllerLogic {
             configs: config.overrides().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         }];
         out.extend(placement.into_iter().enumerate().map(|(i, replicas)| {
+            // Placed replicas are all live; assigned ones may not be, and only the live ones
+            // start in the ISR (at least one, see `manual_placement`).
+            let isr: Vec<BrokerId> =
+                replicas.iter().copied().filter(|&r| image.is_live(r)).collect();
             MetadataRecord::Partition(PartitionRecord {
                 topic_id,
                 partition: i as i32,
-                leader: replicas[0],
-                isr: replicas.clone(),
+                leader: isr[0],
+                isr,
                 replicas,
                 leader_epoch: 0,
                 partition_epoch: 0,
@@ -473,7 +493,7 @@ impl ControllerLogic {
         name: &str,
     ) -> Result<(TopicId, Vec<MetadataRecord>), ControllerError> {
         let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
-        if name.starts_with("__") {
+        if crate::topics::is_internal(name) {
             return Err(ControllerError::Internal(name.into()));
         }
         Ok((topic.id, vec![MetadataRecord::DeleteTopic { topic_id: topic.id }]))
@@ -488,7 +508,7 @@ impl ControllerLogic {
         validate_only: bool,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
         let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
-        if name.starts_with("__") {
+        if crate::topics::is_internal(name) {
             // `__consumer_offsets` maps each group to a partition by the partition count:
             // another count would move groups away from the records that hold them.
             return Err(ControllerError::Internal(name.into()));
@@ -605,6 +625,30 @@ impl ControllerLogic {
             })
             .collect())
     }
+}
+
+/// CreateTopics' explicit assignments, checked as Kafka checks them: each partition's replicas
+/// distinct registered brokers, at least one of them live, and every partition with as many.
+fn manual_placement(
+    image: &MetadataImage,
+    assignments: &[Vec<BrokerId>],
+) -> Result<Vec<Vec<BrokerId>>, ControllerError> {
+    for (partition, replicas) in assignments.iter().enumerate() {
+        reassignments::validate_target(image, replicas)?;
+        if replicas.len() != assignments[0].len() {
+            return Err(ControllerError::BadAssignment(format!(
+                "partition {partition} has {} replicas where partition 0 has {}",
+                replicas.len(),
+                assignments[0].len()
+            )));
+        }
+        if !replicas.iter().any(|&r| image.is_live(r)) {
+            return Err(ControllerError::BadAssignment(format!(
+                "no broker assigned to partition {partition} is live (fenced, or shutting down)"
+            )));
+        }
+    }
+    Ok(assignments.to_vec())
 }
 
 /// Live brokers ordered so that consecutive ones are on different racks where racks exist

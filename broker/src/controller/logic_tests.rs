@@ -59,7 +59,7 @@ fn cluster(racks: &[Option<&str>]) -> (MetadataImage, ControllerLogic) {
 }
 
 fn topic(name: &str, partitions: i32, replication: i32) -> NewTopic {
-    NewTopic { name: name.into(), partitions, replication, configs: vec![] }
+    NewTopic { name: name.into(), partitions, replication, configs: vec![], assignments: vec![] }
 }
 
 fn create(image: &mut MetadataImage, logic: &mut ControllerLogic, t: NewTopic, id: u8) {
@@ -108,6 +108,46 @@ fn too_large_a_replication_factor_is_refused() {
     let (image, mut logic) = cluster(&[None, None]);
     let err = logic.create_topic(&image, &topic("t", 1, 3), false, TopicId([1; 16]));
     assert_eq!(err, Err(ControllerError::BadReplication { wanted: 3, live: 2 }));
+}
+
+#[test]
+fn the_default_replication_factor_is_not_cut_to_the_live_brokers() {
+    let (mut image, mut logic) = cluster(&[None, None]);
+    logic.config.default_replication_factor = 3;
+    let err = logic.create_topic(&image, &topic("t", 1, -1), false, TopicId([1; 16]));
+    assert_eq!(err, Err(ControllerError::BadReplication { wanted: 3, live: 2 }));
+    logic.config.default_replication_factor = 2;
+    create(&mut image, &mut logic, topic("t", 1, -1), 1);
+    assert_eq!(image.partition("t", 0).unwrap().replicas.len(), 2);
+}
+
+#[test]
+fn explicit_assignments_place_the_replicas_named_and_only_live_ones_start_in_sync() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    let assigned = NewTopic { assignments: vec![vec![3, 1], vec![2, 3]], ..topic("t", -1, -1) };
+    create(&mut image, &mut logic, assigned, 1);
+    let p0 = image.partition("t", 0).unwrap();
+    assert_eq!((p0.replicas.clone(), p0.leader, p0.isr.clone()), (vec![3, 1], 3, vec![3, 1]));
+    let p1 = image.partition("t", 1).unwrap();
+    assert_eq!((p1.replicas.clone(), p1.leader), (vec![2, 3], 2));
+    // Broker 3 fenced: it is assigned, not in sync, and never the leader.
+    let fenced = MetadataRecord::FenceBroker { broker_id: 3, incarnation: Incarnation(300) };
+    apply(&mut image, &[fenced]);
+    let assigned = NewTopic { assignments: vec![vec![3, 1]], ..topic("u", -1, -1) };
+    create(&mut image, &mut logic, assigned, 2);
+    let u = image.partition("u", 0).unwrap();
+    assert_eq!((u.replicas.clone(), u.leader, u.isr.clone()), (vec![3, 1], 1, vec![1]));
+    for (bad, why) in [
+        (vec![vec![3]], "only fenced brokers"),
+        (vec![vec![1, 9]], "a broker never registered"),
+        (vec![vec![1, 1]], "a broker twice"),
+        (vec![vec![1, 2], vec![2]], "unequal replica counts"),
+        (vec![vec![]], "no replica"),
+    ] {
+        let t = NewTopic { assignments: bad, ..topic("v", -1, -1) };
+        let err = logic.create_topic(&image, &t, false, TopicId([3; 16]));
+        assert!(matches!(err, Err(ControllerError::BadAssignment(_))), "{why}: {err:?}");
+    }
 }
 
 #[test]

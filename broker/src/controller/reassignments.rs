@@ -222,7 +222,10 @@ impl ControllerLogic {
 }
 
 /// Refuses a target that names no replica, one twice, or a broker never registered.
-fn validate_target(image: &MetadataImage, target: &[BrokerId]) -> Result<(), ControllerError> {
+pub(super) fn validate_target(
+    image: &MetadataImage,
+    target: &[BrokerId],
+) -> Result<(), ControllerError> {
     if target.is_empty() {
         return Err(ControllerError::BadAssignment(
             "a partition needs at least one replica".into(),

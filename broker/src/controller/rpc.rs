@@ -40,6 +40,10 @@ const ALTER_REASSIGNMENTS: u8 = 15;
 const ALTER_CONFIGS_INCREMENTAL: u8 = 16;
 /// Request type of a heartbeat reporting logs out of room for writes (and any damaged).
 const HEARTBEAT_WITH_ROOM: u8 = 17;
+/// Request type of a topic creation placed by the controller.
+const CREATE_TOPIC: u8 = 3;
+/// Request type of a topic creation with explicit replica assignments.
+const CREATE_TOPIC_ASSIGNED: u8 = 18;
 /// Response type of a change made for some partitions and refused for others.
 const PARTLY_DONE: u8 = 5;
 
@@ -371,6 +375,7 @@ fn read_topic(r: &mut Reader) -> Result<NewTopic, DecodeError> {
         partitions: r.i32("partitions")?,
         replication: r.i32("replication")?,
         configs: r.pairs("configs")?,
+        assignments: Vec::new(),
     })
 }
 
@@ -403,9 +408,18 @@ impl Request {
                 }
             }
             Request::CreateTopic { topic, validate_only } => {
-                w.u8(3);
+                // Assignments only in the type that carries them, for nodes of earlier
+                // releases.
+                let assigned = !topic.assignments.is_empty();
+                w.u8(if assigned { CREATE_TOPIC_ASSIGNED } else { CREATE_TOPIC });
                 write_topic(&mut w, topic);
                 w.bool(*validate_only);
+                if assigned {
+                    w.u32(topic.assignments.len() as u32);
+                    for replicas in &topic.assignments {
+                        w.i32s(replicas);
+                    }
+                }
             }
             Request::DeleteTopic { name } => {
                 w.u8(4).str(name);
@@ -512,10 +526,14 @@ impl Request {
                 let reports = LogReports { offline, damaged, full };
                 Request::Heartbeat { broker_id, incarnation, shutdown, reports, lapsed }
             }
-            3 => Request::CreateTopic {
-                topic: read_topic(&mut r)?,
-                validate_only: r.bool("validate only")?,
-            },
+            kind @ (CREATE_TOPIC | CREATE_TOPIC_ASSIGNED) => {
+                let mut topic = read_topic(&mut r)?;
+                let validate_only = r.bool("validate only")?;
+                if kind == CREATE_TOPIC_ASSIGNED {
+                    topic.assignments = r.list("assignments", 4, |r| r.i32s("replicas"))?;
+                }
+                Request::CreateTopic { topic, validate_only }
+            }
             4 => Request::DeleteTopic { name: r.str("topic name")? },
             5 => Request::CreatePartitions {
                 name: r.str("topic name")?,

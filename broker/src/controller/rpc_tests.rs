@@ -59,8 +59,19 @@ fn requests_and_responses_round_trip() {
                 partitions: 6,
                 replication: 3,
                 configs: vec![("a".into(), "b".into())],
+                assignments: vec![],
             },
             validate_only: false,
+        },
+        Request::CreateTopic {
+            topic: NewTopic {
+                name: "u".into(),
+                partitions: -1,
+                replication: -1,
+                configs: vec![],
+                assignments: vec![vec![2, 3], vec![3, 1]],
+            },
+            validate_only: true,
         },
         Request::DeleteTopic { name: "t".into() },
         Request::CreatePartitions { name: "t".into(), count: 9, validate_only: true },
@@ -163,4 +174,21 @@ fn an_unknown_config_operation_is_refused() {
     raw[body_end..].copy_from_slice(&crc.to_be_bytes());
     let error = Request::decode(&Bytes::from(raw)).unwrap_err().to_string();
     assert!(error.contains("config operation"), "{error}");
+}
+
+#[test]
+fn a_topic_without_assignments_is_sent_as_earlier_releases_send_it() {
+    let topic = |assignments: Vec<Vec<i32>>| NewTopic {
+        name: "t".into(),
+        partitions: -1,
+        replication: -1,
+        configs: vec![],
+        assignments,
+    };
+    // Nodes of earlier releases know type 3, without assignments, and nothing after it.
+    let plain = Request::CreateTopic { topic: topic(vec![]), validate_only: false }.encode();
+    assert_eq!(plain[0], CREATE_TOPIC);
+    let assigned = Request::CreateTopic { topic: topic(vec![vec![1, 2]]), validate_only: false };
+    assert_eq!(assigned.encode()[0], CREATE_TOPIC_ASSIGNED);
+    assert_eq!(Request::decode(&assigned.encode()).unwrap(), assigned);
 }

@@ -183,6 +183,10 @@ pub enum BatchError {
     /// Clients may not write transaction markers.
     #[error("clients may not write control batches")]
     ControlBatchFromClient,
+    /// Transactions are not supported: no producer is ever given a transactional id, so a
+    /// transactional batch would be served as committed with nothing to commit or abort it.
+    #[error("transactional batches are not supported")]
+    TransactionalFromClient,
     /// Clients may not write batches without records.
     #[error("clients may not write empty batches")]
     EmptyBatch,
@@ -218,6 +222,8 @@ impl BatchError {
             | ControlBatchFromClient
             | EmptyBatch
             | BadSequence(_) => ResponseError::InvalidRecord,
+            // Kafka's answer to transactional records without an authorised transactional id.
+            TransactionalFromClient => ResponseError::TransactionalIdAuthorizationFailed,
         }
     }
 }
@@ -369,7 +375,7 @@ impl BatchHeader {
 
     /// Kafka's rules for batches a client produces (`LogValidator.validateBatch`), on top of
     /// [`validate`]: at least one record, offsets dense (lastOffsetDelta = count - 1), no control
-    /// batches, and a sequence number when there is a producer id.
+    /// batches, no transactional ones, and a sequence number when there is a producer id.
     pub fn check_produce(&self) -> Result<(), BatchError> {
         if self.record_count == 0 {
             return Err(BatchError::EmptyBatch);
@@ -382,6 +388,9 @@ impl BatchHeader {
         }
         if self.is_control() {
             return Err(BatchError::ControlBatchFromClient);
+        }
+        if self.is_transactional() {
+            return Err(BatchError::TransactionalFromClient);
         }
         if self.has_producer_id() && self.base_sequence < 0 {
             return Err(BatchError::BadSequence(self.base_sequence));

@@ -387,6 +387,17 @@ fn produce_rules_refuse_what_only_the_broker_may_write() {
         validate_produce(&batch_with(&three(), control), MAX),
         Err(BatchError::ControlBatchFromClient)
     );
+    let transactional = BatchOptions {
+        transactional: true,
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: 0,
+        ..BatchOptions::default()
+    };
+    assert_eq!(
+        validate_produce(&batch_with(&three(), transactional), MAX),
+        Err(BatchError::TransactionalFromClient)
+    );
     assert_eq!(
         validate_produce(&batch_with(&[], BatchOptions::default()), MAX),
         Err(BatchError::EmptyBatch)

@@ -276,15 +276,18 @@ impl Log {
         state.high_watermark = state.high_watermark.max(offset);
     }
 
-    /// The largest timestamp in the log and the base offset of the batch that holds it.
-    pub fn max_timestamp(&self) -> Option<(i64, Offset)> {
+    /// The largest timestamp in the log, and the base offset of the batch holding it in each
+    /// segment that holds it, in offset order.
+    pub fn max_timestamp(&self) -> Option<(i64, Vec<Offset>)> {
         let state = self.state();
-        state
+        let max = state.segments.values().map(|s| s.max_timestamp).max().filter(|&m| m >= 0)?;
+        let batches = state
             .segments
             .values()
-            .filter(|s| s.max_timestamp >= 0)
-            .max_by_key(|s| s.max_timestamp)
-            .map(|s| (s.max_timestamp, s.max_timestamp_batch))
+            .filter(|s| s.max_timestamp == max)
+            .map(|s| s.max_timestamp_batch)
+            .collect();
+        Some((max, batches))
     }
 
     /// Marks the log offline; every later operation fails with `reason`.

@@ -291,23 +291,27 @@ impl Log {
     }
 
     /// The offset and timestamp of the record with the largest timestamp (the earliest such
-    /// record if several share it), for ListOffsets' MAX_TIMESTAMP.
+    /// record if several share it, as in Kafka), for ListOffsets' MAX_TIMESTAMP. A segment's
+    /// batch holding it may lie below the log start (DeleteRecords inside the segment): the
+    /// next segment holding it answers then.
     pub async fn offset_of_max_timestamp(&self) -> Result<Option<(Offset, i64)>, ReadError> {
-        let Some((max, batch_base)) = self.max_timestamp() else {
+        let Some((max, batches)) = self.max_timestamp() else {
             return Ok(None);
         };
-        let result =
-            self.read(batch_base.max(self.log_start_offset()), 1, Offset(i64::MAX)).await?;
-        let Some(first) = split::split_batches(&result.records).next() else {
-            return Ok(None);
-        };
-        let first = first.map_err(|cause| ReadError::corrupt(batch_base, cause))?;
-        for record in
-            records::record_iter(&first).map_err(|cause| ReadError::corrupt(batch_base, cause))?
-        {
-            let record = record.map_err(|cause| ReadError::corrupt(batch_base, cause))?;
-            if record.timestamp >= max {
-                return Ok(Some((Offset(record.offset), record.timestamp)));
+        for batch_base in batches {
+            let start = batch_base.max(self.log_start_offset());
+            let result = self.read(start, 1, Offset(i64::MAX)).await?;
+            let Some(first) = split::split_batches(&result.records).next() else {
+                continue;
+            };
+            let first = first.map_err(|cause| ReadError::corrupt(batch_base, cause))?;
+            let records = records::record_iter(&first)
+                .map_err(|cause| ReadError::corrupt(batch_base, cause))?;
+            for record in records {
+                let record = record.map_err(|cause| ReadError::corrupt(batch_base, cause))?;
+                if record.timestamp >= max && record.offset >= start.0 {
+                    return Ok(Some((Offset(record.offset), record.timestamp)));
+                }
             }
         }
         Ok(None)

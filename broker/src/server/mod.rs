@@ -44,8 +44,9 @@ pub enum Reply {
     Now(crate::protocol::Response),
     /// A response that completes later (after a sync, a long poll or a rebalance).
     Later(BoxFuture<'static, Option<crate::protocol::Response>>),
-    /// No response at all (produce with acks=0), possibly after more work.
-    Silent(Option<BoxFuture<'static, ()>>),
+    /// No response at all (produce with acks=0), possibly after more work, which says whether
+    /// to close the connection instead (a partition failed).
+    Silent(Option<BoxFuture<'static, bool>>),
 }
 
 /// What the writer does next.
@@ -258,10 +259,11 @@ pub async fn serve_connection(
                     Box::pin(async move { later.await.map(|r| Outgoing::encode(&header, &r)) })
                 }
                 Reply::Silent(work) => Box::pin(async move {
-                    if let Some(work) = work {
-                        work.await;
-                    }
-                    None
+                    let close = match work {
+                        Some(work) => work.await,
+                        None => false,
+                    };
+                    close.then_some(Outgoing::Close)
                 }),
             };
         // A produce's append is done: what is left only waits (a sync, the followers).

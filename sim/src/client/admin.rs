@@ -30,6 +30,10 @@ use super::{Client, ClientError, REQUEST_TIMEOUT, versions};
 pub const LATEST: i64 = -1;
 /// ListOffsets' special timestamp for the log start offset.
 pub const EARLIEST: i64 = -2;
+/// ListOffsets' special timestamp for the record with the largest timestamp.
+pub const MAX_TIMESTAMP: i64 = -3;
+/// ListOffsets' special timestamp for the end of the tiered part of the log.
+pub const LATEST_TIERED: i64 = -5;
 
 /// A producer's identity for idempotent produce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -358,26 +362,45 @@ impl Client {
         offset: i64,
         limit: Duration,
     ) -> Result<i64, ClientError> {
-        let mut part = DeleteRecordsPartition::default();
-        part.partition_index = partition;
-        part.offset = offset;
+        let answers = self.delete_records_of(topic, &[(partition, offset)], limit).await?;
+        match answers.get(&partition) {
+            Some(Ok(low)) => Ok(*low),
+            Some(Err(code)) => Err(ClientError::Kafka(*code)),
+            None => Err(ClientError::Malformed("no partition result")),
+        }
+    }
+
+    /// DeleteRecords of `topic` below each `(partition, offset)` in one request, the broker
+    /// given `limit` to answer: each partition's low watermark, or its error code.
+    pub async fn delete_records_of(
+        &mut self,
+        topic: &str,
+        below: &[(i32, i64)],
+        limit: Duration,
+    ) -> Result<BTreeMap<i32, Result<i64, i16>>, ClientError> {
         let mut wanted = DeleteRecordsTopic::default();
         wanted.name = name(topic);
-        wanted.partitions = vec![part];
+        wanted.partitions = below
+            .iter()
+            .map(|&(partition, offset)| {
+                let mut part = DeleteRecordsPartition::default();
+                part.partition_index = partition;
+                part.offset = offset;
+                part
+            })
+            .collect();
         let mut request = DeleteRecordsRequest::default();
         request.topics = vec![wanted];
         request.timeout_ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
         let wait = limit + Duration::from_secs(1);
         let response = self.call(&request, versions::DELETE_RECORDS, wait).await?;
-        let result = response
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .ok_or(ClientError::Malformed("no partition result"))?;
-        match result.error_code {
-            codes::NONE => Ok(result.low_watermark),
-            code => Err(ClientError::Kafka(code)),
+        let mut out = BTreeMap::new();
+        for p in response.topics.iter().flat_map(|t| &t.partitions) {
+            let value =
+                if p.error_code == codes::NONE { Ok(p.low_watermark) } else { Err(p.error_code) };
+            out.insert(p.partition_index, value);
         }
+        Ok(out)
     }
 
     /// A producer id for an idempotent producer; `current` names the one it replaces (KIP-360).

@@ -64,6 +64,8 @@ pub mod codes {
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     /// NOT_COORDINATOR.
     pub const NOT_COORDINATOR: i16 = 16;
+    /// INVALID_TOPIC_EXCEPTION.
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     /// ILLEGAL_GENERATION.
     pub const ILLEGAL_GENERATION: i16 = 22;
     /// UNKNOWN_MEMBER_ID.
@@ -74,6 +76,8 @@ pub mod codes {
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     /// NOT_CONTROLLER.
     pub const NOT_CONTROLLER: i16 = 41;
+    /// POLICY_VIOLATION.
+    pub const POLICY_VIOLATION: i16 = 44;
     /// OUT_OF_ORDER_SEQUENCE_NUMBER.
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     /// DUPLICATE_SEQUENCE_NUMBER.

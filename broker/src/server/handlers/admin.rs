@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -21,7 +22,7 @@ use uuid::Uuid;
 use super::produce::completion_error;
 use super::{code, led_partition};
 use crate::controller::image::MetadataImage;
-use crate::controller::logic::{ControllerError, Election, PREFERRED_ELECTIONS_MAX};
+use crate::controller::logic::{ControllerError, Election, NewTopic, PREFERRED_ELECTIONS_MAX};
 use crate::controller::records::NO_LEADER;
 use crate::controller::rpc::{Request, Response};
 use crate::io::{Instant, timeout};
@@ -85,32 +86,55 @@ pub async fn create_topics(
 ) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
     let deadline = Deadline::of(broker, request.timeout_ms);
+    let repeated = repeated_names(request.topics.iter().map(|t| t.name.0.as_str()));
     for wanted in request.topics {
         let mut result = CreatableTopicResult::default();
         result.name = wanted.name.clone();
         result.num_partitions = -1;
         result.replication_factor = -1;
+        // As in Kafka: a topic named twice is created by neither entry, and a setting without
+        // a value is an error, not a setting left out.
+        let refused = if repeated.contains(wanted.name.0.as_str()) {
+            Some((ResponseError::InvalidRequest, "the topic is named more than once".to_owned()))
+        } else {
+            wanted.configs.iter().find(|c| c.value.is_none()).map(|c| {
+                (ResponseError::InvalidConfig, format!("no value for the setting {}", &*c.name))
+            })
+        };
+        if let Some((error, text)) = refused {
+            result.error_code = code(error);
+            result.error_message = Some(StrBytes::from_string(text));
+            response.topics.push(result);
+            continue;
+        }
         let configs: Vec<(String, String)> = wanted
             .configs
             .iter()
             .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
             .collect();
-        let partitions = if wanted.assignments.is_empty() {
-            wanted.num_partitions
-        } else {
-            wanted.assignments.len() as i32
+        let assignments = match assignments_of(&wanted) {
+            Ok(assignments) => assignments,
+            Err((error, text)) => {
+                result.error_code = code(error);
+                result.error_message = Some(StrBytes::from_string(text));
+                response.topics.push(result);
+                continue;
+            }
+        };
+        let (partitions, replication) = match assignments.first() {
+            Some(first) => (assignments.len() as i32, first.len() as i16),
+            None => (wanted.num_partitions, wanted.replication_factor),
         };
         let name = wanted.name.0.as_str();
-        let shape = (partitions, i32::from(wanted.replication_factor));
-        let created = broker
-            .create_topic_within(
-                name,
-                shape,
-                &configs,
-                request.validate_only,
-                deadline.left(broker),
-            )
-            .await;
+        let topic = NewTopic {
+            name: name.to_owned(),
+            partitions: wanted.num_partitions,
+            replication: i32::from(wanted.replication_factor),
+            configs,
+            assignments,
+        };
+        let created =
+            broker.create_topic_within(topic, request.validate_only, deadline.left(broker)).await;
         match created {
             Ok(()) => {
                 let image = super::metadata::image_of(broker);
@@ -127,7 +151,7 @@ pub async fn create_topics(
                         } else {
                             partitions
                         };
-                        result.replication_factor = wanted.replication_factor.max(1);
+                        result.replication_factor = replication.max(1);
                     }
                 }
             }
@@ -154,9 +178,19 @@ pub async fn delete_topics(
     wanted.extend(
         request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
     );
+    // As in Kafka: a topic named twice is deleted by neither entry.
+    let repeated = repeated_names(wanted.iter().filter_map(|(name, _)| name.as_deref()));
     for (name, id) in wanted {
         let mut result = DeletableTopicResult::default();
         result.topic_id = id;
+        if let Some(name) = name.as_ref().filter(|n| repeated.contains(n.as_str())) {
+            result.name = Some(TopicName(StrBytes::from_string(name.clone())));
+            result.error_code = code(ResponseError::InvalidRequest);
+            result.error_message =
+                Some(StrBytes::from_static_str("the topic is named more than once"));
+            response.responses.push(result);
+            continue;
+        }
         let image = super::metadata::image_of(broker);
         let name = match name {
             Some(name) => Some(name),
@@ -186,6 +220,35 @@ pub async fn delete_topics(
     response
 }
 
+/// The names `names` holds more than once.
+fn repeated_names<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    names.filter(|n| !seen.insert(*n)).map(str::to_owned).collect()
+}
+
+/// A CreateTopics entry's explicit assignments, in partition order (empty if it gives none),
+/// or the error to answer, as Kafka's: INVALID_REQUEST if it also gives a partition count or
+/// a replication factor, INVALID_REPLICA_ASSIGNMENT if its partitions are not 0, 1, 2, ….
+/// The controller checks the brokers.
+fn assignments_of(wanted: &CreatableTopic) -> Result<Vec<Vec<i32>>, (ResponseError, String)> {
+    if wanted.assignments.is_empty() {
+        return Ok(Vec::new());
+    }
+    if wanted.num_partitions != -1 || wanted.replication_factor != -1 {
+        let text = "both assignments and a partition count or replication factor were given";
+        return Err((ResponseError::InvalidRequest, text.to_owned()));
+    }
+    let mut assignments: Vec<_> = wanted.assignments.iter().collect();
+    assignments.sort_by_key(|a| a.partition_index);
+    for (i, a) in assignments.iter().enumerate() {
+        if a.partition_index != i as i32 {
+            let text = format!("partitions must be numbered 0 to {}", assignments.len() - 1);
+            return Err((ResponseError::InvalidReplicaAssignment, text));
+        }
+    }
+    Ok(assignments.iter().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect())
+}
+
 /// Answers CreatePartitions.
 pub async fn create_partitions(
     broker: &Arc<Broker>,
@@ -196,6 +259,14 @@ pub async fn create_partitions(
     for wanted in request.topics {
         let mut result = CreatePartitionsTopicResult::default();
         result.name = wanted.name.clone();
+        if wanted.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
+            // Not silently placed elsewhere: the client hears that they were not followed.
+            result.error_code = code(ResponseError::InvalidReplicaAssignment);
+            let text = "explicit assignments of new partitions are not supported";
+            result.error_message = Some(StrBytes::from_static_str(text));
+            response.results.push(result);
+            continue;
+        }
         let change = Request::CreatePartitions {
             name: wanted.name.0.to_string(),
             count: wanted.count,
@@ -213,13 +284,22 @@ pub async fn create_partitions(
 /// Answers DeleteRecords: advances each partition's log start offset (−1 means the high
 /// watermark), never past the high watermark, and answers once every replica that may be
 /// elected leader has advanced its own (the low watermark, as Kafka's DeleteRecords), or with
-/// REQUEST_TIMED_OUT when that takes longer than the request's `timeout_ms`.
+/// REQUEST_TIMED_OUT when that takes longer than the request's `timeout_ms`. Every partition's
+/// start is advanced before any is waited for, so the followers of all of them catch up at
+/// once and the request waits for the slowest, not for their sum.
+///
+/// As in Kafka, records are not deleted from an internal topic (INVALID_TOPIC_EXCEPTION:
+/// the groups' offsets would go with them), nor from a topic whose `cleanup.policy` does not
+/// include `delete` (POLICY_VIOLATION: a compacted topic's newest value of a key is kept for
+/// ever).
 pub async fn delete_records(
     broker: &Arc<Broker>,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
     let deadline = Deadline::of(broker, request.timeout_ms);
+    // (topic, partition) of the response, the partition, and the start it was advanced to.
+    let mut advanced = Vec::new();
     for wanted in request.topics {
         let mut out = DeleteRecordsTopicResult::default();
         out.name = wanted.name;
@@ -227,37 +307,57 @@ pub async fn delete_records(
             let mut p = DeleteRecordsPartitionResult::default();
             p.partition_index = part.partition_index;
             p.low_watermark = -1;
-            match led_partition(broker, out.name.0.as_str(), part.partition_index) {
-                Err(error) => p.error_code = code(error),
-                Ok(partition) => {
-                    let hw = partition.high_watermark();
-                    let target = if part.offset == -1 { hw } else { Offset(part.offset) };
-                    if target.0 < 0 || target > hw {
-                        p.error_code = code(ResponseError::OffsetOutOfRange);
-                    } else {
-                        match partition.log.delete_records_before(target, hw).await {
-                            Ok(start) => {
-                                let left = deadline.left(broker);
-                                let low = partition.wait_low_watermark(start);
-                                match timeout(&*broker.env.clock, left, low).await {
-                                    Ok(Ok(low)) => p.low_watermark = low.0,
-                                    Ok(Err(error)) => p.error_code = code(completion_error(&error)),
-                                    Err(_) => p.error_code = code(ResponseError::RequestTimedOut),
-                                }
-                            }
-                            Err(error) => {
-                                tracing::warn!(partition = %partition.tp, "delete records failed: {error}");
-                                p.error_code = code(ResponseError::KafkaStorageError);
-                            }
-                        }
-                    }
+            match advance_log_start(broker, out.name.0.as_str(), part.partition_index, part.offset)
+                .await
+            {
+                Ok((partition, start)) => {
+                    advanced.push(((response.topics.len(), out.partitions.len()), partition, start))
                 }
+                Err(error) => p.error_code = code(error),
             }
             out.partitions.push(p);
         }
         response.topics.push(out);
     }
+    for ((topic, index), partition, start) in advanced {
+        let p = &mut response.topics[topic].partitions[index];
+        let low = partition.wait_low_watermark(start);
+        match timeout(&*broker.env.clock, deadline.left(broker), low).await {
+            Ok(Ok(low)) => p.low_watermark = low.0,
+            Ok(Err(error)) => p.error_code = code(completion_error(&error)),
+            Err(_) => p.error_code = code(ResponseError::RequestTimedOut),
+        }
+    }
     response
+}
+
+/// DeleteRecords' advance of one partition's log start to `offset` (−1: the high watermark):
+/// the partition and its new start, durable.
+async fn advance_log_start(
+    broker: &Arc<Broker>,
+    topic: &str,
+    index: i32,
+    offset: i64,
+) -> Result<(Arc<crate::partition::Partition>, Offset), ResponseError> {
+    let partition = led_partition(broker, topic, index)?;
+    if crate::topics::is_internal(topic) {
+        return Err(ResponseError::InvalidTopicException);
+    }
+    if !partition.log.config().cleanup_policy.deletes() {
+        return Err(ResponseError::PolicyViolation);
+    }
+    let hw = partition.high_watermark();
+    let target = if offset == -1 { hw } else { Offset(offset) };
+    if target.0 < 0 || target > hw {
+        return Err(ResponseError::OffsetOutOfRange);
+    }
+    match partition.log.delete_records_before(target, hw).await {
+        Ok(start) => Ok((partition, start)),
+        Err(error) => {
+            tracing::warn!(partition = %partition.tp, "delete records failed: {error}");
+            Err(ResponseError::KafkaStorageError)
+        }
+    }
 }
 
 /// Answers DescribeCluster.
@@ -267,11 +367,10 @@ pub fn describe_cluster(
 ) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
     response.cluster_id = StrBytes::from_string(broker.config.cluster_id.clone());
-    response.controller_id = BrokerId(
-        broker.controller.as_ref().and_then(|c| c.leader()).unwrap_or(broker.config.node_id),
-    );
     let image = super::metadata::image_of(broker);
-    response.brokers = super::metadata::brokers(broker, &image)
+    let brokers = super::metadata::brokers(broker, &image);
+    response.controller_id = super::metadata::controller_id(broker, &brokers);
+    response.brokers = brokers
         .into_iter()
         .map(|b| {
             let mut out = DescribeClusterBroker::default();

@@ -58,11 +58,12 @@ pub fn describe(broker: &Arc<Broker>, request: DescribeConfigsRequest) -> Descri
         let mut result = DescribeConfigsResult::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
+        // No keys, or none listed, as in Kafka: every setting.
         let wanted = |name: &str| {
             resource
                 .configuration_keys
                 .as_ref()
-                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+                .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
         };
         match resource.resource_type {
             RESOURCE_TOPIC => match broker.topic_config(resource.resource_name.as_str()) {

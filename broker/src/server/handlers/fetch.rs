@@ -51,15 +51,22 @@ async fn long_poll(broker: &Arc<Broker>, request: &FetchRequest, version: i16) -
         notified.as_mut().enable();
         let (response, bytes, failed) = read_all(broker, request, version).await;
         let now = clock.now();
-        if bytes >= request.min_bytes.max(0) as usize || failed || now >= deadline {
+        // As in Kafka, never more than the response may hold.
+        let min_bytes = request.min_bytes.min(request.max_bytes).max(0) as usize;
+        if bytes >= min_bytes || failed || now >= deadline {
             return response;
         }
         let _ = timeout(&*clock, deadline - now, notified).await;
     }
 }
 
-/// Reads every requested partition once: the response, the bytes in it, and whether any
-/// partition failed (which ends a long poll early, as in Kafka).
+/// Reads every requested partition once: the response, the bytes it counts towards
+/// `min_bytes`, and whether any partition failed (which ends a long poll early, as in Kafka).
+///
+/// A partition whose read left batches unread below its bound (a limit cut it short, or it
+/// ended with its segment) counts as full, its whole limit, as Kafka's delayed fetch counts
+/// it: whole batches rarely fill a limit exactly, and a consumer far behind that asks for as
+/// many bytes as a partition may give would otherwise wait out `max_wait_ms` on every fetch.
 async fn read_all(
     broker: &Arc<Broker>,
     request: &FetchRequest,
@@ -76,7 +83,7 @@ async fn read_all(
     // Once per request: every partition of it comes from the same run.
     let current = replica.is_some_and(|f| current_run(broker, f, replica_epoch));
     let repair = replica.is_none() && version >= 11 && &*request.rack_id == REPAIR_RACK_ID;
-    let (mut total, mut failed) = (0usize, false);
+    let (mut total, mut counted, mut failed) = (0usize, 0usize, false);
     for wanted in &request.topics {
         let topic = if version >= 13 {
             broker.catalog.by_id(TopicId(*wanted.topic_id.as_bytes()))
@@ -90,7 +97,7 @@ async fn read_all(
             let limit = (part.partition_max_bytes.max(0) as usize).min(budget);
             let first = total == 0;
             let name = topic.as_ref().map_or(wanted.topic.0.as_str(), |t| t.name.as_str());
-            let data = read_partition(
+            let (data, unread) = read_partition(
                 broker,
                 name,
                 topic.as_ref(),
@@ -103,12 +110,13 @@ async fn read_all(
             failed |= data.error_code != 0;
             let len = data.records.as_ref().map_or(0, Bytes::len);
             total += len;
+            counted += if unread { len.max(limit) } else { len };
             budget = budget.saturating_sub(len);
             out.partitions.push(data);
         }
         response.responses.push(out);
     }
-    (response, total, failed)
+    (response, counted, failed)
 }
 
 /// Who fetches: the request version, and the follower broker's id for a replica fetch.
@@ -145,7 +153,7 @@ async fn read_partition(
     part: &kafka_protocol::messages::fetch_request::FetchPartition,
     limit: usize,
     first: bool,
-) -> PartitionData {
+) -> (PartitionData, bool) {
     let Asker { version, replica, replica_epoch, current, repair } = asker;
     let mut data = PartitionData::default();
     data.partition_index = part.partition;
@@ -163,15 +171,15 @@ async fn read_partition(
         && let Some(error) = leadership_error(broker, name, part.partition)
     {
         data.error_code = code(error);
-        return data;
+        return (data, false);
     }
     let Some(topic) = topic else {
         data.error_code = code(unknown);
-        return data;
+        return (data, false);
     };
     let Some(partition) = topic.partition(part.partition) else {
         data.error_code = code(absent_error(broker, &topic.name, part.partition));
-        return data;
+        return (data, false);
     };
     let epoch = partition.leader_epoch().0;
     if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {
@@ -181,7 +189,7 @@ async fn read_partition(
             ResponseError::FencedLeaderEpoch
         };
         data.error_code = code(error);
-        return data;
+        return (data, false);
     }
     let offset = Offset(part.fetch_offset);
     let (hw, upto) = match replica {
@@ -189,7 +197,7 @@ async fn read_partition(
         // its high watermark then is a follower's, possibly behind what was acknowledged.
         None if !partition.leads() => {
             data.error_code = code(ResponseError::NotLeaderOrFollower);
-            return data;
+            return (data, false);
         }
         None => (partition.high_watermark(), partition.high_watermark()),
         Some(_) if !current => {
@@ -207,7 +215,7 @@ async fn read_partition(
                 Err(error) => {
                     tracing::debug!(partition = %partition.tp, follower, "refused a replica fetch: {error}");
                     data.error_code = code(ResponseError::NotLeaderOrFollower);
-                    return data;
+                    return (data, false);
                 }
             }
         }
@@ -218,7 +226,7 @@ async fn read_partition(
     // A later partition gets nothing once the total budget is spent; the first always gets at
     // least one whole batch.
     if limit == 0 && !first {
-        return data;
+        return (data, false);
     }
     let read = match replica {
         None if !repair => {
@@ -226,10 +234,19 @@ async fn read_partition(
         }
         _ => partition.log.read(offset, limit.max(1), upto).await,
     };
+    let mut unread = false;
     match read {
         Ok(result) => {
             data.log_start_offset = result.log_start.0;
-            data.records = Some(result.records);
+            unread = result.next_offset < upto;
+            // Only the response's first batch may go past a limit, as in Kafka: a later
+            // partition's first batch larger than what is left waits for a fetch that
+            // starts with it.
+            if first || result.records.len() <= limit {
+                data.records = Some(result.records);
+            } else {
+                unread = true;
+            }
         }
         Err(ReadError::OutOfRange { log_start, .. }) => {
             data.error_code = code(ResponseError::OffsetOutOfRange);
@@ -254,5 +271,5 @@ async fn read_partition(
             data.error_code = code(ResponseError::KafkaStorageError);
         }
     }
-    data
+    (data, unread)
 }

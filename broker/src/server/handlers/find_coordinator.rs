@@ -23,14 +23,7 @@ const KEY_TYPE_GROUP: i8 = 0;
 async fn coordinator_of(broker: &Arc<Broker>, group: &str) -> Result<(i32, String, i32), i16> {
     let mut image = image_of(broker);
     if image.topic(OFFSETS_TOPIC).is_none() {
-        let live = image.live_brokers().count().max(1) as i32;
-        let configs = [
-            ("cleanup.policy".to_owned(), "compact".to_owned()),
-            ("segment.bytes".to_owned(), broker.config.offsets_topic_segment_bytes.to_string()),
-        ];
-        let replication = broker.config.default_replication_factor.clamp(1, live);
-        let partitions = broker.config.offsets_topic_num_partitions;
-        match broker.create_topic(OFFSETS_TOPIC, partitions, replication, &configs, false).await {
+        match create_offsets_topic(broker).await {
             Ok(()) | Err(ControllerError::TopicExists(_)) => image = image_of(broker),
             Err(e) => {
                 tracing::warn!("creating {OFFSETS_TOPIC} failed: {e}");
@@ -47,6 +40,23 @@ async fn coordinator_of(broker: &Arc<Broker>, group: &str) -> Result<(i32, Strin
         Some(b) => Ok((leader, b.registration.host.clone(), i32::from(b.registration.port))),
         None => Err(code(ResponseError::CoordinatorNotAvailable)),
     }
+}
+
+/// Creates `__consumer_offsets` with its own settings (`offsets.topic.num.partitions`,
+/// compacted, `offsets.topic.segment.bytes`), whoever asks first: FindCoordinator, or a
+/// Metadata request that may create topics. Unlike other topics, it takes as many replicas as
+/// brokers are live, up to `default_replication_factor`, so that groups work on a cluster
+/// smaller than the default (Kafka refuses to make it until `offsets.topic.replication.factor`
+/// brokers are up).
+pub(super) async fn create_offsets_topic(broker: &Arc<Broker>) -> Result<(), ControllerError> {
+    let live = image_of(broker).live_brokers().count().max(1) as i32;
+    let configs = [
+        ("cleanup.policy".to_owned(), "compact".to_owned()),
+        ("segment.bytes".to_owned(), broker.config.offsets_topic_segment_bytes.to_string()),
+    ];
+    let replication = broker.config.default_replication_factor.clamp(1, live);
+    let partitions = broker.config.offsets_topic_num_partitions;
+    broker.create_topic(OFFSETS_TOPIC, partitions, replication, &configs, false).await
 }
 
 /// The coordinator of one key: groups have one; transactions are not supported.

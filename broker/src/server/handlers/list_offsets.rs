@@ -1,5 +1,7 @@
 //! ListOffsets: earliest (log start), latest (high watermark, which is also the last stable
 //! offset until transactions exist), max timestamp, and the first offset at or after a time.
+//! An answer at or past the high watermark, which a leader change may take back, is not
+//! given: offset −1, as Kafka's.
 
 use std::sync::Arc;
 
@@ -56,12 +58,10 @@ pub async fn handle(
                 out.partitions.push(p);
                 continue;
             }
-            // The field exists from v4; before, it must keep its default.
-            if version >= 4 {
-                p.leader_epoch = epoch;
-            }
             let found = match part.timestamp {
-                LATEST | LATEST_TIERED => Ok(Some((partition.high_watermark(), -1))),
+                LATEST => Ok(Some((partition.high_watermark(), -1))),
+                // Nothing is tiered: Kafka answers offset −1 then.
+                LATEST_TIERED => Ok(None),
                 EARLIEST | EARLIEST_LOCAL => Ok(Some((partition.log.log_start_offset(), -1))),
                 MAX_TIMESTAMP => partition.log.offset_of_max_timestamp().await,
                 at => partition.log.offset_for_timestamp(at).await,
@@ -69,10 +69,16 @@ pub async fn handle(
             match found {
                 Ok(Some((offset, timestamp))) => {
                     let hw = partition.high_watermark();
-                    // A record not yet below the high watermark is not offered.
-                    if offset < hw || part.timestamp < 0 {
+                    // A record not yet below the high watermark is not offered (the
+                    // maximum timestamp's included); the log's bounds are.
+                    if offset < hw || matches!(part.timestamp, LATEST | EARLIEST | EARLIEST_LOCAL) {
                         p.offset = offset.0;
                         p.timestamp = timestamp;
+                        // The field exists from v4; before, it must keep its default. With no
+                        // offset given, it stays −1, as Kafka's.
+                        if version >= 4 {
+                            p.leader_epoch = epoch;
+                        }
                     }
                 }
                 Ok(None) => {}

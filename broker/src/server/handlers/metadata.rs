@@ -42,8 +42,7 @@ pub async fn handle(
     }
     let image = image_of(broker);
     response.brokers = brokers(broker, &image);
-    response.controller_id =
-        BrokerId(broker.controller.as_ref().and_then(|c| c.leader()).unwrap_or(config.node_id));
+    response.controller_id = controller_id(broker, &response.brokers);
     response.topics = if all {
         image.topics.values().map(describe).collect()
     } else {
@@ -64,6 +63,24 @@ pub async fn handle(
 /// The image this broker serves from.
 pub fn image_of(broker: &Broker) -> Arc<MetadataImage> {
     broker.membership().map(|m| m.image()).unwrap_or_default()
+}
+
+/// The controller id clients are told: the quorum's leader when it is one of `brokers` (those
+/// clients are told of), else this broker, which forwards their changes to it. Java's admin
+/// client waits until the controller id is among the brokers, so a leader that is a controller
+/// only, or a fenced broker, would hold its topic changes until they timed out; Kafka names a
+/// live broker too.
+pub fn controller_id(broker: &Broker, brokers: &[MetadataResponseBroker]) -> BrokerId {
+    let leader = broker.controller.as_ref().and_then(|c| c.leader());
+    told_controller(leader, broker.config.node_id, brokers)
+}
+
+/// [`controller_id`] of the quorum's `leader`, for broker `me`.
+fn told_controller(leader: Option<i32>, me: i32, brokers: &[MetadataResponseBroker]) -> BrokerId {
+    match leader.filter(|&l| brokers.iter().any(|b| b.node_id.0 == l)) {
+        Some(leader) => BrokerId(leader),
+        None => BrokerId(me),
+    }
 }
 
 /// Every live broker, as Metadata lists them (this one always, so clients can come back).
@@ -110,7 +127,12 @@ async fn lookup(
             return Found::Topic(topic.id);
         }
         if allow_create {
-            match broker.create_topic(&name, -1, -1, &[], false).await {
+            let created = if name == crate::topics::OFFSETS_TOPIC {
+                super::find_coordinator::create_offsets_topic(broker).await
+            } else {
+                broker.create_topic(&name, -1, -1, &[], false).await
+            };
+            match created {
                 Ok(()) | Err(ControllerError::TopicExists(_)) => {
                     if let Some(topic) = image_of(broker).topic(&name) {
                         return Found::Topic(topic.id);
@@ -149,7 +171,7 @@ pub fn describe(topic: &TopicImage) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     out.topic_id = Uuid::from_bytes(topic.id.0);
-    out.is_internal = topic.name.starts_with("__");
+    out.is_internal = crate::topics::is_internal(&topic.name);
     out.partitions = topic
         .partitions
         .values()
@@ -167,4 +189,25 @@ pub fn describe(topic: &TopicImage) -> MetadataResponseTopic {
         })
         .collect();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_controller_clients_are_told_of_is_a_broker_they_are_told_of() {
+        let brokers: Vec<MetadataResponseBroker> = [1, 2]
+            .into_iter()
+            .map(|id| {
+                let mut b = MetadataResponseBroker::default();
+                b.node_id = BrokerId(id);
+                b
+            })
+            .collect();
+        assert_eq!(told_controller(Some(2), 1, &brokers), BrokerId(2), "a listed leader");
+        // A controller-only leader, or a fenced broker: not among those listed.
+        assert_eq!(told_controller(Some(3), 1, &brokers), BrokerId(1), "an unlisted leader");
+        assert_eq!(told_controller(None, 2, &brokers), BrokerId(2), "no leader known");
+    }
 }

@@ -1,8 +1,11 @@
 //! Produce: one batch per partition, appended in order, acknowledged per `acks` once durable
 //! as the topic's flush policy requires — on the leader for `acks=1`, on every in-sync replica
 //! for `acks=all` (refused up front with NOT_ENOUGH_REPLICAS when the ISR is below
-//! `min.insync.replicas`). A wait longer than the request's `timeout_ms` is answered
-//! REQUEST_TIMED_OUT. acks=0 gets no response at all.
+//! `min.insync.replicas`). As in Kafka, only `acks=all` is bounded by the request's
+//! `timeout_ms` (REQUEST_TIMED_OUT past it): an `acks=1` append is answered once its sync is
+//! done, never timed out after it was written. acks=0 gets no response at all; a partition
+//! that fails closes the connection instead, as Kafka does, so that the producer asks for
+//! metadata again rather than go on sending into the void.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +16,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::metadata::image_of;
 use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::io::timeout;
@@ -30,24 +34,29 @@ struct Pending {
 }
 
 /// Answers Produce.
-pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16) -> Reply {
+pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Reply {
     let acks = request.acks;
     let mode = if acks == -1 { Acks::All } else { Acks::Leader };
     let clock = Arc::clone(&broker.env.clock);
     let deadline = clock.now() + Duration::from_millis(request.timeout_ms.max(0) as u64);
     let mut topics = Vec::new();
     for data in request.topic_data {
-        let topic = if data.name.0.is_empty() {
-            broker.catalog.by_id(TopicId(*data.topic_id.as_bytes()))
+        // From v13 a topic is named by its id only: the cluster's metadata gives its name, so
+        // that one hosted elsewhere is answered NOT_LEADER_OR_FOLLOWER, as by name.
+        let (topic, name) = if version >= 13 {
+            let id = TopicId(*data.topic_id.as_bytes());
+            let name = image_of(broker).topics.get(&id).map(|t| t.name.clone());
+            (broker.catalog.by_id(id), name)
         } else {
-            broker.catalog.get(data.name.0.as_str())
+            (broker.catalog.get(data.name.0.as_str()), Some(data.name.0.to_string()))
         };
         let mut partitions = Vec::new();
         for part in data.partition_data {
             let pending = if !(-1..=1).contains(&acks) {
                 failed(part.index, ResponseError::InvalidRequiredAcks, None)
             } else {
-                append(broker, &data.name.0, topic.as_ref(), part.index, part.records, mode).await
+                let name = name.as_deref();
+                append(broker, name, topic.as_ref(), part.index, part.records, mode).await
             };
             partitions.push(pending);
         }
@@ -56,16 +65,27 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16
         let name = TopicName(StrBytes::from_string(data.name.0.to_string()));
         topics.push((name, data.topic_id, topic.is_some(), partitions));
     }
+    if acks == 0 {
+        // Nothing is waited for: the syncs go on without the answer that is never sent. A
+        // partition the append refused closes the connection instead.
+        let failed = topics.iter().flat_map(|t| &t.3).any(|p| p.response.error_code != 0);
+        return Reply::Silent(Some(Box::pin(async move { failed })));
+    }
     let done = async move {
         let mut response = ProduceResponse::default();
         for (name, id, known, partitions) in topics {
             let mut out = TopicProduceResponse::default();
             out.name = name;
-            out.topic_id = if known { id } else { Uuid::nil() };
+            // The request's id, echoed from v13 (a client matches the answer by it).
+            out.topic_id = if known || version >= 13 { id } else { Uuid::nil() };
             for mut pending in partitions {
                 if let Some(completion) = pending.completion.take() {
                     let left = deadline.saturating_duration_since(clock.now());
-                    let error = match timeout(&*clock, left, completion).await {
+                    let waited = match mode {
+                        Acks::All => timeout(&*clock, left, completion).await,
+                        Acks::Leader => Ok(completion.await),
+                    };
+                    let error = match waited {
                         Ok(Ok(())) => None,
                         Ok(Err(error)) => Some(completion_error(&error)),
                         Err(_) => Some(ResponseError::RequestTimedOut),
@@ -81,17 +101,14 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16
         }
         response
     };
-    if acks == 0 {
-        return Reply::Silent(Some(Box::pin(async move {
-            done.await;
-        })));
-    }
     Reply::Later(Box::pin(async move { Some(Response::Produce(done.await)) }))
 }
 
+/// Appends one partition's records. `name` is the topic's, `None` for an id the cluster does
+/// not know.
 async fn append(
     broker: &Broker,
-    name: &str,
+    name: Option<&str>,
     topic: Option<&Arc<Topic>>,
     index: i32,
     records: Option<bytes::Bytes>,
@@ -99,8 +116,11 @@ async fn append(
 ) -> Pending {
     let Some(topic) = topic else {
         // Not hosted here: led by another broker, or unknown.
-        let error =
-            leadership_error(broker, name, index).unwrap_or(ResponseError::UnknownTopicOrPartition);
+        let error = match name {
+            Some(name) => leadership_error(broker, name, index)
+                .unwrap_or(ResponseError::UnknownTopicOrPartition),
+            None => ResponseError::UnknownTopicId,
+        };
         return failed(index, error, None);
     };
     if let Some(error) = leadership_error(broker, &topic.name, index) {
@@ -117,7 +137,8 @@ async fn append(
         return failed(index, absent_error(broker, &topic.name, index), None);
     };
     let Some(records) = records else {
-        return failed(index, ResponseError::CorruptMessage, Some("no records"));
+        // Not retriable, as in Kafka: sending it again would not give it records.
+        return failed(index, ResponseError::InvalidRecord, Some("no records"));
     };
     match partition.produce(records, acks).await {
         Ok((produced, completion)) => {

@@ -87,6 +87,8 @@ pub struct ClusterSpec {
     pub max_connections_per_ip: usize,
     /// `queued_max_request_bytes` (-1: no limit).
     pub queued_max_request_bytes: i64,
+    /// `auto_create_topics_enable` (off unless a scenario asks).
+    pub auto_create_topics: bool,
 }
 
 impl ClusterSpec {
@@ -114,6 +116,7 @@ impl ClusterSpec {
             max_connections: defaults.max_connections,
             max_connections_per_ip: defaults.max_connections_per_ip,
             queued_max_request_bytes: defaults.queued_max_request_bytes,
+            auto_create_topics: false,
         }
     }
 
@@ -126,7 +129,7 @@ impl ClusterSpec {
         BrokerConfig {
             node_id: node_id(ix),
             listener: SocketAddr::new(node_ip(ix), CLIENT_PORT),
-            auto_create_topics_enable: false,
+            auto_create_topics_enable: self.auto_create_topics,
             offsets_topic_num_partitions: OFFSETS_TOPIC_PARTITIONS,
             group_initial_rebalance_delay_ms: 0,
             process_roles: if controller {
@@ -489,8 +492,20 @@ impl Cluster {
         values: &[&str],
         acks: Acks,
     ) -> Result<i64, ProduceFailure> {
+        let records = values.iter().map(|v| (None, Bytes::from((*v).to_owned()))).collect();
+        self.produce_records(ix, (topic, partition), records, acks)
+    }
+
+    /// Produces one batch of `records` (keys and values) with `acks` to `topic`/`partition` at
+    /// node `ix`: the batch's base offset, or the error code or client error.
+    pub fn produce_records(
+        &mut self,
+        ix: usize,
+        (topic, partition): (&str, i32),
+        records: Vec<(Option<Bytes>, Bytes)>,
+        acks: Acks,
+    ) -> Result<i64, ProduceFailure> {
         let (addr, topic) = (self.addr(ix), topic.to_owned());
-        let records: Vec<_> = values.iter().map(|v| (None, Bytes::from((*v).to_owned()))).collect();
         let outcome = self.client_call(Duration::from_secs(30), move |env| async move {
             let batch = PartitionBatch { partition, base_sequence: 0, records };
             Client::new(env, addr, "driver").produce(&topic, acks, None, &[batch]).await

@@ -277,13 +277,14 @@ fn judge(burst: &[Sent], answers: Vec<Bytes>, end: End, t: &mut Tally) {
         End::Closed => {
             // The broker answers what it read before a bad frame, then closes: a request left
             // as built that came before every changed one is owed its answer, unless it is a
-            // produce (acks=0 is answered by silence).
+            // produce (acks=0 is answered by silence) or comes after an unanswered one (a
+            // produce with acks=0 that fails closes the connection instead, as in Kafka).
             let first_changed = burst.iter().position(|s| !s.pristine).unwrap_or(burst.len());
-            let owed: Vec<_> = burst[next.min(first_changed)..first_changed]
-                .iter()
-                .filter(|s| s.key != ApiKey::Produce)
-                .map(|s| format!("{:?} v{}", s.key, s.version))
-                .collect();
+            let from = next.min(first_changed);
+            let produce = burst[from..first_changed].iter().position(|s| s.key == ApiKey::Produce);
+            let end = produce.map_or(first_changed, |at| from + at);
+            let owed: Vec<_> =
+                burst[from..end].iter().map(|s| format!("{:?} v{}", s.key, s.version)).collect();
             if !owed.is_empty() {
                 t.garbage.push(format!(
                     "requests left as built met a closed connection: {}",

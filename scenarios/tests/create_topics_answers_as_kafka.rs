@@ -1,0 +1,193 @@
+//! Scenario: CreateTopics and DeleteTopics answer as Kafka's do.
+//!
+//! - Explicit replica assignments (`kafka-topics --create --replica-assignment 2:3,3:1`)
+//!   place each partition's replicas on the brokers named, the first its leader. Before, the
+//!   assignments were only counted and the topic placed round robin with the default
+//!   replication factor.
+//! - What Kafka refuses is refused, and nothing is created: an assignment naming a broker never
+//!   registered, one named twice, partitions of unequal replica counts or not numbered from 0
+//!   (INVALID_REPLICA_ASSIGNMENT); assignments given with a partition count, or a topic named
+//!   twice in one request (INVALID_REQUEST, for every entry of it); a setting without a value
+//!   (INVALID_CONFIG). Before, the first entry of a repeated name was created, and a setting
+//!   without a value left out.
+//! - CreatePartitions with assignments is refused (INVALID_REPLICA_ASSIGNMENT), not followed
+//!   elsewhere: following them is not built.
+//! - DeleteTopics naming a topic twice deletes it under neither entry (INVALID_REQUEST).
+
+use std::time::Duration;
+
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsAssignment, CreatePartitionsTopic,
+};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
+use kafka_protocol::messages::{
+    BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::client::{Client, versions};
+use weir_sim::workload::cluster::{Cluster, ClusterSpec, node_id};
+
+/// INVALID_REPLICA_ASSIGNMENT.
+const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+/// INVALID_REQUEST.
+const INVALID_REQUEST: i16 = 42;
+/// INVALID_CONFIG.
+const INVALID_CONFIG: i16 = 40;
+/// DeleteTopics' version here (topics by name).
+const DELETE_TOPICS_VERSION: i16 = 5;
+
+/// A topic CreateTopics must refuse: its name, partition count, assignments, and the error.
+type Refused = (&'static str, i32, Vec<(i32, Vec<i32>)>, i16);
+
+/// A CreateTopics entry for `topic` with `assignments` (partition, replicas) and `partitions`.
+fn entry(topic: &str, partitions: i32, assignments: &[(i32, Vec<i32>)]) -> CreatableTopic {
+    let mut wanted = CreatableTopic::default();
+    wanted.name = TopicName(StrBytes::from_string(topic.to_owned()));
+    wanted.num_partitions = partitions;
+    wanted.replication_factor = -1;
+    wanted.assignments = assignments
+        .iter()
+        .map(|(partition, replicas)| {
+            let mut a = CreatableReplicaAssignment::default();
+            a.partition_index = *partition;
+            a.broker_ids = replicas.iter().map(|&r| BrokerId(r)).collect();
+            a
+        })
+        .collect();
+    wanted
+}
+
+/// CreateTopics of `topics` in one request at node `ix`: each entry's error code, in order.
+fn create_all(c: &mut Cluster, ix: usize, topics: Vec<CreatableTopic>) -> Result<Vec<i16>, String> {
+    let mut request = CreateTopicsRequest::default();
+    request.topics = topics;
+    request.timeout_ms = 10_000;
+    let addr = c.addr(ix);
+    let response = c
+        .client_call(Duration::from_secs(20), move |env| async move {
+            let mut client = Client::new(env, addr, "admin");
+            client.call(&request, versions::CREATE_TOPICS, Duration::from_secs(15)).await
+        })
+        .ok_or("CreateTopics got no answer")?
+        .map_err(|e| format!("CreateTopics failed: {e}"))?;
+    Ok(response.topics.iter().map(|t| t.error_code).collect())
+}
+
+/// CreateTopics of `topic` with `assignments` and `partitions` at node `ix`: its error code.
+fn create(
+    c: &mut Cluster,
+    ix: usize,
+    topic: &str,
+    partitions: i32,
+    assignments: &[(i32, Vec<i32>)],
+) -> Result<i16, String> {
+    let answers = create_all(c, ix, vec![entry(topic, partitions, assignments)])?;
+    answers.first().copied().ok_or_else(|| "no topic result".to_string())
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(3))?;
+    let via = seed as usize % 3;
+    let (one, two, three) = (node_id(0), node_id(1), node_id(2));
+    let wanted = [(1, vec![three, one]), (0, vec![two, three]), (2, vec![one, two])];
+    let error = create(&mut c, via, "placed", -1, &wanted)?;
+    ensure(error == 0, || format!("CreateTopics with assignments answered {error}"))?;
+    c.run_for(Duration::from_secs(1));
+    let image = c.committed_image().ok_or("no committed image")?;
+    let topic = image.topic("placed").ok_or("the topic was not created")?;
+    ensure(topic.partitions.len() == wanted.len(), || {
+        format!("{} partitions, want {}", topic.partitions.len(), wanted.len())
+    })?;
+    for (partition, replicas) in &wanted {
+        let p = topic.partitions.get(partition).ok_or("a partition is missing")?;
+        ensure(&p.replicas == replicas && p.leader == replicas[0], || {
+            format!(
+                "partition {partition}: replicas {:?}, leader {}; want {replicas:?}",
+                p.replicas, p.leader
+            )
+        })?;
+    }
+
+    let refused: [Refused; 5] = [
+        ("unknown-broker", -1, vec![(0, vec![one, 99])], INVALID_REPLICA_ASSIGNMENT),
+        ("named-twice", -1, vec![(0, vec![two, two])], INVALID_REPLICA_ASSIGNMENT),
+        ("unequal", -1, vec![(0, vec![one, two]), (1, vec![three])], INVALID_REPLICA_ASSIGNMENT),
+        ("gap", -1, vec![(0, vec![one]), (2, vec![two])], INVALID_REPLICA_ASSIGNMENT),
+        ("and-a-count", 2, vec![(0, vec![one]), (1, vec![two])], INVALID_REQUEST),
+    ];
+    for (topic, partitions, assignments, want) in refused {
+        let error = create(&mut c, via, topic, partitions, &assignments)?;
+        ensure(error == want, || format!("CreateTopics of {topic} answered {error}, want {want}"))?;
+    }
+    // A name twice, and a setting without a value.
+    let mut no_value = entry("no-value", 1, &[]);
+    let mut config = CreatableTopicConfig::default();
+    config.name = StrBytes::from_static_str("retention.ms");
+    config.value = None;
+    no_value.configs = vec![config];
+    let answers =
+        create_all(&mut c, via, vec![entry("twice", 1, &[]), entry("twice", 1, &[]), no_value])?;
+    let want = [INVALID_REQUEST, INVALID_REQUEST, INVALID_CONFIG];
+    ensure(answers == want, || format!("CreateTopics answered {answers:?}, want {want:?}"))?;
+    c.run_for(Duration::from_secs(1));
+    let image = c.committed_image().ok_or("no committed image")?;
+    let made: Vec<&String> =
+        image.topics.values().map(|t| &t.name).filter(|n| *n != "placed").collect();
+    ensure(made.is_empty(), || format!("refused topics were created: {made:?}"))?;
+
+    // CreatePartitions with assignments: refused, not placed elsewhere.
+    let mut grow = CreatePartitionsTopic::default();
+    grow.name = TopicName(StrBytes::from_static_str("placed"));
+    grow.count = 4;
+    let mut assignment = CreatePartitionsAssignment::default();
+    assignment.broker_ids = vec![BrokerId(two), BrokerId(one)];
+    grow.assignments = Some(vec![assignment]);
+    let mut request = CreatePartitionsRequest::default();
+    request.topics = vec![grow];
+    request.timeout_ms = 10_000;
+    let addr = c.addr(via);
+    let response = c
+        .client_call(Duration::from_secs(20), move |env| async move {
+            let mut client = Client::new(env, addr, "admin");
+            client.call(&request, versions::CREATE_PARTITIONS, Duration::from_secs(15)).await
+        })
+        .ok_or("CreatePartitions got no answer")?
+        .map_err(|e| format!("CreatePartitions failed: {e}"))?;
+    let answers: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+    ensure(answers == [INVALID_REPLICA_ASSIGNMENT], || {
+        format!("CreatePartitions with assignments answered {answers:?}")
+    })?;
+    c.run_for(Duration::from_secs(1));
+    let count = c.committed_image().and_then(|i| i.topic("placed").map(|t| t.partitions.len()));
+    ensure(count == Some(wanted.len()), || format!("placed has {count:?} partitions"))?;
+
+    // DeleteTopics naming "placed" twice.
+    let mut request = DeleteTopicsRequest::default();
+    let placed = TopicName(StrBytes::from_static_str("placed"));
+    request.topic_names = vec![placed.clone(), placed];
+    request.timeout_ms = 10_000;
+    let addr = c.addr(via);
+    let response = c
+        .client_call(Duration::from_secs(20), move |env| async move {
+            let mut client = Client::new(env, addr, "admin");
+            client.call(&request, DELETE_TOPICS_VERSION, Duration::from_secs(15)).await
+        })
+        .ok_or("DeleteTopics got no answer")?
+        .map_err(|e| format!("DeleteTopics failed: {e}"))?;
+    let answers: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
+    ensure(answers == [INVALID_REQUEST, INVALID_REQUEST], || {
+        format!("DeleteTopics of a name twice answered {answers:?}")
+    })?;
+    c.run_for(Duration::from_secs(1));
+    let kept = c.committed_image().is_some_and(|i| i.topic("placed").is_some());
+    ensure(kept, || "a topic named twice in DeleteTopics was deleted".to_string())?;
+    c.watch_verdict()
+}
+
+#[test]
+fn create_topics_answers_as_kafka() {
+    for_each_seed("create_topics_answers_as_kafka", 0..2, scenario);
+}
