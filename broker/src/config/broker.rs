@@ -234,6 +234,7 @@ impl BrokerConfig {
         for (name, value) in &self.topic_defaults {
             TopicConfig::validate(name, value)?;
         }
+        self.topic_config().check_consistent()?;
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
         let checks: [(&'static str, bool, &'static str); 25] = [

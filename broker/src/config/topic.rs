@@ -22,6 +22,9 @@ pub enum ConfigError {
         /// What a valid value looks like.
         rule: &'static str,
     },
+    /// Settings valid one by one that contradict each other.
+    #[error("{0}")]
+    Conflict(&'static str),
     /// APPEND or SUBTRACT of a setting whose value is not a list.
     #[error("{0} is not a list: only a list value may be appended to or subtracted from")]
     NotAList(String),
@@ -101,6 +104,22 @@ const KEYS: &[Key] = &[
         check: long_min!(0, "an integer >= 0"),
     },
     Key { name: "min.cleanable.dirty.ratio", default: "0.5", check: check_ratio },
+    Key { name: "min.compaction.lag.ms", default: "0", check: long_min!(0, "an integer >= 0") },
+    Key {
+        name: "max.compaction.lag.ms",
+        default: "9223372036854775807",
+        check: long_min!(1, "an integer >= 1"),
+    },
+    Key {
+        name: "message.timestamp.before.max.ms",
+        default: "9223372036854775807",
+        check: long_min!(0, "an integer >= 0"),
+    },
+    Key {
+        name: "message.timestamp.after.max.ms",
+        default: "3600000",
+        check: long_min!(0, "an integer >= 0"),
+    },
     Key { name: "message.timestamp.type", default: "CreateTime", check: check_timestamp_type },
     Key { name: "flush.policy", default: "ack", check: check_flush_policy },
     Key {
@@ -311,6 +330,18 @@ impl TopicConfig {
         self.get(name).map(|(v, _)| v).unwrap_or_default()
     }
 
+    /// Refuses settings that contradict each other, as Kafka's `LogConfig.validateValues`
+    /// does. Checked where a topic's settings are created or changed, not where committed
+    /// ones are read: the broker-wide defaults may differ from node to node.
+    pub fn check_consistent(&self) -> Result<(), ConfigError> {
+        if self.long("min.compaction.lag.ms") > self.long("max.compaction.lag.ms") {
+            return Err(ConfigError::Conflict(
+                "min.compaction.lag.ms must not exceed max.compaction.lag.ms",
+            ));
+        }
+        Ok(())
+    }
+
     /// `min.insync.replicas`.
     pub fn min_insync_replicas(&self) -> i64 {
         self.long("min.insync.replicas")
@@ -341,6 +372,10 @@ impl TopicConfig {
                 .get("min.cleanable.dirty.ratio")
                 .and_then(|(v, _)| v.parse().ok())
                 .unwrap_or(0.5),
+            min_compaction_lag_ms: self.long("min.compaction.lag.ms"),
+            max_compaction_lag_ms: self.long("max.compaction.lag.ms"),
+            timestamp_before_max_ms: self.long("message.timestamp.before.max.ms"),
+            timestamp_after_max_ms: self.long("message.timestamp.after.max.ms"),
             timestamp_policy: if self.text("message.timestamp.type") == "LogAppendTime" {
                 TimestampPolicy::LogAppendTime
             } else {
@@ -373,6 +408,26 @@ mod tests {
         assert_eq!(config.log_config().retention_ms, 1000);
         assert_eq!(config.log_config().cleanup_policy, CleanupPolicy::CompactDelete);
         assert_eq!(config.get("retention.ms").map(|v| v.1), Some(Source::Topic));
+    }
+
+    #[test]
+    fn lags_and_timestamp_bounds_are_kafkas_and_lags_must_agree() {
+        let config = TopicConfig::default();
+        let log = config.log_config();
+        assert_eq!((log.min_compaction_lag_ms, log.max_compaction_lag_ms), (0, i64::MAX));
+        assert_eq!(
+            (log.timestamp_before_max_ms, log.timestamp_after_max_ms),
+            (i64::MAX, 3_600_000)
+        );
+        assert_eq!(config.check_consistent(), Ok(()));
+        let mut lags =
+            TopicConfig::with_defaults([("max.compaction.lag.ms".into(), "5".into())].into());
+        assert_eq!(lags.apply([("min.compaction.lag.ms", Some("5"))]), Ok(()));
+        assert_eq!(lags.check_consistent(), Ok(()));
+        assert_eq!(lags.apply([("min.compaction.lag.ms", Some("6"))]), Ok(()));
+        assert!(matches!(lags.check_consistent(), Err(ConfigError::Conflict(_))));
+        assert!(TopicConfig::validate("max.compaction.lag.ms", "0").is_err());
+        assert!(TopicConfig::validate("message.timestamp.after.max.ms", "-1").is_err());
     }
 
     #[test]

@@ -382,6 +382,7 @@ impl ControllerLogic {
         };
         let mut config = self.config.topic_defaults.clone();
         config.apply(topic.configs.iter().map(|(k, v)| (k.as_str(), Some(v.as_str()))))?;
+        config.check_consistent()?;
         let placement = if manual {
             manual_placement(image, &topic.assignments)?
         } else {
@@ -556,6 +557,7 @@ impl ControllerLogic {
         let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
         let mut config = self.config.topic_defaults.clone();
         config.replace(configs)?;
+        config.check_consistent()?;
         if validate_only {
             return Ok(Vec::new());
         }

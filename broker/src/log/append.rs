@@ -10,7 +10,7 @@ use super::batch::{self, BATCH_HEADER_BYTES, BatchHeader};
 use super::checkpoint;
 use super::config::{FlushPolicy, TimestampPolicy};
 use super::epochs::EPOCH_CHECKPOINT;
-use super::error::{AppendError, Offline};
+use super::error::{AppendError, Offline, RECORD_ERRORS_MAX};
 use super::partition_log::Log;
 use super::records;
 use super::segment::{self, LOG_EXT, Segment, SegmentIndex};
@@ -87,7 +87,15 @@ impl Log {
     /// holds, since a retry is matched by its header alone.
     pub fn validate_produced(&self, batch: Bytes) -> Result<ValidBatch, AppendError> {
         let config = self.config();
-        let header = batch::validate_produce(&batch, config.max_message_bytes)?;
+        let (header, span) = batch::validate_produce_spanned(&batch, config.max_message_bytes)?;
+        if let (TimestampPolicy::CreateTime, Some(span)) = (config.timestamp_policy, span) {
+            let now = self.env.clock.wall_ms();
+            let lower = now.saturating_sub(config.timestamp_before_max_ms);
+            let upper = now.saturating_add(config.timestamp_after_max_ms);
+            if span.earliest < lower || span.latest > upper {
+                return Err(out_of_range(&batch, lower, upper)?);
+            }
+        }
         if config.cleanup_policy.compacts() && has_keyless_record(&batch)? {
             return Err(AppendError::KeylessOnCompacted);
         }
@@ -321,7 +329,7 @@ impl Log {
                 && (active.size + incoming > config.segment_bytes
                     || active
                         .first_append_wall_ms
-                        .is_some_and(|t| now.saturating_sub(t) >= config.segment_ms)
+                        .is_some_and(|t| now.saturating_sub(t) >= config.roll_ms())
                     || active.index_bytes() + index_entry_bytes() > config.segment_index_bytes
                     || active.relative(last).is_none())
         };
@@ -469,6 +477,25 @@ fn index_entry_bytes() -> u64 {
 }
 
 /// Whether any record of the batch has a null key (decompressing if needed).
+/// The refusal of a batch some of whose records lie outside `[lower, upper]`, naming them as
+/// Kafka's `record_errors` do (records without a timestamp are never out of range).
+fn out_of_range(batch: &Bytes, lower: i64, upper: i64) -> Result<AppendError, AppendError> {
+    let (mut records, mut count, mut first) = (Vec::new(), 0u64, None);
+    for (index, record) in (0u32..).zip(records::record_iter(batch)?) {
+        let timestamp = record?.timestamp;
+        if timestamp == records::NO_TIMESTAMP || (lower..=upper).contains(&timestamp) {
+            continue;
+        }
+        count += 1;
+        first.get_or_insert(timestamp);
+        if records.len() < RECORD_ERRORS_MAX {
+            records.push(index);
+        }
+    }
+    let first = first.unwrap_or(records::NO_TIMESTAMP);
+    Ok(AppendError::TimestampOutOfRange { records, count, first, lower, upper })
+}
+
 fn has_keyless_record(batch: &Bytes) -> Result<bool, AppendError> {
     for record in records::record_iter(batch)? {
         if record?.key.is_none() {

@@ -28,7 +28,7 @@ pub use kafka_protocol::records::{Compression, TimestampType};
 
 use super::crc;
 use super::inflate::decompress;
-use super::records::scan_records;
+use super::records::{TimestampSpan, scan_records};
 use super::wire::Reader;
 
 /// Size of a batch header, up to the first record.
@@ -518,15 +518,18 @@ pub fn validate_deep(batch: &[u8], max_bytes: usize) -> Result<BatchHeader, Batc
 }
 
 /// The records of a batch whose frame passed [`check_frame`], decompressed where they are
-/// compressed, checked as [`validate`] checks uncompressed ones.
-fn check_records_deep(batch: &[u8], header: &BatchHeader) -> Result<(), BatchError> {
+/// compressed, checked as [`validate`] checks uncompressed ones; the span of their timestamps.
+fn check_records_deep(
+    batch: &[u8],
+    header: &BatchHeader,
+) -> Result<Option<TimestampSpan>, BatchError> {
     let payload = records_payload(batch);
     if header.compression() == Compression::None {
         return scan_records(payload, header);
     }
     // No payload means no records (check_frame saw to that); there is nothing to decompress.
     if payload.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let records = decompress(header.compression(), payload, DECOMPRESSED_BATCH_BYTES_MAX)?;
     scan_records(&records, header)
@@ -539,6 +542,15 @@ fn check_records_deep(batch: &[u8], header: &BatchHeader) -> Result<(), BatchErr
 /// first batch whose frame and CRC pass are a second batch, refused as [`BatchError::NotOneBatch`]
 /// (INVALID_RECORD, as Kafka answers), not as corruption a producer would retry for ever.
 pub fn validate_produce(batch: &[u8], max_bytes: usize) -> Result<BatchHeader, BatchError> {
+    validate_produce_spanned(batch, max_bytes).map(|(header, _)| header)
+}
+
+/// [`validate_produce`], with the span of the records' timestamps its walk over them found
+/// (`None` if no record carries one), for the topic's timestamp bounds.
+pub fn validate_produce_spanned(
+    batch: &[u8],
+    max_bytes: usize,
+) -> Result<(BatchHeader, Option<TimestampSpan>), BatchError> {
     let header = match check_frame(batch, max_bytes) {
         Err(BatchError::LengthMismatch { declared, actual }) if actual > declared => {
             check_frame(batch.get(..declared).unwrap_or_default(), max_bytes)?;
@@ -547,8 +559,8 @@ pub fn validate_produce(batch: &[u8], max_bytes: usize) -> Result<BatchHeader, B
         checked => checked?,
     };
     header.check_produce()?;
-    check_records_deep(batch, &header)?;
-    Ok(header)
+    let span = check_records_deep(batch, &header)?;
+    Ok((header, span))
 }
 
 /// Header, length and CRC: the checks every batch gets, whatever it holds. The CRC comes before

@@ -69,6 +69,18 @@ pub struct LogConfig {
     pub delete_retention_ms: i64,
     /// `min.cleanable.dirty.ratio`: compact once this share of the log is uncompacted.
     pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a record stays uncompacted at least this long after its
+    /// timestamp (no segment holding a newer one is cleaned).
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a record is compacted at most about this long after its
+    /// timestamp, whatever the dirty ratio (and the active segment rolls at this age).
+    pub max_compaction_lag_ms: i64,
+    /// `message.timestamp.before.max.ms`: under CreateTime, how far before the broker's clock a
+    /// produced record's timestamp may be.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: under CreateTime, how far after the broker's clock a
+    /// produced record's timestamp may be.
+    pub timestamp_after_max_ms: i64,
     /// `message.timestamp.type`.
     pub timestamp_policy: TimestampPolicy,
     /// `flush.policy`.
@@ -87,6 +99,8 @@ pub struct LogConfig {
 pub const WEEK_MS: i64 = 7 * 24 * 3_600_000;
 /// Kafka's 1 day.
 pub const DAY_MS: i64 = 24 * 3_600_000;
+/// Kafka's default `message.timestamp.after.max.ms` (since 4.0): an hour.
+pub const TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 3_600_000;
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -99,6 +113,10 @@ impl Default for LogConfig {
             max_message_bytes: super::batch::MESSAGE_MAX_BYTES_DEFAULT,
             delete_retention_ms: DAY_MS,
             min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: TIMESTAMP_AFTER_MAX_MS_DEFAULT,
             timestamp_policy: TimestampPolicy::CreateTime,
             flush_policy: FlushPolicy::Ack,
             flush_ms: i64::MAX,
@@ -110,6 +128,17 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
+    /// How old the active segment may grow before it rolls: `segment.ms`, or on a compacted
+    /// log `max.compaction.lag.ms` if sooner (the cleaner never touches the active segment, so
+    /// records could otherwise wait in it past their lag), as Kafka's `LogConfig.maxSegmentMs`.
+    pub fn roll_ms(&self) -> i64 {
+        if self.cleanup_policy.compacts() {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
+    }
+
     /// `flush.ms` as a duration (saturating; `i64::MAX` means never by time).
     pub fn flush_interval(&self) -> Option<Duration> {
         (self.flush_ms >= 0 && self.flush_ms < i64::MAX)

@@ -21,6 +21,10 @@ pub enum Offline {
     Closed,
 }
 
+/// Most records one refusal names ([`AppendError::TimestampOutOfRange`]), so that the answer
+/// to a batch of many bad records stays small; the message says how many there were.
+pub const RECORD_ERRORS_MAX: usize = 100;
+
 /// Why an append was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AppendError {
@@ -30,6 +34,26 @@ pub enum AppendError {
     /// A compacted log refuses records without a key; nothing was written.
     #[error("a record without a key cannot be appended to a compacted log")]
     KeylessOnCompacted,
+    /// Under CreateTime, records whose timestamps lie outside the topic's bounds
+    /// (`message.timestamp.before.max.ms` / `after.max.ms` around the broker's clock); nothing
+    /// was written.
+    #[error(
+        "{count} record(s) have timestamps out of range, the first (record {}) {first}; timestamps must lie within [{lower}, {upper}]",
+        records.first().map_or(0, |r| *r)
+    )]
+    TimestampOutOfRange {
+        /// The positions in the batch of the first records out of range (at most
+        /// [`RECORD_ERRORS_MAX`]).
+        records: Vec<u32>,
+        /// How many records are out of range.
+        count: u64,
+        /// The first such record's timestamp.
+        first: i64,
+        /// The earliest timestamp allowed.
+        lower: i64,
+        /// The latest timestamp allowed.
+        upper: i64,
+    },
     /// The disk is full; the batch was not written.
     #[error("disk full")]
     DiskFull,

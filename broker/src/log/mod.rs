@@ -35,7 +35,7 @@ pub(crate) use append::Shortage;
 pub use append::{AppendInfo, ValidBatch};
 pub use cleaner::{CleanOutcome, CleanStats};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
-pub use error::{AppendError, MaintenanceError, Offline, OpenError, ReadError};
+pub use error::{AppendError, MaintenanceError, Offline, OpenError, RECORD_ERRORS_MAX, ReadError};
 pub use open::{PARTITION_CHECKPOINT, PartitionCheckpoint};
 pub use partition_log::{Log, RecoveryPoint};
 pub use read::{INDEX_SLACK_BYTES, ReadResult};

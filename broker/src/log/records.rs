@@ -66,12 +66,46 @@ pub fn record_iter(batch: &Bytes) -> Result<RecordIter, BatchError> {
     RecordIter::new(data, header)
 }
 
+/// The earliest and latest timestamps of a batch's records as readers see them (see
+/// [`Record::timestamp`]), leaving out records without one ([`NO_TIMESTAMP`]), as Kafka's
+/// timestamp bounds do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampSpan {
+    /// The earliest.
+    pub earliest: i64,
+    /// The latest.
+    pub latest: i64,
+}
+
+impl TimestampSpan {
+    fn widen(span: Option<TimestampSpan>, timestamp: i64) -> Option<TimestampSpan> {
+        if timestamp == NO_TIMESTAMP {
+            return span;
+        }
+        Some(match span {
+            None => TimestampSpan { earliest: timestamp, latest: timestamp },
+            Some(s) => TimestampSpan {
+                earliest: s.earliest.min(timestamp),
+                latest: s.latest.max(timestamp),
+            },
+        })
+    }
+}
+
+/// A record's timestamp when it carries none (Kafka's `RecordBatch.NO_TIMESTAMP`).
+pub const NO_TIMESTAMP: i64 = -1;
+
 /// Checks that `data` holds exactly the records `header` declares; see
-/// [`super::batch::validate`] for the rules.
-pub(crate) fn scan_records(data: &[u8], header: &BatchHeader) -> Result<(), BatchError> {
+/// [`super::batch::validate`] for the rules. Gives the span of their timestamps, `None` if no
+/// record carries one.
+pub(crate) fn scan_records(
+    data: &[u8],
+    header: &BatchHeader,
+) -> Result<Option<TimestampSpan>, BatchError> {
     let count = fitting_count(data, header)?;
     let mut reader = Reader::new(data);
     let mut deltas = OffsetDeltas::new(header);
+    let mut span = None;
     for index in 0..count {
         if reader.is_empty() {
             return Err(missing(header, index));
@@ -79,10 +113,20 @@ pub(crate) fn scan_records(data: &[u8], header: &BatchHeader) -> Result<(), Batc
         let record = read_record(&mut reader, |_, _| {})
             .map_err(|reason| BatchError::BadRecord { index, reason })?;
         deltas.check(index, record.offset_delta)?;
+        span = TimestampSpan::widen(span, record_timestamp(header, record.timestamp_delta));
     }
     match reader.remaining() {
-        0 => Ok(()),
+        0 => Ok(span),
         extra => Err(BatchError::TrailingBytes { extra }),
+    }
+}
+
+/// A record's timestamp from its batch's header and its own delta, as readers see it.
+fn record_timestamp(header: &BatchHeader, delta: i64) -> i64 {
+    match header.timestamp_type() {
+        TimestampType::LogAppend => header.max_timestamp(),
+        // Java adds longs without overflow checks; wrap as it does.
+        TimestampType::Creation => header.base_timestamp().wrapping_add(delta),
     }
 }
 
@@ -149,7 +193,7 @@ impl RecordIter {
         self.deltas.check(index, raw.offset_delta)?;
         let record = Record {
             offset: self.header.base_offset().wrapping_add(raw.offset_delta.into()),
-            timestamp: self.timestamp(raw.timestamp_delta),
+            timestamp: record_timestamp(&self.header, raw.timestamp_delta),
             key: raw.key.map(|key| self.data.slice_ref(key)),
             value: raw.value.map(|value| self.data.slice_ref(value)),
             headers,
@@ -157,14 +201,6 @@ impl RecordIter {
         self.position = self.data.len().saturating_sub(reader.remaining());
         self.index = index.saturating_add(1);
         Ok(record)
-    }
-
-    fn timestamp(&self, delta: i64) -> i64 {
-        match self.header.timestamp_type() {
-            TimestampType::LogAppend => self.header.max_timestamp(),
-            // Java adds longs without overflow checks; wrap as it does.
-            TimestampType::Creation => self.header.base_timestamp().wrapping_add(delta),
-        }
     }
 }
 

@@ -51,7 +51,7 @@ pub(crate) use swap::complete_interrupted_swaps;
 
 use std::collections::BTreeSet;
 
-use super::batch::BatchError;
+use super::batch::{BATCH_HEADER_BYTES, BatchError};
 use super::epochs::EpochCache;
 use super::error::MaintenanceError;
 use super::partition_log::Log;
@@ -137,6 +137,21 @@ pub(crate) struct CleanerState {
     pass: tokio::sync::Mutex<()>,
 }
 
+/// Whether the first dirty segment's first batch is older than `max_lag_ms` (by its largest
+/// timestamp, as Kafka's `LogCleanerManager.maxCompactionDelay` reads it), so the log must be
+/// cleaned whatever its dirty ratio. A batch without a timestamp, or one that cannot be read,
+/// makes nothing overdue.
+async fn overdue(sources: &[Source], first_dirty: Offset, now_ms: i64, max_lag_ms: i64) -> bool {
+    if max_lag_ms == i64::MAX {
+        return false;
+    }
+    let Some(first) = sources.iter().find(|s| s.end > first_dirty) else { return false };
+    let Ok(head) = first.log.read_at(0, BATCH_HEADER_BYTES).await else { return false };
+    let Ok(header) = super::batch::parse_header(&head) else { return false };
+    let oldest = header.max_timestamp();
+    oldest >= 0 && oldest < now_ms.saturating_sub(max_lag_ms)
+}
+
 impl Log {
     /// Runs one compaction pass with the default map budget ([`CLEANER_MAP_BYTES_MAX`]).
     /// `now_wall_ms` decides which tombstones have outlived `delete.retention.ms`;
@@ -184,12 +199,20 @@ impl Log {
             let sources = plan::cleanable(&state, upper_bound);
             (sources, stored.max(state.log_start), state.epochs.clone())
         };
+        let mut sources = sources;
+        if config.min_compaction_lag_ms > 0 {
+            let newest_allowed = now_wall_ms.saturating_sub(config.min_compaction_lag_ms);
+            sources.truncate(plan::within_lag(&sources, first_dirty, newest_allowed));
+        }
         let Some(cleanable_end) = sources.last().map(|s| s.end).filter(|&e| e > first_dirty) else {
             return Ok(CleanOutcome::NothingToClean { first_dirty });
         };
         let dirt = plan::dirtiness(&sources, first_dirty);
-        // Kafka cleans only when the ratio is above the setting, not at it.
-        if dirt.ratio() <= config.min_cleanable_dirty_ratio {
+        // Kafka cleans only when the ratio is above the setting, not at it — or when the
+        // oldest dirty records have waited past `max.compaction.lag.ms`.
+        if dirt.ratio() <= config.min_cleanable_dirty_ratio
+            && !overdue(&sources, first_dirty, now_wall_ms, config.max_compaction_lag_ms).await
+        {
             return Ok(CleanOutcome::BelowDirtyRatio(dirt));
         }
         let mut map = OffsetMap::new(map_bytes_max);

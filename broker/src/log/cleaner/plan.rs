@@ -28,6 +28,8 @@ pub(super) struct Source {
     pub(super) size: u64,
     /// Bytes of its offset index.
     pub(super) index_bytes: u64,
+    /// Its largest record timestamp (-1 if none has one).
+    pub(super) max_timestamp: i64,
 }
 
 /// The cleanable segments, oldest first: sealed, wholly below `upper_bound` and below the
@@ -50,9 +52,21 @@ pub(super) fn cleanable(state: &State, upper_bound: Offset) -> Vec<Source> {
             log: Arc::clone(&seg.log),
             size: seg.size,
             index_bytes: seg.index_bytes(),
+            max_timestamp: seg.max_timestamp,
         });
     }
     sources
+}
+
+/// How many of `sources` a pass may clean under `min.compaction.lag.ms`: those before the first
+/// dirty segment (one ending past `first_dirty`) holding a record newer than `newest_allowed`,
+/// as Kafka's `LogCleanerManager.cleanableOffsets` cuts them. Clean segments before it are
+/// rewritten as before.
+pub(super) fn within_lag(sources: &[Source], first_dirty: Offset, newest_allowed: i64) -> usize {
+    sources
+        .iter()
+        .position(|s| s.end > first_dirty && s.max_timestamp > newest_allowed)
+        .unwrap_or(sources.len())
 }
 
 /// Bytes of the cleanable segments already clean (wholly below the first dirty offset) and

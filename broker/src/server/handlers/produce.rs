@@ -5,13 +5,16 @@
 //! `timeout_ms` (REQUEST_TIMED_OUT past it): an `acks=1` append is answered once its sync is
 //! done, never timed out after it was written. acks=0 gets no response at all; a partition
 //! that fails closes the connection instead, as Kafka does, so that the producer asks for
-//! metadata again rather than go on sending into the void.
+//! metadata again rather than go on sending into the void. A batch refused for its records'
+//! timestamps names them in `record_errors` (v8+).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -153,7 +156,9 @@ async fn append(
         }
         Err(ProduceError::Append(error)) => {
             let message = error.to_string();
-            failed(index, error_code(&error), Some(&message))
+            let mut pending = failed(index, error_code(&error), Some(&message));
+            pending.response.record_errors = record_errors(&error);
+            pending
         }
         Err(ProduceError::Producer(error)) => {
             let message = error.to_string();
@@ -195,6 +200,7 @@ fn error_code(error: &AppendError) -> ResponseError {
     match error {
         AppendError::Invalid(batch) => batch.response_error(),
         AppendError::KeylessOnCompacted => ResponseError::InvalidRecord,
+        AppendError::TimestampOutOfRange { .. } => ResponseError::InvalidTimestamp,
         AppendError::DiskFull | AppendError::OutOfDescriptors | AppendError::Offline(_) => {
             ResponseError::KafkaStorageError
         }
@@ -202,6 +208,26 @@ fn error_code(error: &AppendError) -> ResponseError {
             ResponseError::NotLeaderOrFollower
         }
     }
+}
+
+/// The records a refusal names, as the answer's `record_errors` (Produce v8+; earlier
+/// versions carry none).
+fn record_errors(error: &AppendError) -> Vec<BatchIndexAndErrorMessage> {
+    let AppendError::TimestampOutOfRange { records, lower, upper, .. } = error else {
+        return Vec::new();
+    };
+    let message = StrBytes::from_string(format!(
+        "timestamp out of range: it must lie within [{lower}, {upper}]"
+    ));
+    records
+        .iter()
+        .map(|&index| {
+            let mut record = BatchIndexAndErrorMessage::default();
+            record.batch_index = i32::try_from(index).unwrap_or(i32::MAX);
+            record.batch_index_error_message = Some(message.clone());
+            record
+        })
+        .collect()
 }
 
 fn failed(index: i32, error: ResponseError, message: Option<&str>) -> Pending {
