@@ -24,7 +24,6 @@ use crate::groups::Groups;
 use crate::identity::{self, IdentityError};
 use crate::io::{Env, Listener, timeout};
 use crate::log::error::{MaintenanceError, Offline};
-use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::log::{CleanOutcome, CleanStats};
 use crate::model::TopicPartition;
 use crate::partition::Partition;
@@ -100,7 +99,7 @@ pub struct Broker {
     /// The partitions it hosts.
     pub catalog: Catalog,
     /// Producer id allocation.
-    pub producer_ids: tokio::sync::Mutex<ProducerIds>,
+    pub producer_ids: ProducerIds,
     /// The group coordinator.
     pub groups: Arc<Groups>,
     /// Woken whenever a partition's high watermark moves (fetch long polls).
@@ -193,7 +192,7 @@ impl Broker {
             controller,
             client,
             catalog,
-            producer_ids: tokio::sync::Mutex::new(ProducerIds::default()),
+            producer_ids: ProducerIds::default(),
             groups,
             appended,
             membership: OnceLock::new(),
@@ -566,7 +565,7 @@ impl Broker {
     /// Recovery-point checkpoints for every partition.
     async fn checkpoint_all(&self) {
         for partition in self.partitions() {
-            if let Err(e) = partition.checkpoint(PRODUCER_ID_EXPIRATION_MS_DEFAULT).await {
+            if let Err(e) = partition.checkpoint(self.config.producer_id_expiration_ms).await {
                 tracing::warn!(partition = %partition.tp, "checkpoint failed: {e}");
             }
         }

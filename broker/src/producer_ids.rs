@@ -3,6 +3,7 @@
 //! same id; this broker serves ids from its current block and asks for the next when it runs
 //! out.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::controller::logic::ControllerError;
@@ -16,29 +17,43 @@ pub const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Allocates producer ids from blocks the controller granted.
 #[derive(Default)]
 pub struct ProducerIds {
-    next: i64,
-    end: i64,
+    /// The current block: the next id and one past its last.
+    block: tokio::sync::Mutex<(i64, i64)>,
+    /// Calls for a block that failed so far. An allocation that waited behind a call that
+    /// failed fails too, at once, rather than make its own: requests queued behind a controller
+    /// that does not answer would otherwise wait [`ALLOCATE_TIMEOUT`] each in turn.
+    failed_calls: AtomicU64,
 }
 
 impl ProducerIds {
     /// A fresh id with epoch 0.
     pub async fn allocate(
-        &mut self,
+        &self,
         membership: &Membership,
     ) -> Result<(ProducerId, ProducerEpoch), ControllerError> {
-        if self.next >= self.end {
+        let failed_before = self.failed_calls.load(Ordering::Acquire);
+        let mut block = self.block.lock().await;
+        if block.0 >= block.1 {
+            if self.failed_calls.load(Ordering::Acquire) != failed_before {
+                return Err(ControllerError::Timeout);
+            }
             let request = Request::ProducerIds { broker_id: membership.node() };
-            match membership.call(&request, ALLOCATE_TIMEOUT).await? {
-                Response::ProducerIds { first, count, .. } => {
-                    self.next = first;
-                    self.end = first + count;
+            let granted = match membership.call(&request, ALLOCATE_TIMEOUT).await {
+                Ok(Response::ProducerIds { first, count, .. }) => Ok((first, first + count)),
+                Ok(Response::Error { error, .. }) => Err(error),
+                Ok(_) => Err(ControllerError::Timeout),
+                Err(error) => Err(error),
+            };
+            match granted {
+                Ok(granted) => *block = granted,
+                Err(error) => {
+                    self.failed_calls.fetch_add(1, Ordering::AcqRel);
+                    return Err(error);
                 }
-                Response::Error { error, .. } => return Err(error),
-                _ => return Err(ControllerError::Timeout),
             }
         }
-        let id = self.next;
-        self.next += 1;
+        let id = block.0;
+        block.0 += 1;
         Ok((ProducerId(id), ProducerEpoch(0)))
     }
 }

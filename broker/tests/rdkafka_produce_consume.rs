@@ -1,7 +1,8 @@
 //! librdkafka (the `rdkafka` crate) against an in-process broker over real TCP: keyed produce
 //! and ordered consume, every acks setting, idempotent producers (also with requests larger
 //! than `queued_max_request_bytes`), a restart that keeps topics and data, LogAppendTime
-//! topics, and the log sizes DescribeLogDirs reports of what it wrote.
+//! topics, the log sizes DescribeLogDirs reports of what it wrote, and a transactional producer
+//! told at once that transactions are not offered.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
@@ -378,4 +379,18 @@ async fn log_dirs_list_each_partition_held_with_its_size() {
     assert_eq!(some, vec![("sized".to_owned(), 0, written)]);
     let (_, none) = log_dirs(&broker, 4, Some(&[])).await;
     assert!(none.is_empty(), "{none:?}");
+}
+
+/// Transactions are not offered: a transactional producer's `init_transactions` fails with
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error, rather than retrying until its
+/// timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactional_producer_is_refused_at_once() {
+    let broker = TestBroker::start().await;
+    let bootstrap = broker.bootstrap();
+    let producer = producer(&bootstrap, &[("transactional.id", "tx-1")]);
+    let refused =
+        tokio::task::spawn_blocking(move || producer.init_transactions(WAIT)).await.unwrap();
+    let error = refused.err().and_then(|e| e.rdkafka_error_code());
+    assert_eq!(error, Some(rdkafka::types::RDKafkaErrorCode::TransactionalIdAuthorizationFailed));
 }

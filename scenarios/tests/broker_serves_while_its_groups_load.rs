@@ -10,7 +10,8 @@
 //! covers them, three of those batches (none of the last two) are damaged on the device, which
 //! the load reads ten times each before it passes over them, and the node restarts. Once it has
 //! settled, its groups must still be loading while an acks=all produce to another topic is
-//! acknowledged, and ListGroups must say so (COORDINATOR_LOAD_IN_PROGRESS); then the load must
+//! acknowledged, ListGroups must say so (COORDINATOR_LOAD_IN_PROGRESS), and a heartbeat must be
+//! answered without error, as Kafka answers it while loading; then the load must
 //! finish, ListGroups must list the group without error, and the group's committed offset must
 //! be its last commit.
 
@@ -93,6 +94,16 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(code == codes::COORDINATOR_LOAD_IN_PROGRESS, || {
         format!("ListGroups answered {code} while the groups loaded")
     })?;
+    // A heartbeat is answered blindly meanwhile, as Kafka's coordinators answer it.
+    let beat = {
+        let group = group.clone();
+        c.client_call(Duration::from_secs(5), move |env| async move {
+            Client::new(env, addr, "member").heartbeat(&group, 1, "a-member").await
+        })
+        .ok_or("the heartbeat was not answered")?
+    };
+    ensure(beat.is_ok(), || format!("a heartbeat while the groups loaded: {beat:?}"))?;
+    ensure(!loaded(&c), || "the groups finished loading before the heartbeat".to_owned())?;
     ensure(c.run_until(LOAD_BOUND, loaded), || format!("not loaded within {LOAD_BOUND:?}"))?;
     let (code, groups) = list(&mut c)?;
     ensure(code == 0 && groups.contains(&group), || {

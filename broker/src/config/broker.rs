@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::topic::{ConfigError, TopicConfig};
+use crate::log::producers::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame accepted.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
@@ -163,6 +164,10 @@ pub struct BrokerConfig {
     pub log_scrub_interval_ms: u64,
     /// The byte rate a scrub pass reads at, so that it takes little of the disk from clients.
     pub log_scrub_bytes_per_sec: u64,
+    /// `producer.id.expiration.ms`: how long a partition remembers an idempotent producer
+    /// after its newest batch's timestamp; looked at with each recovery-point checkpoint
+    /// (`log_checkpoint_interval_ms`). A producer forgotten may start at any sequence again.
+    pub producer_id_expiration_ms: i64,
 }
 
 /// A node's role (`process.roles`).
@@ -217,6 +222,7 @@ impl Default for BrokerConfig {
             leader_imbalance_check_interval_seconds: 300,
             log_scrub_interval_ms: LOG_SCRUB_INTERVAL_MS_DEFAULT,
             log_scrub_bytes_per_sec: LOG_SCRUB_BYTES_PER_SEC_DEFAULT,
+            producer_id_expiration_ms: PRODUCER_ID_EXPIRATION_MS_DEFAULT,
         }
     }
 }
@@ -237,7 +243,7 @@ impl BrokerConfig {
         self.topic_config().check_consistent()?;
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 25] = [
+        let checks: [(&'static str, bool, &'static str); 26] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -325,6 +331,11 @@ impl BrokerConfig {
                 "must be at least 1",
             ),
             ("log_scrub_bytes_per_sec", self.log_scrub_bytes_per_sec >= 1, "must be at least 1"),
+            (
+                "producer_id_expiration_ms",
+                self.producer_id_expiration_ms >= 1,
+                "must be at least 1",
+            ),
             (
                 "log_scrub_interval_ms",
                 self.log_scrub_interval_ms == 0
@@ -460,6 +471,7 @@ mod tests {
             "offsets_retention_check_interval_ms = 0",
             "offset_metadata_max_bytes = -1",
             "offset_metadata_max_bytes = 32768",
+            "producer_id_expiration_ms = 0",
         ] {
             let refused = BrokerConfig::from_toml(bad);
             let named = bad.split(' ').next().unwrap_or_default();

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use super::coordinator::GroupCoordinator;
 use super::effects::{Completion, Effects};
 use super::error::GroupError;
-use super::join::validate_group_id;
+use super::join::validate_stored_group_id;
 use super::record::Record;
 use super::responses::{
     DeleteGroupsResponse, DescribedGroup, DescribedMember, ListedGroup, Output, Response,
@@ -88,7 +88,7 @@ impl GroupCoordinator {
         self.arm_offset_expiry(now);
         let mut groups = Vec::with_capacity(ids.len());
         for id in ids {
-            let result = validate_group_id(id.as_str()).and_then(|()| {
+            let result = validate_stored_group_id(id.as_str()).and_then(|()| {
                 match self.groups.get(&id).map(|g| g.state) {
                     None | Some(GroupState::Dead) => Err(GroupError::GroupIdNotFound),
                     Some(GroupState::Empty) => Ok(()),

@@ -89,7 +89,17 @@ impl GroupCoordinator {
 
 /// Refuses an empty group id or one too long to persist.
 pub(super) fn validate_group_id(id: &str) -> Result<(), GroupError> {
-    if id.is_empty() || id.len() > STRING_BYTES_MAX {
+    if id.is_empty() {
+        return Err(GroupError::InvalidGroupId);
+    }
+    validate_stored_group_id(id)
+}
+
+/// Refuses a group id too long to persist. The empty id is a group's for OffsetCommit and
+/// DeleteGroups, as in Kafka (a group that only stores offsets, committed by a client without
+/// a group id of its own); members must have a name.
+pub(super) fn validate_stored_group_id(id: &str) -> Result<(), GroupError> {
+    if id.len() > STRING_BYTES_MAX {
         return Err(GroupError::InvalidGroupId);
     }
     Ok(())

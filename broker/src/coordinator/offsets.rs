@@ -13,7 +13,7 @@ use super::coordinator::GroupCoordinator;
 use super::effects::Effects;
 use super::error::GroupError;
 use super::group::Group;
-use super::join::validate_group_id;
+use super::join::{validate_group_id, validate_stored_group_id};
 use super::record::Record;
 use super::requests::{CommitRequest, DeleteOffsetsRequest};
 use super::responses::{
@@ -80,7 +80,7 @@ impl GroupCoordinator {
     }
 
     fn validate_commit(&mut self, req: &CommitRequest, fx: &mut Effects) -> Result<(), GroupError> {
-        validate_group_id(req.group_id.as_str())?;
+        validate_stored_group_id(req.group_id.as_str())?;
         if !self.groups.contains_key(&req.group_id) {
             if req.generation.0 >= 0 {
                 return Err(if req.version >= COMMIT_VERSION_GROUP_ID_NOT_FOUND {

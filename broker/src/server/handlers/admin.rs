@@ -363,9 +363,13 @@ async fn advance_log_start(
 /// Answers DescribeCluster.
 pub fn describe_cluster(
     broker: &Arc<Broker>,
-    _request: &DescribeClusterRequest,
+    request: &DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
+    response.cluster_authorized_operations = super::authorized::if_asked(
+        request.include_cluster_authorized_operations,
+        super::authorized::CLUSTER,
+    );
     response.cluster_id = StrBytes::from_string(broker.config.cluster_id.clone());
     let image = super::metadata::image_of(broker);
     let brokers = super::metadata::brokers(broker, &image);

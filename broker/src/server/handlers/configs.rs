@@ -125,6 +125,7 @@ fn broker_settings(broker: &Broker) -> Vec<(String, String)> {
             c.offsets_retention_check_interval_ms.to_string(),
         ),
         ("offset.metadata.max.bytes".to_owned(), c.offset_metadata_max_bytes.to_string()),
+        ("producer.id.expiration.ms".to_owned(), c.producer_id_expiration_ms.to_string()),
         (
             "log.retention.check.interval.ms".to_owned(),
             c.log_retention_check_interval_ms.to_string(),

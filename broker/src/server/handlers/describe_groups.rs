@@ -8,8 +8,8 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::coordinator_error;
 use super::group_common::group_id;
+use super::{authorized, coordinator_error};
 use crate::node::Broker;
 
 /// Answers DescribeGroups.
@@ -41,6 +41,10 @@ pub fn handle(
         let Some(group) = group else { continue };
         let mut g = DescribedGroup::default();
         g.group_id = kafka_protocol::messages::GroupId(StrBytes::from_string(group.group_id.0));
+        if version >= 3 {
+            g.authorized_operations =
+                authorized::if_asked(request.include_authorized_operations, authorized::GROUP);
+        }
         g.group_state = StrBytes::from_static_str(group.state.as_str());
         g.protocol_type = StrBytes::from_string(group.protocol_type);
         g.protocol_data = StrBytes::from_string(group.protocol_data);

@@ -6,15 +6,21 @@
 //! named by id from v13. Empty record sets are empty bytes, never null. Fetch sessions are not
 //! kept: session id 0 means "no session" and clients send full fetches. A consumer's read is
 //! served from a read ahead when one for its offset is ready ([`crate::partition::read_ahead`]).
+//! A partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its leader from
+//! v16 (KIP-951).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, NodeEndpoint, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 
+use super::metadata::{LeaderHint, image_of};
 use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::controller::records::BrokerEpoch;
@@ -33,8 +39,42 @@ const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> Reply {
     let broker = Arc::clone(broker);
     Reply::Later(Box::pin(async move {
-        Some(Response::Fetch(long_poll(&broker, &request, version).await))
+        let mut response = long_poll(&broker, &request, version).await;
+        if version >= 16 {
+            hint_leaders(&broker, &mut response);
+        }
+        Some(Response::Fetch(response))
     }))
+}
+
+/// Tells each partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH where its
+/// leader is, with the leaders' endpoints (KIP-951, Fetch v16+: topics by id), so that the
+/// consumer fetches there without asking for metadata first.
+fn hint_leaders(broker: &Broker, response: &mut FetchResponse) {
+    let image = image_of(broker);
+    let mut endpoints = BTreeMap::new();
+    for topic in &mut response.responses {
+        let Some(known) = image.topics.get(&TopicId(*topic.topic_id.as_bytes())) else {
+            continue;
+        };
+        for p in &mut topic.partitions {
+            if !LeaderHint::wanted(p.error_code) {
+                continue;
+            }
+            let hint = LeaderHint::of(&image, known, p.partition_index);
+            p.current_leader.leader_id = BrokerId(hint.leader);
+            p.current_leader.leader_epoch = hint.epoch;
+            if let Some(b) = hint.endpoint {
+                let mut node = NodeEndpoint::default();
+                node.node_id = b.node_id;
+                node.host = b.host;
+                node.port = b.port;
+                node.rack = b.rack;
+                endpoints.insert(b.node_id.0, node);
+            }
+        }
+    }
+    response.node_endpoints = endpoints.into_values().collect();
 }
 
 async fn long_poll(broker: &Arc<Broker>, request: &FetchRequest, version: i16) -> FetchResponse {
@@ -85,10 +125,19 @@ async fn read_all(
     let repair = replica.is_none() && version >= 11 && &*request.rack_id == REPAIR_RACK_ID;
     let (mut total, mut counted, mut failed) = (0usize, 0usize, false);
     for wanted in &request.topics {
-        let topic = if version >= 13 {
-            broker.catalog.by_id(TopicId(*wanted.topic_id.as_bytes()))
+        // From v13 a topic is named by its id only: one not hosted here is named from the
+        // cluster's metadata, so that it is answered NOT_LEADER_OR_FOLLOWER, as by name, and
+        // not UNKNOWN_TOPIC_ID (it is known; this broker just does not lead it).
+        let (topic, named) = if version >= 13 {
+            let id = TopicId(*wanted.topic_id.as_bytes());
+            let topic = broker.catalog.by_id(id);
+            let named = match topic {
+                Some(_) => None,
+                None => image_of(broker).topics.get(&id).map(|t| t.name.clone()),
+            };
+            (topic, named)
         } else {
-            broker.catalog.get(wanted.topic.0.as_str())
+            (broker.catalog.get(wanted.topic.0.as_str()), None)
         };
         let mut out = FetchableTopicResponse::default();
         out.topic = wanted.topic.clone();
@@ -96,7 +145,11 @@ async fn read_all(
         for part in &wanted.partitions {
             let limit = (part.partition_max_bytes.max(0) as usize).min(budget);
             let first = total == 0;
-            let name = topic.as_ref().map_or(wanted.topic.0.as_str(), |t| t.name.as_str());
+            let name = match (&topic, &named) {
+                (Some(t), _) => t.name.as_str(),
+                (None, Some(named)) => named.as_str(),
+                (None, None) => wanted.topic.0.as_str(),
+            };
             let (data, unread) = read_partition(
                 broker,
                 name,

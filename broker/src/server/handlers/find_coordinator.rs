@@ -1,5 +1,8 @@
 //! FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets` partition.
-//! Transactional coordinators are not offered (transactions are not supported).
+//! Transactional coordinators are not offered (transactions are not supported): a transactional
+//! id is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients take as fatal at once,
+//! where a retriable error would leave a transactional producer retrying until its
+//! `max.block.ms`. Other key types are INVALID_REQUEST, as in Kafka.
 
 use std::sync::Arc;
 
@@ -17,6 +20,7 @@ use crate::node::Broker;
 use crate::topics::OFFSETS_TOPIC;
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// The coordinator of `group`: the leader of its `__consumer_offsets` partition (the topic is
 /// created on first use, as Kafka does). Returns (node, host, port) or the error to give.
@@ -61,10 +65,10 @@ pub(super) async fn create_offsets_topic(broker: &Arc<Broker>) -> Result<(), Con
 
 /// The coordinator of one key: groups have one; transactions are not supported.
 async fn lookup(broker: &Arc<Broker>, key_type: i8, key: &str) -> Result<(i32, String, i32), i16> {
-    if key_type == KEY_TYPE_GROUP {
-        coordinator_of(broker, key).await
-    } else {
-        Err(code(ResponseError::CoordinatorNotAvailable))
+    match key_type {
+        KEY_TYPE_GROUP => coordinator_of(broker, key).await,
+        KEY_TYPE_TRANSACTION => Err(code(ResponseError::TransactionalIdAuthorizationFailed)),
+        _ => Err(code(ResponseError::InvalidRequest)),
     }
 }
 
@@ -85,7 +89,7 @@ pub async fn handle(
             Err(error) => {
                 response.error_code = error;
                 response.node_id = BrokerId(-1);
-                if request.key_type != KEY_TYPE_GROUP {
+                if request.key_type == KEY_TYPE_TRANSACTION {
                     response.error_message =
                         Some(StrBytes::from_static_str("transactions are not supported"));
                 }
@@ -106,6 +110,10 @@ pub async fn handle(
             Err(error) => {
                 c.error_code = error;
                 c.node_id = BrokerId(-1);
+                if request.key_type == KEY_TYPE_TRANSACTION {
+                    c.error_message =
+                        Some(StrBytes::from_static_str("transactions are not supported"));
+                }
             }
         }
         response.coordinators.push(c);

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest as WireHeartbeat, HeartbeatResponse};
 
-use super::coordinator_error;
-use super::group_common::{from_opt, group_id, string, unavailable};
+use super::group_common::{from_opt, group_id, member_group_error, string, unavailable};
 use crate::coordinator::{self, Generation, HeartbeatRequest, InstanceId, MemberId, Response};
 use crate::node::Broker;
 
@@ -18,9 +18,16 @@ pub async fn handle(broker: &Arc<Broker>, request: WireHeartbeat) -> HeartbeatRe
         instance_id: from_opt(&request.group_instance_id).map(InstanceId),
     };
     let mut out = HeartbeatResponse::default();
-    if let Some(error) = coordinator_error(broker, &req.group_id.0) {
-        out.error_code = error.code();
-        return out;
+    match member_group_error(broker, &req.group_id.0) {
+        // As Kafka's coordinators do: answered blindly while the group loads, so that members
+        // do not count a failed heartbeat (the Java consumer knows no such answer) and look
+        // for the coordinator again; the first heartbeat after the load checks them.
+        Some(ResponseError::CoordinatorLoadInProgress) => return out,
+        Some(error) => {
+            out.error_code = error.code();
+            return out;
+        }
+        None => {}
     }
     let group = [req.group_id.clone()];
     out.error_code = match broker.groups.call(&group, |c, id, now| c.heartbeat(id, req, now)).await

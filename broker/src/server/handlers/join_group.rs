@@ -8,8 +8,7 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::coordinator_error;
-use super::group_common::{from_opt, group_id, string, unavailable};
+use super::group_common::{from_opt, group_id, member_group_error, string, unavailable};
 use crate::coordinator::{self, JoinRequest, MemberId, Protocol, Response};
 use crate::node::Broker;
 
@@ -46,7 +45,7 @@ pub async fn handle(
     if version < 7 {
         out.protocol_name = Some(StrBytes::default());
     }
-    if let Some(error) = coordinator_error(broker, &req.group_id.0) {
+    if let Some(error) = member_group_error(broker, &req.group_id.0) {
         out.error_code = error.code();
         return out;
     }

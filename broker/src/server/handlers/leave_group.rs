@@ -6,8 +6,7 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::coordinator_error;
-use super::group_common::{from_opt, group_id, string, unavailable};
+use super::group_common::{from_opt, group_id, member_group_error, string, unavailable};
 use crate::coordinator::{self, InstanceId, LeaveRequest, LeavingMember, MemberId, Response};
 use crate::node::Broker;
 
@@ -36,7 +35,7 @@ pub async fn handle(
     };
     let req = LeaveRequest { group_id: group_id(&request.group_id), members };
     let mut out = LeaveGroupResponse::default();
-    if let Some(error) = coordinator_error(broker, &req.group_id.0) {
+    if let Some(error) = member_group_error(broker, &req.group_id.0) {
         out.error_code = error.code();
         return out;
     }

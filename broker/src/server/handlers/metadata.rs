@@ -11,8 +11,8 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::code;
-use crate::controller::image::{MetadataImage, TopicImage};
+use super::{authorized, code};
+use crate::controller::image::{BrokerImage, MetadataImage, TopicImage};
 use crate::controller::logic::ControllerError;
 use crate::controller::records::NO_LEADER;
 use crate::model::TopicId;
@@ -57,6 +57,20 @@ pub async fn handle(
             })
             .collect()
     };
+    if version >= 8 {
+        let topic =
+            authorized::if_asked(request.include_topic_authorized_operations, authorized::TOPIC);
+        for t in &mut response.topics {
+            t.topic_authorized_operations = topic;
+        }
+    }
+    // Dropped from the answer after v10 (DescribeCluster reports it since).
+    if (8..=10).contains(&version) {
+        response.cluster_authorized_operations = authorized::if_asked(
+            request.include_cluster_authorized_operations,
+            authorized::CLUSTER,
+        );
+    }
     response
 }
 
@@ -83,21 +97,51 @@ fn told_controller(leader: Option<i32>, me: i32, brokers: &[MetadataResponseBrok
     }
 }
 
+/// Where a client told NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH should go (KIP-951,
+/// Produce v10+ and Fetch v16+): the partition's leader and leader epoch as this broker's
+/// metadata has them, and the leader's endpoint where it is a live broker, so that the client
+/// can go there without asking for metadata first.
+pub struct LeaderHint {
+    /// The leader's id (−1: none).
+    pub leader: i32,
+    /// Its leader epoch (−1: unknown).
+    pub epoch: i32,
+    /// Its endpoint, if it is a live broker.
+    pub endpoint: Option<MetadataResponseBroker>,
+}
+
+impl LeaderHint {
+    /// The hint for partition `index` of `topic` (−1 and no endpoint where the metadata does
+    /// not know the partition).
+    pub fn of(image: &MetadataImage, topic: &TopicImage, index: i32) -> LeaderHint {
+        let Some(partition) = topic.partitions.get(&index) else {
+            return LeaderHint { leader: -1, epoch: -1, endpoint: None };
+        };
+        let endpoint = image.brokers.get(&partition.leader).filter(|b| !b.fenced).map(listed);
+        LeaderHint { leader: partition.leader, epoch: partition.leader_epoch, endpoint }
+    }
+
+    /// Whether an answer with `error_code` sends its client to another leader.
+    pub fn wanted(error_code: i16) -> bool {
+        error_code == ResponseError::NotLeaderOrFollower.code()
+            || error_code == ResponseError::FencedLeaderEpoch.code()
+    }
+}
+
+/// A broker as Metadata lists it.
+fn listed(b: &BrokerImage) -> MetadataResponseBroker {
+    let mut m = MetadataResponseBroker::default();
+    m.node_id = BrokerId(b.registration.broker_id);
+    m.host = StrBytes::from_string(b.registration.host.clone());
+    m.port = i32::from(b.registration.port);
+    m.rack = b.registration.rack.clone().map(StrBytes::from_string);
+    m
+}
+
 /// Every live broker, as Metadata lists them (this one always, so clients can come back).
 pub fn brokers(broker: &Broker, image: &MetadataImage) -> Vec<MetadataResponseBroker> {
-    let mut out: Vec<MetadataResponseBroker> = image
-        .brokers
-        .values()
-        .filter(|b| !b.fenced)
-        .map(|b| {
-            let mut m = MetadataResponseBroker::default();
-            m.node_id = BrokerId(b.registration.broker_id);
-            m.host = StrBytes::from_string(b.registration.host.clone());
-            m.port = i32::from(b.registration.port);
-            m.rack = b.registration.rack.clone().map(StrBytes::from_string);
-            m
-        })
-        .collect();
+    let mut out: Vec<MetadataResponseBroker> =
+        image.brokers.values().filter(|b| !b.fenced).map(listed).collect();
     if !out.iter().any(|b| b.node_id.0 == broker.config.node_id) {
         let (host, port) = broker.advertised();
         let mut me = MetadataResponseBroker::default();

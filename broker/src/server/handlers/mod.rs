@@ -5,6 +5,7 @@ mod admin;
 pub use admin::ELECT_LEADERS_PARTITIONS_MAX;
 pub use configs::CONFIG_CHANGES_MAX;
 mod api_versions;
+mod authorized;
 mod configs;
 mod delete_groups;
 mod describe_groups;

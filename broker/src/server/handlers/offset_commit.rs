@@ -44,12 +44,9 @@ pub async fn handle(
     for topic in &request.topics {
         for p in &topic.partitions {
             let tp = TopicPartition::new(string(&topic.name.0), p.partition_index);
-            if let Some(error) = not_coordinator {
-                errors.insert(tp, error.code());
-                continue;
-            }
             // Any partition of the cluster, wherever it lives: the coordinator keeps offsets
-            // for partitions other brokers lead.
+            // for partitions other brokers lead. Checked first, as Kafka does: a partition
+            // that does not exist is not worth finding the coordinator again for.
             let name = topic.name.0.as_str();
             let exists = match &image {
                 Some(image) => image.partition(name, p.partition_index).is_some(),
@@ -57,6 +54,10 @@ pub async fn handle(
             };
             if !exists {
                 errors.insert(tp, ResponseError::UnknownTopicOrPartition.code());
+                continue;
+            }
+            if let Some(error) = not_coordinator {
+                errors.insert(tp, error.code());
                 continue;
             }
             errors.insert(tp.clone(), 0);

@@ -8,18 +8,19 @@
 //! metadata again rather than go on sending into the void. A batch refused for its records'
 //! timestamps names them in `record_errors` (v8+).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::metadata::image_of;
+use super::metadata::{LeaderHint, image_of};
 use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::io::timeout;
@@ -74,6 +75,7 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16)
         let failed = topics.iter().flat_map(|t| &t.3).any(|p| p.response.error_code != 0);
         return Reply::Silent(Some(Box::pin(async move { failed })));
     }
+    let broker = Arc::clone(broker);
     let done = async move {
         let mut response = ProduceResponse::default();
         for (name, id, known, partitions) in topics {
@@ -101,6 +103,9 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16)
                 out.partition_responses.push(pending.response);
             }
             response.responses.push(out);
+        }
+        if version >= 10 {
+            hint_leaders(&broker, &mut response, version);
         }
         response
     };
@@ -181,6 +186,39 @@ async fn append(
             failed(index, ResponseError::NotEnoughReplicas, Some(&message))
         }
     }
+}
+
+/// Tells each partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH where its
+/// leader is, with the leaders' endpoints (KIP-951), so that the producer sends there without
+/// asking for metadata first.
+fn hint_leaders(broker: &Broker, response: &mut ProduceResponse, version: i16) {
+    let image = image_of(broker);
+    let mut endpoints = BTreeMap::new();
+    for topic in &mut response.responses {
+        let known = if version >= 13 {
+            image.topics.get(&TopicId(*topic.topic_id.as_bytes()))
+        } else {
+            image.topic(topic.name.0.as_str())
+        };
+        let Some(known) = known else { continue };
+        for p in &mut topic.partition_responses {
+            if !LeaderHint::wanted(p.error_code) {
+                continue;
+            }
+            let hint = LeaderHint::of(&image, known, p.index);
+            p.current_leader.leader_id = BrokerId(hint.leader);
+            p.current_leader.leader_epoch = hint.epoch;
+            if let Some(b) = hint.endpoint {
+                let mut node = NodeEndpoint::default();
+                node.node_id = b.node_id;
+                node.host = b.host;
+                node.port = b.port;
+                node.rack = b.rack;
+                endpoints.insert(b.node_id.0, node);
+            }
+        }
+    }
+    response.node_endpoints = endpoints.into_values().collect();
 }
 
 /// Kafka's error for an appended batch that could not be acknowledged.

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::coordinator_error;
-use super::group_common::{from_opt, group_id, string, unavailable};
+use super::group_common::{from_opt, group_id, member_group_error, string, unavailable};
 use crate::coordinator::{self, Generation, InstanceId, MemberId, Response, SyncRequest};
 use crate::node::Broker;
 
@@ -33,7 +33,12 @@ pub async fn handle(
             .collect(),
     };
     let mut out = SyncGroupResponse::default();
-    if let Some(error) = coordinator_error(broker, &req.group_id.0) {
+    // From v5 both must be given, as Kafka requires before anything else.
+    if version >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
+        out.error_code = ResponseError::InconsistentGroupProtocol.code();
+        return out;
+    }
+    if let Some(error) = member_group_error(broker, &req.group_id.0) {
         out.error_code = error.code();
         return out;
     }

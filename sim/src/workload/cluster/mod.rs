@@ -89,6 +89,8 @@ pub struct ClusterSpec {
     pub queued_max_request_bytes: i64,
     /// `auto_create_topics_enable` (off unless a scenario asks).
     pub auto_create_topics: bool,
+    /// `producer.id.expiration.ms`.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl ClusterSpec {
@@ -117,6 +119,7 @@ impl ClusterSpec {
             max_connections_per_ip: defaults.max_connections_per_ip,
             queued_max_request_bytes: defaults.queued_max_request_bytes,
             auto_create_topics: false,
+            producer_id_expiration_ms: defaults.producer_id_expiration_ms,
         }
     }
 
@@ -156,6 +159,7 @@ impl ClusterSpec {
             max_connections: self.max_connections,
             max_connections_per_ip: self.max_connections_per_ip,
             queued_max_request_bytes: self.queued_max_request_bytes,
+            producer_id_expiration_ms: self.producer_id_expiration_ms,
             ..BrokerConfig::default()
         }
     }
