@@ -5,7 +5,8 @@
 //! - With a minimum lag, no segment holding a record newer than it is cleaned, nor any after
 //!   it; once the records are old enough, they are.
 //! - With a maximum lag, a log whose oldest dirty records have waited past it is cleaned
-//!   whatever its dirty ratio (here 1.0, which by itself never cleans); before then it is not.
+//!   whatever its dirty ratio (here 1.0, which by itself never cleans), wherever those records
+//!   lie among the dirty segments; before then it is not.
 //! - A compacted log rolls its active segment once it is as old as the maximum lag, since the
 //!   cleaner never touches the active segment; a log that is not compacted keeps `segment.ms`.
 
@@ -125,6 +126,20 @@ fn scenario(seed: u64) -> Result<(), String> {
         })?;
         let counts = key_counts(&log).await?;
         ensure(counts.get("k") == Some(&1), || format!("past the maximum lag: {counts:?}"))?;
+
+        // Maximum lag, with the old records in a later dirty segment than fresh ones (a
+        // producer backfilling, or one whose clock runs behind): still overdue.
+        let config = LogConfig { max_compaction_lag_ms: 5 * MINUTE_MS, ..compacted(1.0) };
+        let log = Log::open(env.clone(), dir("late"), config).await.map_err(|e| e.to_string())?;
+        let old = now - 10 * MINUTE_MS;
+        append_all(&log, &[("k", now), ("k", now), ("k", now)]).await?;
+        append_all(&log, &[("j", old), ("j", old), ("j", old)]).await?;
+        seal(&log, 4, now).await?;
+        let end = log.log_end_offset();
+        let outcome = log.clean(now + MINUTE_MS, end).await.map_err(|e| e.to_string())?;
+        ensure(matches!(outcome, CleanOutcome::Cleaned(_)), || {
+            format!("old records past the maximum lag in a later segment: {outcome:?}")
+        })?;
 
         // Rolling at the maximum lag: compacted, and not.
         for (name, policy, rolls) in

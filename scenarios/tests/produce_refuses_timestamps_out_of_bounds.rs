@@ -29,7 +29,7 @@ const INVALID_TIMESTAMP: i16 = 32;
 /// INVALID_CONFIG.
 const INVALID_CONFIG: i16 = 40;
 /// The first Produce version with `record_errors`.
-const WITH_RECORD_ERRORS: i16 = 9;
+const WITH_RECORD_ERRORS: i16 = 8;
 /// The last Produce version without them.
 const WITHOUT_RECORD_ERRORS: i16 = 7;
 const MINUTE_MS: i64 = 60_000;

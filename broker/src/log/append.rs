@@ -476,7 +476,6 @@ fn index_entry_bytes() -> u64 {
     super::index::OFFSET_ENTRY_BYTES as u64
 }
 
-/// Whether any record of the batch has a null key (decompressing if needed).
 /// The refusal of a batch some of whose records lie outside `[lower, upper]`, naming them as
 /// Kafka's `record_errors` do (records without a timestamp are never out of range).
 fn out_of_range(batch: &Bytes, lower: i64, upper: i64) -> Result<AppendError, AppendError> {
@@ -496,6 +495,7 @@ fn out_of_range(batch: &Bytes, lower: i64, upper: i64) -> Result<AppendError, Ap
     Ok(AppendError::TimestampOutOfRange { records, count, first, lower, upper })
 }
 
+/// Whether any record of the batch has a null key (decompressing if needed).
 fn has_keyless_record(batch: &Bytes) -> Result<bool, AppendError> {
     for record in records::record_iter(batch)? {
         if record?.key.is_none() {

@@ -137,19 +137,24 @@ pub(crate) struct CleanerState {
     pass: tokio::sync::Mutex<()>,
 }
 
-/// Whether the first dirty segment's first batch is older than `max_lag_ms` (by its largest
-/// timestamp, as Kafka's `LogCleanerManager.maxCompactionDelay` reads it), so the log must be
-/// cleaned whatever its dirty ratio. A batch without a timestamp, or one that cannot be read,
-/// makes nothing overdue.
+/// Whether some dirty segment's first batch is older than `max_lag_ms` (by its largest
+/// timestamp, as Kafka's `LogCleanerManager.maxCompactionDelay` reads the earliest over the
+/// dirty segments), so the log must be cleaned whatever its dirty ratio. A batch without a
+/// timestamp, or one that cannot be read, makes nothing overdue.
 async fn overdue(sources: &[Source], first_dirty: Offset, now_ms: i64, max_lag_ms: i64) -> bool {
     if max_lag_ms == i64::MAX {
         return false;
     }
-    let Some(first) = sources.iter().find(|s| s.end > first_dirty) else { return false };
-    let Ok(head) = first.log.read_at(0, BATCH_HEADER_BYTES).await else { return false };
-    let Ok(header) = super::batch::parse_header(&head) else { return false };
-    let oldest = header.max_timestamp();
-    oldest >= 0 && oldest < now_ms.saturating_sub(max_lag_ms)
+    let due = now_ms.saturating_sub(max_lag_ms);
+    for source in sources.iter().filter(|s| s.end > first_dirty) {
+        let Ok(head) = source.log.read_at(0, BATCH_HEADER_BYTES).await else { continue };
+        let Ok(header) = super::batch::parse_header(&head) else { continue };
+        let first = header.max_timestamp();
+        if first > 0 && first < due {
+            return true;
+        }
+    }
+    false
 }
 
 impl Log {

@@ -29,8 +29,8 @@ const fn bits(operations: &[u8]) -> i32 {
 /// On a topic.
 pub const TOPIC: i32 =
     bits(&[READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS]);
-/// On a consumer group.
-pub const GROUP: i32 = bits(&[READ, DESCRIBE, DELETE]);
+/// On a consumer group (DESCRIBE_CONFIGS and ALTER_CONFIGS since Kafka 3.9).
+pub const GROUP: i32 = bits(&[READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS]);
 /// On the cluster.
 pub const CLUSTER: i32 = bits(&[
     CREATE,
@@ -53,8 +53,9 @@ mod tests {
 
     #[test]
     fn fields_hold_kafkas_bits() {
-        // What Kafka without an authorizer reports for a group: READ, DELETE and DESCRIBE.
-        assert_eq!(GROUP, 0b1_0100_1000);
+        // What Kafka 3.9+ without an authorizer reports for a group: READ, DELETE, DESCRIBE,
+        // DESCRIBE_CONFIGS and ALTER_CONFIGS.
+        assert_eq!(GROUP, 0xD48);
         assert_eq!(TOPIC & (1 << READ), 1 << READ);
         assert_eq!(CLUSTER & (1 << READ), 0);
         assert_eq!(if_asked(false, TOPIC), i32::MIN);

@@ -227,7 +227,11 @@ async fn read_partition(
         return (data, false);
     }
     let Some(topic) = topic else {
-        data.error_code = code(unknown);
+        // A topic the metadata has but this broker has not opened yet (it was just made, or
+        // just given here) is NOT_LEADER_OR_FOLLOWER, as in Kafka: it exists.
+        let known = !name.is_empty() && image_of(broker).topic(name).is_some();
+        let error = if known { ResponseError::NotLeaderOrFollower } else { unknown };
+        data.error_code = code(error);
         return (data, false);
     };
     let Some(partition) = topic.partition(part.partition) else {

@@ -20,8 +20,8 @@ pub async fn handle(broker: &Arc<Broker>, request: WireHeartbeat) -> HeartbeatRe
     let mut out = HeartbeatResponse::default();
     match member_group_error(broker, &req.group_id.0) {
         // As Kafka's coordinators do: answered blindly while the group loads, so that members
-        // do not count a failed heartbeat (the Java consumer knows no such answer) and look
-        // for the coordinator again; the first heartbeat after the load checks them.
+        // do not log and back off for an answer they do not expect (the Java consumer takes
+        // it for an unexpected error); the first heartbeat after the load checks them.
         Some(ResponseError::CoordinatorLoadInProgress) => return out,
         Some(error) => {
             out.error_code = error.code();

@@ -30,25 +30,25 @@ pub async fn handle(broker: &Arc<Broker>, request: OffsetDeleteRequest) -> Offse
         .partition(|tp| partition_exists(broker, &tp.topic, tp.partition.0));
     let req = DeleteOffsetsRequest { group_id: group_id(&request.group_id), partitions };
     let mut out = OffsetDeleteResponse::default();
-    if let Some(error) = member_group_error(broker, &req.group_id.0) {
-        out.error_code = error.code();
-        return out;
-    }
     let mut results: Vec<(TopicPartition, i16)> =
         unknown.into_iter().map(|tp| (tp, ResponseError::UnknownTopicOrPartition.code())).collect();
     let group = [req.group_id.clone()];
-    match broker.groups.call(&group, |c, id, now| c.delete_offsets(id, req, now)).await {
-        Ok(Response::DeleteOffsets(deleted)) => {
-            out.error_code = coordinator::error_code(deleted.error);
-            results.extend(
-                deleted
-                    .partitions
-                    .into_iter()
-                    .map(|r| (r.partition, coordinator::error_code(r.error))),
-            );
+    if let Some(error) = member_group_error(broker, &req.group_id.0) {
+        out.error_code = error.code();
+    } else {
+        match broker.groups.call(&group, |c, id, now| c.delete_offsets(id, req, now)).await {
+            Ok(Response::DeleteOffsets(deleted)) => {
+                out.error_code = coordinator::error_code(deleted.error);
+                results.extend(
+                    deleted
+                        .partitions
+                        .into_iter()
+                        .map(|r| (r.partition, coordinator::error_code(r.error))),
+                );
+            }
+            Ok(_) => out.error_code = unavailable(),
+            Err(refused) => out.error_code = refused.code(),
         }
-        Ok(_) => out.error_code = unavailable(),
-        Err(refused) => out.error_code = refused.code(),
     }
     results.sort_by(|a, b| a.0.cmp(&b.0));
     let mut current: Option<OffsetDeleteResponseTopic> = None;
