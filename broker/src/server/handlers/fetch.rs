@@ -9,7 +9,6 @@
 //! A partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its leader from
 //! v16 (KIP-951).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 
-use super::metadata::{LeaderHint, image_of};
+use super::metadata::{LeaderHints, image_of};
 use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::controller::records::BrokerEpoch;
@@ -51,30 +50,21 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
 /// leader is, with the leaders' endpoints (KIP-951, Fetch v16+: topics by id), so that the
 /// consumer fetches there without asking for metadata first.
 fn hint_leaders(broker: &Broker, response: &mut FetchResponse) {
-    let image = image_of(broker);
-    let mut endpoints = BTreeMap::new();
+    let mut hints = LeaderHints::new(broker);
     for topic in &mut response.responses {
-        let Some(known) = image.topics.get(&TopicId(*topic.topic_id.as_bytes())) else {
-            continue;
-        };
+        let id = Some(TopicId(*topic.topic_id.as_bytes()));
         for p in &mut topic.partitions {
-            if !LeaderHint::wanted(p.error_code) {
-                continue;
-            }
-            let hint = LeaderHint::of(&image, known, p.partition_index);
-            p.current_leader.leader_id = BrokerId(hint.leader);
-            p.current_leader.leader_epoch = hint.epoch;
-            if let Some(b) = hint.endpoint {
-                let mut node = NodeEndpoint::default();
-                node.node_id = b.node_id;
-                node.host = b.host;
-                node.port = b.port;
-                node.rack = b.rack;
-                endpoints.insert(b.node_id.0, node);
+            if let Some((leader, epoch)) = hints.hint(id, "", p.partition_index, p.error_code) {
+                p.current_leader.leader_id = BrokerId(leader);
+                p.current_leader.leader_epoch = epoch;
             }
         }
     }
-    response.node_endpoints = endpoints.into_values().collect();
+    response.node_endpoints = hints.endpoints(|node_id, host, port, rack| {
+        let mut node = NodeEndpoint::default();
+        (node.node_id, node.host, node.port, node.rack) = (node_id, host, port, rack);
+        node
+    });
 }
 
 async fn long_poll(broker: &Arc<Broker>, request: &FetchRequest, version: i16) -> FetchResponse {

@@ -1,6 +1,7 @@
 //! Metadata: the brokers, and each topic's partitions with leader, epoch, replicas and ISR.
 //! Unknown topics are created when the client allows it and `auto.create.topics.enable` is on.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
@@ -97,34 +98,54 @@ fn told_controller(leader: Option<i32>, me: i32, brokers: &[MetadataResponseBrok
     }
 }
 
-/// Where a client told NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH should go (KIP-951,
-/// Produce v10+ and Fetch v16+): the partition's leader and leader epoch as this broker's
-/// metadata has them, and the leader's endpoint where it is a live broker, so that the client
-/// can go there without asking for metadata first.
-pub struct LeaderHint {
-    /// The leader's id (−1: none).
-    pub leader: i32,
-    /// Its leader epoch (−1: unknown).
-    pub epoch: i32,
-    /// Its endpoint, if it is a live broker.
-    pub endpoint: Option<MetadataResponseBroker>,
+/// Where clients told NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH should go (KIP-951,
+/// Produce v10+ and Fetch v16+): each such partition's leader and leader epoch as this
+/// broker's metadata has them, and the endpoints of those leaders that are live brokers, so
+/// that a client can go there without asking for metadata first.
+pub struct LeaderHints {
+    image: Arc<MetadataImage>,
+    endpoints: BTreeMap<i32, MetadataResponseBroker>,
 }
 
-impl LeaderHint {
-    /// The hint for partition `index` of `topic` (−1 and no endpoint where the metadata does
-    /// not know the partition).
-    pub fn of(image: &MetadataImage, topic: &TopicImage, index: i32) -> LeaderHint {
-        let Some(partition) = topic.partitions.get(&index) else {
-            return LeaderHint { leader: -1, epoch: -1, endpoint: None };
-        };
-        let endpoint = image.brokers.get(&partition.leader).filter(|b| !b.fenced).map(listed);
-        LeaderHint { leader: partition.leader, epoch: partition.leader_epoch, endpoint }
+impl LeaderHints {
+    /// Hints from `broker`'s metadata.
+    pub fn new(broker: &Broker) -> LeaderHints {
+        LeaderHints { image: image_of(broker), endpoints: BTreeMap::new() }
     }
 
-    /// Whether an answer with `error_code` sends its client to another leader.
-    pub fn wanted(error_code: i16) -> bool {
-        error_code == ResponseError::NotLeaderOrFollower.code()
-            || error_code == ResponseError::FencedLeaderEpoch.code()
+    /// The leader and its epoch (−1 where unknown) of partition `index` of the topic with id
+    /// `id` (or, without one, named `name`), if an answer with `error_code` sends its client
+    /// elsewhere; the leader's endpoint is kept for [`LeaderHints::endpoints`].
+    pub fn hint(
+        &mut self,
+        id: Option<TopicId>,
+        name: &str,
+        index: i32,
+        error_code: i16,
+    ) -> Option<(i32, i32)> {
+        let elsewhere = error_code == ResponseError::NotLeaderOrFollower.code()
+            || error_code == ResponseError::FencedLeaderEpoch.code();
+        if !elsewhere {
+            return None;
+        }
+        let topic = match id {
+            Some(id) => self.image.topics.get(&id),
+            None => self.image.topic(name),
+        }?;
+        let Some(partition) = topic.partitions.get(&index) else { return Some((-1, -1)) };
+        let leader = self.image.brokers.get(&partition.leader).filter(|b| !b.fenced);
+        if let Some(b) = leader {
+            self.endpoints.insert(partition.leader, listed(b));
+        }
+        Some((partition.leader, partition.leader_epoch))
+    }
+
+    /// The endpoints of the leaders hinted, each made by `make` from (id, host, port, rack).
+    pub fn endpoints<E>(
+        self,
+        make: impl Fn(BrokerId, StrBytes, i32, Option<StrBytes>) -> E,
+    ) -> Vec<E> {
+        self.endpoints.into_values().map(|b| make(b.node_id, b.host, b.port, b.rack)).collect()
     }
 }
 

@@ -8,7 +8,6 @@
 //! metadata again rather than go on sending into the void. A batch refused for its records'
 //! timestamps names them in `record_errors` (v8+).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::metadata::{LeaderHint, image_of};
+use super::metadata::{LeaderHints, image_of};
 use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::io::timeout;
@@ -192,33 +191,21 @@ async fn append(
 /// leader is, with the leaders' endpoints (KIP-951), so that the producer sends there without
 /// asking for metadata first.
 fn hint_leaders(broker: &Broker, response: &mut ProduceResponse, version: i16) {
-    let image = image_of(broker);
-    let mut endpoints = BTreeMap::new();
+    let mut hints = LeaderHints::new(broker);
     for topic in &mut response.responses {
-        let known = if version >= 13 {
-            image.topics.get(&TopicId(*topic.topic_id.as_bytes()))
-        } else {
-            image.topic(topic.name.0.as_str())
-        };
-        let Some(known) = known else { continue };
+        let id = (version >= 13).then(|| TopicId(*topic.topic_id.as_bytes()));
         for p in &mut topic.partition_responses {
-            if !LeaderHint::wanted(p.error_code) {
-                continue;
-            }
-            let hint = LeaderHint::of(&image, known, p.index);
-            p.current_leader.leader_id = BrokerId(hint.leader);
-            p.current_leader.leader_epoch = hint.epoch;
-            if let Some(b) = hint.endpoint {
-                let mut node = NodeEndpoint::default();
-                node.node_id = b.node_id;
-                node.host = b.host;
-                node.port = b.port;
-                node.rack = b.rack;
-                endpoints.insert(b.node_id.0, node);
+            if let Some((leader, epoch)) = hints.hint(id, &topic.name.0, p.index, p.error_code) {
+                p.current_leader.leader_id = BrokerId(leader);
+                p.current_leader.leader_epoch = epoch;
             }
         }
     }
-    response.node_endpoints = endpoints.into_values().collect();
+    response.node_endpoints = hints.endpoints(|node_id, host, port, rack| {
+        let mut node = NodeEndpoint::default();
+        (node.node_id, node.host, node.port, node.rack) = (node_id, host, port, rack);
+        node
+    });
 }
 
 /// Kafka's error for an appended batch that could not be acknowledged.
