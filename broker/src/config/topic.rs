@@ -60,11 +60,32 @@ fn items(value: &str) -> impl Iterator<Item = &str> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 
-/// How a key is checked, and its default.
+/// A value's type, as DescribeConfigs reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigType {
+    /// `true` or `false`.
+    Boolean,
+    /// Text.
+    String,
+    /// A 32-bit integer.
+    Int,
+    /// A 64-bit integer.
+    Long,
+    /// A number with a fraction.
+    Double,
+    /// A comma-separated list.
+    List,
+}
+
+/// How a key is checked, its default, and how DescribeConfigs describes it.
 struct Key {
     name: &'static str,
     default: &'static str,
     check: fn(&str) -> Result<(), &'static str>,
+    /// The broker setting that gives every topic its default (Kafka's synonym).
+    broker_name: &'static str,
+    kind: ConfigType,
+    doc: &'static str,
 }
 
 macro_rules! long_min {
@@ -77,63 +98,174 @@ macro_rules! long_min {
 }
 
 const KEYS: &[Key] = &[
-    Key { name: "cleanup.policy", default: "delete", check: check_cleanup_policy },
+    Key {
+        name: "cleanup.policy",
+        default: "delete",
+        check: check_cleanup_policy,
+        broker_name: "log.cleanup.policy",
+        kind: ConfigType::List,
+        doc: "What happens to old segments: delete them (retention), compact them (keep the newest record per key), or both.",
+    },
     Key {
         name: "retention.ms",
         default: "604800000",
         check: long_min!(-1, "an integer >= -1 (-1: keep forever)"),
+        broker_name: "log.retention.ms",
+        kind: ConfigType::Long,
+        doc: "How long a segment is kept after its newest record, in ms (-1: forever), under the delete policy.",
     },
     Key {
         name: "retention.bytes",
         default: "-1",
         check: long_min!(-1, "an integer >= -1 (-1: no limit)"),
+        broker_name: "log.retention.bytes",
+        kind: ConfigType::Long,
+        doc: "The most bytes a partition keeps before its oldest segments are deleted (-1: no limit), under the delete policy.",
     },
-    Key { name: "segment.bytes", default: "1073741824", check: check_segment_bytes },
-    Key { name: "segment.ms", default: "604800000", check: long_min!(1, "an integer >= 1") },
+    Key {
+        name: "segment.bytes",
+        default: "1073741824",
+        check: check_segment_bytes,
+        broker_name: "log.segment.bytes",
+        kind: ConfigType::Int,
+        doc: "The size at which the active segment is closed and a new one started.",
+    },
+    Key {
+        name: "segment.ms",
+        default: "604800000",
+        check: long_min!(1, "an integer >= 1"),
+        broker_name: "log.roll.ms",
+        kind: ConfigType::Long,
+        doc: "The age at which the active segment is closed and a new one started, in ms.",
+    },
     Key {
         name: "segment.index.bytes",
         default: "10485760",
         check: long_min!(8, "an integer >= 8"),
+        broker_name: "log.index.size.max.bytes",
+        kind: ConfigType::Int,
+        doc: "The most bytes a segment's offset index may take; the segment rolls when it is full.",
     },
-    Key { name: "index.interval.bytes", default: "4096", check: long_min!(0, "an integer >= 0") },
-    Key { name: "max.message.bytes", default: "1048588", check: check_max_message_bytes },
-    Key { name: "min.insync.replicas", default: "1", check: long_min!(1, "an integer >= 1") },
+    Key {
+        name: "index.interval.bytes",
+        default: "4096",
+        check: long_min!(0, "an integer >= 0"),
+        broker_name: "log.index.interval.bytes",
+        kind: ConfigType::Int,
+        doc: "How many bytes of records lie between two entries of the offset index.",
+    },
+    Key {
+        name: "max.message.bytes",
+        default: "1048588",
+        check: check_max_message_bytes,
+        broker_name: "message.max.bytes",
+        kind: ConfigType::Int,
+        doc: "The largest record batch the topic accepts, in bytes.",
+    },
+    Key {
+        name: "min.insync.replicas",
+        default: "1",
+        check: long_min!(1, "an integer >= 1"),
+        broker_name: "min.insync.replicas",
+        kind: ConfigType::Int,
+        doc: "How many in-sync replicas an acks=all write needs; with fewer, such writes are refused.",
+    },
     Key {
         name: "delete.retention.ms",
         default: "86400000",
         check: long_min!(0, "an integer >= 0"),
+        broker_name: "log.cleaner.delete.retention.ms",
+        kind: ConfigType::Long,
+        doc: "How long tombstones are kept once compaction reaches them, in ms.",
     },
-    Key { name: "min.cleanable.dirty.ratio", default: "0.5", check: check_ratio },
-    Key { name: "min.compaction.lag.ms", default: "0", check: long_min!(0, "an integer >= 0") },
+    Key {
+        name: "min.cleanable.dirty.ratio",
+        default: "0.5",
+        check: check_ratio,
+        broker_name: "log.cleaner.min.cleanable.ratio",
+        kind: ConfigType::Double,
+        doc: "The share of a compacted log not yet cleaned at which the cleaner takes it up.",
+    },
+    Key {
+        name: "min.compaction.lag.ms",
+        default: "0",
+        check: long_min!(0, "an integer >= 0"),
+        broker_name: "log.cleaner.min.compaction.lag.ms",
+        kind: ConfigType::Long,
+        doc: "The least time a record stays uncompacted, in ms.",
+    },
     Key {
         name: "max.compaction.lag.ms",
         default: "9223372036854775807",
         check: long_min!(1, "an integer >= 1"),
+        broker_name: "log.cleaner.max.compaction.lag.ms",
+        kind: ConfigType::Long,
+        doc: "The most time a record may stay uncompacted, in ms, whatever the dirty ratio.",
     },
     Key {
         name: "message.timestamp.before.max.ms",
         default: "9223372036854775807",
         check: long_min!(0, "an integer >= 0"),
+        broker_name: "log.message.timestamp.before.max.ms",
+        kind: ConfigType::Long,
+        doc: "How far before the broker's clock a CreateTime timestamp may lie, in ms.",
     },
     Key {
         name: "message.timestamp.after.max.ms",
         default: "3600000",
         check: long_min!(0, "an integer >= 0"),
+        broker_name: "log.message.timestamp.after.max.ms",
+        kind: ConfigType::Long,
+        doc: "How far after the broker's clock a CreateTime timestamp may lie, in ms.",
     },
-    Key { name: "message.timestamp.type", default: "CreateTime", check: check_timestamp_type },
-    Key { name: "flush.policy", default: "ack", check: check_flush_policy },
+    Key {
+        name: "message.timestamp.type",
+        default: "CreateTime",
+        check: check_timestamp_type,
+        broker_name: "log.message.timestamp.type",
+        kind: ConfigType::String,
+        doc: "Whether records keep the producer's timestamp (CreateTime) or get the broker's (LogAppendTime).",
+    },
+    Key {
+        name: "flush.policy",
+        default: "ack",
+        check: check_flush_policy,
+        broker_name: "log.flush.policy",
+        kind: ConfigType::String,
+        doc: "ack: a write is acknowledged once synced to disk; interval: synced by flush.ms and flush.messages, as Kafka does.",
+    },
     Key {
         name: "flush.ms",
         default: "9223372036854775807",
         check: long_min!(0, "an integer >= 0"),
+        broker_name: "log.flush.interval.ms",
+        kind: ConfigType::Long,
+        doc: "Under the interval policy, the longest time written records wait to be synced, in ms.",
     },
     Key {
         name: "flush.messages",
         default: "9223372036854775807",
         check: long_min!(1, "an integer >= 1"),
+        broker_name: "log.flush.interval.messages",
+        kind: ConfigType::Long,
+        doc: "Under the interval policy, how many records may be written before a sync.",
     },
-    Key { name: "unclean.leader.election.enable", default: "false", check: check_bool },
-    Key { name: "compression.type", default: "producer", check: check_compression },
+    Key {
+        name: "unclean.leader.election.enable",
+        default: "false",
+        check: check_bool,
+        broker_name: "unclean.leader.election.enable",
+        kind: ConfigType::Boolean,
+        doc: "Whether a replica outside the in-sync set may become leader when none in it is left, losing records.",
+    },
+    Key {
+        name: "compression.type",
+        default: "producer",
+        check: check_compression,
+        broker_name: "compression.type",
+        kind: ConfigType::String,
+        doc: "How batches are stored: producer keeps them as the producer compressed them.",
+    },
 ];
 
 fn check_cleanup_policy(v: &str) -> Result<(), &'static str> {
@@ -182,6 +314,34 @@ fn check_bool(v: &str) -> Result<(), &'static str> {
 fn check_compression(v: &str) -> Result<(), &'static str> {
     // Batches are stored as the producer compressed them; recompressing is not offered.
     if v == "producer" { Ok(()) } else { Err("producer (batches are stored as sent)") }
+}
+
+/// One setting as DescribeConfigs shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Described {
+    /// Its name.
+    pub name: &'static str,
+    /// The value in force.
+    pub value: String,
+    /// Where that value comes from.
+    pub source: Source,
+    /// Its type.
+    pub kind: ConfigType,
+    /// What it does.
+    pub doc: &'static str,
+    /// Every place that gives it a value, the one in force first (Kafka's synonyms).
+    pub synonyms: Vec<Synonym>,
+}
+
+/// One place that gives a setting a value, under the name it has there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Synonym {
+    /// The name there: the topic's setting, or the broker's.
+    pub name: &'static str,
+    /// The value there.
+    pub value: String,
+    /// Where it is.
+    pub source: Source,
 }
 
 /// A topic's overrides on top of broker-wide defaults.
@@ -317,9 +477,42 @@ impl TopicConfig {
         KEYS.iter().find(|k| k.name == name).map(|k| (k.default.to_owned(), Source::Default))
     }
 
-    /// Every key with its value in force.
-    pub fn all(&self) -> Vec<(&'static str, String, Source)> {
-        KEYS.iter().filter_map(|k| self.get(k.name).map(|(v, s)| (k.name, v, s))).collect()
+    /// Every topic setting as DescribeConfigs shows it for this topic.
+    pub fn describe(&self) -> Vec<Described> {
+        KEYS.iter().map(|k| self.described(k, true)).collect()
+    }
+
+    /// Every broker-wide default of a topic setting, under its broker name, as DescribeConfigs
+    /// shows it for the broker.
+    pub fn describe_defaults(&self) -> Vec<Described> {
+        KEYS.iter().map(|k| self.described(k, false)).collect()
+    }
+
+    /// `k` described; with `topic`, under its topic name, the topic's own value first.
+    fn described(&self, k: &Key, topic: bool) -> Described {
+        let mut synonyms = Vec::with_capacity(3);
+        if let Some(v) = self.overrides.get(k.name).filter(|_| topic) {
+            synonyms.push(Synonym { name: k.name, value: v.clone(), source: Source::Topic });
+        }
+        if let Some(v) = self.defaults.get(k.name) {
+            synonyms.push(Synonym {
+                name: k.broker_name,
+                value: v.clone(),
+                source: Source::Broker,
+            });
+        }
+        let default =
+            Synonym { name: k.broker_name, value: k.default.to_owned(), source: Source::Default };
+        synonyms.push(default);
+        let Synonym { value, source, .. } = synonyms[0].clone();
+        Described {
+            name: if topic { k.name } else { k.broker_name },
+            value,
+            source,
+            kind: k.kind,
+            doc: k.doc,
+            synonyms,
+        }
     }
 
     fn long(&self, name: &str) -> i64 {
@@ -408,6 +601,38 @@ mod tests {
         assert_eq!(config.log_config().retention_ms, 1000);
         assert_eq!(config.log_config().cleanup_policy, CleanupPolicy::CompactDelete);
         assert_eq!(config.get("retention.ms").map(|v| v.1), Some(Source::Topic));
+    }
+
+    #[test]
+    fn described_with_every_source_in_order() {
+        let mut config =
+            TopicConfig::with_defaults([("retention.ms".into(), "5000".into())].into());
+        config.apply([("retention.ms", Some("1000"))]).unwrap_or_default();
+        let synonyms = |d: &Described| {
+            d.synonyms.iter().map(|s| (s.name, s.value.clone(), s.source)).collect::<Vec<_>>()
+        };
+        let find = |all: Vec<Described>, name: &str| all.into_iter().find(|d| d.name == name);
+        let topic = find(config.describe(), "retention.ms").expect("retention.ms");
+        assert_eq!(
+            (topic.value.as_str(), topic.source, topic.kind),
+            ("1000", Source::Topic, ConfigType::Long)
+        );
+        assert_eq!(
+            synonyms(&topic),
+            [
+                ("retention.ms", "1000".to_owned(), Source::Topic),
+                ("log.retention.ms", "5000".to_owned(), Source::Broker),
+                ("log.retention.ms", "604800000".to_owned(), Source::Default),
+            ]
+        );
+        let broker =
+            find(config.describe_defaults(), "log.retention.ms").expect("log.retention.ms");
+        assert_eq!((broker.value.as_str(), broker.source), ("5000", Source::Broker));
+        assert_eq!(synonyms(&broker).len(), 2, "the broker's defaults know no topic");
+        let ratio = find(config.describe(), "min.cleanable.dirty.ratio").expect("ratio");
+        assert_eq!((ratio.source, ratio.kind), (Source::Default, ConfigType::Double));
+        assert_eq!(synonyms(&ratio)[0].0, "log.cleaner.min.cleanable.ratio");
+        assert!(config.describe().iter().all(|d| !d.doc.is_empty()));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::admin::controller_error;
 use super::code;
-use crate::config::topic::Source;
+use crate::config::topic::{ConfigType, Described, Source, Synonym};
 use crate::config::{ConfigChange, ConfigOp};
 use crate::controller::logic::ControllerError;
 use crate::controller::rpc::Request;
@@ -42,56 +42,103 @@ const BROKER_NEVER_SET: &[&str] = &[
     "replica.alter.log.dirs.io.max.bytes.per.second",
 ];
 
-fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
-    let mut e = DescribeConfigsResourceResult::default();
-    e.name = StrBytes::from_string(name.to_owned());
-    e.value = Some(StrBytes::from_string(value));
-    e.config_source = source;
-    e.read_only = read_only;
-    e
+/// DescribeConfigs `config_type` values (v3+).
+fn type_code(kind: ConfigType) -> i8 {
+    match kind {
+        ConfigType::Boolean => 1,
+        ConfigType::String => 2,
+        ConfigType::Int => 3,
+        ConfigType::Long => 5,
+        ConfigType::Double => 6,
+        ConfigType::List => 7,
+    }
 }
 
-/// Answers DescribeConfigs.
+fn source_code(source: Source) -> i8 {
+    match source {
+        Source::Topic => SOURCE_TOPIC,
+        Source::Broker => SOURCE_STATIC_BROKER,
+        Source::Default => SOURCE_DEFAULT,
+    }
+}
+
+/// What a DescribeConfigs asks to be told beside names and values.
+struct Detail {
+    synonyms: bool,
+    documentation: bool,
+}
+
+impl Detail {
+    /// One setting's entry; broker settings are read-only (static in Weir).
+    fn entry(&self, d: Described, read_only: bool) -> DescribeConfigsResourceResult {
+        let mut e = DescribeConfigsResourceResult::default();
+        e.name = StrBytes::from_static_str(d.name);
+        e.value = Some(StrBytes::from_string(d.value));
+        e.config_source = source_code(d.source);
+        e.read_only = read_only;
+        if self.synonyms {
+            e.synonyms = d
+                .synonyms
+                .into_iter()
+                .map(|s| {
+                    let mut synonym = describe_configs_response::DescribeConfigsSynonym::default();
+                    synonym.name = StrBytes::from_static_str(s.name);
+                    synonym.value = Some(StrBytes::from_string(s.value));
+                    synonym.source = source_code(s.source);
+                    synonym
+                })
+                .collect();
+        }
+        // Versions before 3 carry neither; their encoding leaves both out.
+        e.config_type = type_code(d.kind);
+        if self.documentation {
+            e.documentation = Some(StrBytes::from_static_str(d.doc));
+        }
+        e
+    }
+}
+
+/// Answers DescribeConfigs, with each setting's type (v3+), and its synonyms and
+/// documentation when asked.
 pub fn describe(broker: &Arc<Broker>, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let detail =
+        Detail { synonyms: request.include_synonyms, documentation: request.include_documentation };
     let mut response = DescribeConfigsResponse::default();
     for resource in request.resources {
         let mut result = DescribeConfigsResult::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
         // No keys, or none listed, as in Kafka: every setting.
-        let wanted = |name: &str| {
+        let wanted = |d: &Described| {
             resource
                 .configuration_keys
                 .as_ref()
-                .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
+                .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == d.name))
         };
-        match resource.resource_type {
+        let described = match resource.resource_type {
             RESOURCE_TOPIC => match broker.topic_config(resource.resource_name.as_str()) {
-                Some(config) => {
-                    for (name, value, source) in config.all() {
-                        if wanted(name) {
-                            let source = match source {
-                                Source::Topic => SOURCE_TOPIC,
-                                Source::Broker => SOURCE_STATIC_BROKER,
-                                Source::Default => SOURCE_DEFAULT,
-                            };
-                            result.configs.push(entry(name, value, source, false));
-                        }
-                    }
-                }
-                None => result.error_code = code(ResponseError::UnknownTopicOrPartition),
+                Some(config) => Ok((config.describe(), false)),
+                None => Err((ResponseError::UnknownTopicOrPartition, None)),
             },
-            RESOURCE_BROKER => {
-                for (name, value) in broker_settings(broker) {
-                    if wanted(&name) {
-                        result.configs.push(entry(&name, value, SOURCE_STATIC_BROKER, true));
-                    }
-                }
+            RESOURCE_BROKER => broker_settings(broker, resource.resource_name.as_str())
+                .map(|settings| (settings, true))
+                .map_err(|why| (ResponseError::InvalidRequest, Some(why))),
+            _ => Err((
+                ResponseError::InvalidRequest,
+                Some("only topic and broker configs exist".to_owned()),
+            )),
+        };
+        match described {
+            Ok((settings, read_only)) => {
+                result.configs = settings
+                    .into_iter()
+                    .filter(|d| wanted(d))
+                    .map(|d| detail.entry(d, read_only))
+                    .collect();
             }
-            _ => {
-                result.error_code = code(ResponseError::InvalidRequest);
-                result.error_message =
-                    Some(StrBytes::from_static_str("only topic and broker configs exist"));
+            Err((error, message)) => {
+                result.error_code = code(error);
+                result.error_message = message.map(StrBytes::from_string);
             }
         }
         response.results.push(result);
@@ -99,50 +146,148 @@ pub fn describe(broker: &Arc<Broker>, request: DescribeConfigsRequest) -> Descri
     response
 }
 
-fn broker_settings(broker: &Broker) -> Vec<(String, String)> {
+/// A broker's own setting, set in its configuration file.
+fn setting(
+    name: &'static str,
+    value: impl ToString,
+    kind: ConfigType,
+    doc: &'static str,
+) -> Described {
+    let value = value.to_string();
+    let synonym = Synonym { name, value: value.clone(), source: Source::Broker };
+    Described { name, value, source: Source::Broker, kind, doc, synonyms: vec![synonym] }
+}
+
+/// The settings of the broker named `name`: none for the empty name (Kafka's cluster-wide
+/// dynamic defaults, which Weir does not have); this broker's for its id; otherwise refused,
+/// as Kafka does, since a broker's settings are described by that broker.
+fn broker_settings(broker: &Broker, name: &str) -> Result<Vec<Described>, String> {
     let c = &broker.config;
+    if name.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Ok(id) = name.parse::<i32>() else {
+        return Err(format!("broker id must be an integer, but it is {name:?}"));
+    };
+    if id != c.node_id {
+        return Err(format!("unexpected broker id {id}: this is broker {}", c.node_id));
+    }
+    use ConfigType::{Boolean, Int, Long};
     let mut out = vec![
-        ("node.id".to_owned(), c.node_id.to_string()),
-        ("num.partitions".to_owned(), c.num_partitions.to_string()),
-        ("auto.create.topics.enable".to_owned(), c.auto_create_topics_enable.to_string()),
-        ("socket.request.max.bytes".to_owned(), c.socket_request_max_bytes.to_string()),
-        ("connections.max.idle.ms".to_owned(), c.connections_max_idle_ms.to_string()),
-        ("queued.max.request.bytes".to_owned(), c.queued_max_request_bytes.to_string()),
-        ("max.connections".to_owned(), c.max_connections.to_string()),
-        ("max.connections.per.ip".to_owned(), c.max_connections_per_ip.to_string()),
-        ("offsets.topic.num.partitions".to_owned(), c.offsets_topic_num_partitions.to_string()),
-        ("offsets.topic.segment.bytes".to_owned(), c.offsets_topic_segment_bytes.to_string()),
-        (
-            "group.initial.rebalance.delay.ms".to_owned(),
-            c.group_initial_rebalance_delay_ms.to_string(),
+        setting("node.id", c.node_id, Int, "This broker's id."),
+        setting(
+            "num.partitions",
+            c.num_partitions,
+            Int,
+            "Partitions of a topic created without a count.",
         ),
-        ("group.min.session.timeout.ms".to_owned(), c.group_min_session_timeout_ms.to_string()),
-        ("group.max.session.timeout.ms".to_owned(), c.group_max_session_timeout_ms.to_string()),
-        ("group.max.size".to_owned(), c.group_max_size.to_string()),
-        ("offsets.retention.minutes".to_owned(), c.offsets_retention_minutes.to_string()),
-        (
-            "offsets.retention.check.interval.ms".to_owned(),
-            c.offsets_retention_check_interval_ms.to_string(),
+        setting(
+            "auto.create.topics.enable",
+            c.auto_create_topics_enable,
+            Boolean,
+            "Whether a topic named by a producer or by a metadata request is created if missing.",
         ),
-        ("offset.metadata.max.bytes".to_owned(), c.offset_metadata_max_bytes.to_string()),
-        ("producer.id.expiration.ms".to_owned(), c.producer_id_expiration_ms.to_string()),
-        (
-            "log.retention.check.interval.ms".to_owned(),
-            c.log_retention_check_interval_ms.to_string(),
+        setting(
+            "socket.request.max.bytes",
+            c.socket_request_max_bytes,
+            Int,
+            "The largest request accepted, in bytes.",
         ),
-        (
-            "log.flush.offset.checkpoint.interval.ms".to_owned(),
-            c.log_checkpoint_interval_ms.to_string(),
+        setting(
+            "connections.max.idle.ms",
+            c.connections_max_idle_ms,
+            Long,
+            "How long an idle connection is kept, in ms.",
         ),
-        (
-            "replica.high.watermark.checkpoint.interval.ms".to_owned(),
-            c.replica_high_watermark_checkpoint_interval_ms.to_string(),
+        setting(
+            "queued.max.request.bytes",
+            c.queued_max_request_bytes,
+            Long,
+            "The most bytes of requests read but not yet answered, over all connections.",
+        ),
+        setting("max.connections", c.max_connections, Int, "The most connections open at once."),
+        setting(
+            "max.connections.per.ip",
+            c.max_connections_per_ip,
+            Int,
+            "The most connections open at once from one address.",
+        ),
+        setting(
+            "offsets.topic.num.partitions",
+            c.offsets_topic_num_partitions,
+            Int,
+            "Partitions of the committed-offsets topic.",
+        ),
+        setting(
+            "offsets.topic.segment.bytes",
+            c.offsets_topic_segment_bytes,
+            Int,
+            "Segment size of the committed-offsets topic.",
+        ),
+        setting(
+            "group.initial.rebalance.delay.ms",
+            c.group_initial_rebalance_delay_ms,
+            Int,
+            "How long a new group waits for more members before its first rebalance, in ms.",
+        ),
+        setting(
+            "group.min.session.timeout.ms",
+            c.group_min_session_timeout_ms,
+            Int,
+            "The shortest session a consumer may ask for, in ms.",
+        ),
+        setting(
+            "group.max.session.timeout.ms",
+            c.group_max_session_timeout_ms,
+            Int,
+            "The longest session a consumer may ask for, in ms.",
+        ),
+        setting("group.max.size", c.group_max_size, Int, "The most members a group may have."),
+        setting(
+            "offsets.retention.minutes",
+            c.offsets_retention_minutes,
+            Int,
+            "How long the committed offsets of an empty group are kept, in minutes.",
+        ),
+        setting(
+            "offsets.retention.check.interval.ms",
+            c.offsets_retention_check_interval_ms,
+            Long,
+            "How often expired committed offsets are looked for, in ms.",
+        ),
+        setting(
+            "offset.metadata.max.bytes",
+            c.offset_metadata_max_bytes,
+            Int,
+            "The longest metadata string a committed offset may carry.",
+        ),
+        setting(
+            "producer.id.expiration.ms",
+            c.producer_id_expiration_ms,
+            Int,
+            "How long an idle producer's sequence state is kept, in ms.",
+        ),
+        setting(
+            "log.retention.check.interval.ms",
+            c.log_retention_check_interval_ms,
+            Long,
+            "How often logs are checked for segments to delete or compact, in ms.",
+        ),
+        setting(
+            "log.flush.offset.checkpoint.interval.ms",
+            c.log_checkpoint_interval_ms,
+            Int,
+            "How often each log's recovery point is written down, in ms.",
+        ),
+        setting(
+            "replica.high.watermark.checkpoint.interval.ms",
+            c.replica_high_watermark_checkpoint_interval_ms,
+            Long,
+            "How often each partition's high watermark is written down, in ms.",
         ),
     ];
-    for (name, value, _) in c.topic_config().all() {
-        out.push((format!("log.default.{name}"), value));
-    }
-    out
+    out.extend(c.topic_config().describe_defaults());
+    Ok(out)
 }
 
 /// Builds one resource's answer (AlterConfigs and IncrementalAlterConfigs have distinct but
