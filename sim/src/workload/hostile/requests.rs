@@ -347,6 +347,8 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
             b.resource_name = s("1");
             let mut r = DescribeConfigsRequest::default();
             r.resources = vec![t, b];
+            r.include_synonyms = rng.chance(50);
+            r.include_documentation = rng.chance(50);
             encoded!(rng, DescribeConfigs, r)
         }
         20 => {
