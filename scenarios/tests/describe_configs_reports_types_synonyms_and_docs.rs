@@ -105,7 +105,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(policy == want, || format!("cleanup.policy: {policy:?}"))?;
     let max_bytes = setting(&topic, "max.message.bytes")?;
     ensure(
-        max_bytes.2 == TYPE_INT && max_bytes.4 == [format!("message.max.bytes=1048588@5")],
+        max_bytes.2 == TYPE_INT
+            && max_bytes.4 == [format!("message.max.bytes=1048588@{SOURCE_DEFAULT}")],
         || format!("max.message.bytes: {max_bytes:?}"),
     )?;
 

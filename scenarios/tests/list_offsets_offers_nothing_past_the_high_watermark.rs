@@ -2,15 +2,16 @@
 //! cluster's leader takes a record with acks=1 while its answers to the followers are held
 //! back, so the record, the newest and so the one with the largest timestamp, stays at the
 //! high watermark. MAX_TIMESTAMP then answers offset −1, as Kafka's does, where it gave the
-//! record's offset before; LATEST gives the high watermark, and LATEST_TIERED −1 (nothing is
-//! tiered). Once the followers have the record, MAX_TIMESTAMP gives its offset.
+//! record's offset before; LATEST gives the high watermark. Once the followers have the record,
+//! MAX_TIMESTAMP gives its offset. (LATEST_TIERED, which needs v9, is in
+//! `list_offsets_answers_as_kafka`.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::Client;
-use weir_sim::client::admin::{LATEST, LATEST_TIERED, MAX_TIMESTAMP};
+use weir_sim::client::admin::{LATEST, MAX_TIMESTAMP};
 use weir_sim::client::produce::Acks;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
@@ -59,8 +60,8 @@ fn scenario(seed: u64) -> Result<(), String> {
         .produce_with(leader, "t", 0, "pending", Acks::Leader)
         .map_err(|e| format!("the acks=1 write failed: {e:?}"))?;
     ensure(pending == COMMITTED, || format!("the acks=1 write landed at {pending}"))?;
-    let got = listed(&mut c, leader, &[LATEST, MAX_TIMESTAMP, LATEST_TIERED])?;
-    let want = BTreeMap::from([(LATEST, COMMITTED), (MAX_TIMESTAMP, -1), (LATEST_TIERED, -1)]);
+    let got = listed(&mut c, leader, &[LATEST, MAX_TIMESTAMP])?;
+    let want = BTreeMap::from([(LATEST, COMMITTED), (MAX_TIMESTAMP, -1)]);
     ensure(got == want, || {
         format!(
             "with offset {pending} above the high watermark, ListOffsets gave {got:?}, want {want:?}"

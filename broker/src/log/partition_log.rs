@@ -12,7 +12,7 @@ use super::open::PartitionCheckpoint;
 use super::sealed::{IndexFile, OpenIndexes};
 use super::segment::Segment;
 use crate::io::{Env, File, Instant};
-use crate::model::Offset;
+use crate::model::{LeaderEpoch, Offset};
 
 /// One partition's durable log.
 ///
@@ -263,6 +263,12 @@ impl Log {
     /// The leader-epoch history: (epoch, first offset) pairs.
     pub fn epochs(&self) -> super::epochs::EpochCache {
         self.state().epochs.clone()
+    }
+
+    /// The leader epoch that wrote `offset`, by the history (which every stored batch's
+    /// epoch agrees with); `None` below its first entry.
+    pub fn epoch_for(&self, offset: Offset) -> Option<LeaderEpoch> {
+        self.state().epochs.epoch_for(offset)
     }
 
     /// The high watermark last recorded (from the checkpoint, after a restart).

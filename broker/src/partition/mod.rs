@@ -292,6 +292,15 @@ impl Partition {
         self.replica_state().high_watermark()
     }
 
+    /// The high watermark, and while this broker leads, the first offset of its leader epoch
+    /// (both at one instant). A new leader's high watermark may stay below that start until
+    /// its followers have fetched: offsets it gives meanwhile may be below ones the previous
+    /// leader gave.
+    pub fn high_watermark_and_epoch_start(&self) -> (Offset, Option<Offset>) {
+        let state = self.replica_state();
+        (state.high_watermark(), state.epoch_start())
+    }
+
     /// Appends a client's batch in this partition's order — or, for a retry of one of an
     /// idempotent producer's last five batches, finds the original — and returns the offsets
     /// with the wait that completes the produce: under `flush.policy=ack` until the batch is

@@ -78,6 +78,14 @@ impl ReplicaState {
             _ => self.follower_high_watermark,
         }
     }
+
+    /// The first offset of this broker's leader epoch, while it leads.
+    pub fn epoch_start(&self) -> Option<Offset> {
+        match &self.role {
+            Role::Leader { replica, .. } => Some(replica.epoch_start()),
+            _ => None,
+        }
+    }
 }
 
 /// The partition as the controller committed it, for this broker to take its role from.

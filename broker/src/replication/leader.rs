@@ -233,6 +233,11 @@ impl LeaderReplica {
         self.high_watermark
     }
 
+    /// The first offset of this leader epoch.
+    pub fn epoch_start(&self) -> Offset {
+        self.epoch_start
+    }
+
     /// The partition epoch of the last change adopted.
     pub fn partition_epoch(&self) -> i32 {
         self.partition_epoch

@@ -1,11 +1,15 @@
 //! ListOffsets: earliest (log start), latest (high watermark, which is also the last stable
-//! offset until transactions exist), max timestamp, and the first offset at or after a time.
+//! offset until transactions exist), max timestamp, and the first offset at or after a time,
+//! each with the leader epoch of the batch that holds it (the partition's own for the latest).
 //! An answer at or past the high watermark, which a leader change may take back, is not
-//! given: offset −1, as Kafka's.
+//! given: offset −1, as Kafka's; or OFFSET_NOT_AVAILABLE while a new leader's high watermark
+//! is still below where its epoch began.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -22,79 +26,136 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
-/// Answers ListOffsets.
+/// The least version that knows each special timestamp, as Kafka's table; `None` for a
+/// negative timestamp no version knows.
+fn least_version(timestamp: i64) -> Option<i16> {
+    match timestamp {
+        LATEST | EARLIEST => Some(0),
+        MAX_TIMESTAMP => Some(7),
+        EARLIEST_LOCAL => Some(8),
+        LATEST_TIERED => Some(9),
+        at if at >= 0 => Some(0),
+        _ => None,
+    }
+}
+
+/// Answers ListOffsets. As in Kafka, a partition named twice is INVALID_REQUEST (every copy),
+/// and a special timestamp its version does not know is UNSUPPORTED_VERSION.
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
+    let mut seen = BTreeSet::new();
+    let twice: BTreeSet<(&str, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.as_str(), p.partition_index)))
+        .filter(|&tp| !seen.insert(tp))
+        .collect();
+    // Kafka's clients and tools (replica ids below 0) get the high watermark's guard below;
+    // brokers do not.
+    let client = request.replica_id.0 < 0;
     let mut response = ListOffsetsResponse::default();
-    for wanted in request.topics {
+    for wanted in &request.topics {
         let mut out = ListOffsetsTopicResponse::default();
-        out.name = wanted.name;
-        for part in wanted.partitions {
+        out.name = wanted.name.clone();
+        for part in &wanted.partitions {
             let mut p = ListOffsetsPartitionResponse::default();
             p.partition_index = part.partition_index;
             p.timestamp = -1;
             p.offset = -1;
             p.leader_epoch = -1;
-            let partition = led_partition(broker, out.name.0.as_str(), part.partition_index);
-            let partition = match partition {
-                Ok(partition) => partition,
-                Err(error) => {
-                    p.error_code = code(error);
-                    out.partitions.push(p);
-                    continue;
-                }
+            let refusal = if twice.contains(&(wanted.name.0.as_str(), part.partition_index)) {
+                Some(ResponseError::InvalidRequest)
+            } else if least_version(part.timestamp).is_none_or(|least| version < least) {
+                Some(ResponseError::UnsupportedVersion)
+            } else {
+                None
             };
-            let epoch = partition.leader_epoch().0;
-            if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {
-                let fenced = part.current_leader_epoch < epoch;
-                p.error_code = code(if fenced {
-                    ResponseError::FencedLeaderEpoch
-                } else {
-                    ResponseError::UnknownLeaderEpoch
-                });
-                out.partitions.push(p);
-                continue;
-            }
-            let found = match part.timestamp {
-                LATEST => Ok(Some((partition.high_watermark(), -1))),
-                // Nothing is tiered: Kafka answers offset −1 then.
-                LATEST_TIERED => Ok(None),
-                EARLIEST | EARLIEST_LOCAL => Ok(Some((partition.log.log_start_offset(), -1))),
-                MAX_TIMESTAMP => partition.log.offset_of_max_timestamp().await,
-                at => partition.log.offset_for_timestamp(at).await,
-            };
-            match found {
-                Ok(Some((offset, timestamp))) => {
-                    let hw = partition.high_watermark();
-                    // A record not yet below the high watermark is not offered (the
-                    // maximum timestamp's included); the log's bounds are.
-                    if offset < hw || matches!(part.timestamp, LATEST | EARLIEST | EARLIEST_LOCAL) {
-                        p.offset = offset.0;
-                        p.timestamp = timestamp;
-                        // The field exists from v4; before, it must keep its default. With no
-                        // offset given, it stays −1, as Kafka's.
-                        if version >= 4 {
-                            p.leader_epoch = epoch;
-                        }
+            if let Some(error) = refusal {
+                p.error_code = code(error);
+            } else if let Err(error) =
+                answer(broker, wanted.name.0.as_str(), part, client, &mut p).await
+            {
+                p.error_code = code(match error {
+                    // Before v5, Kafka's clients do not know OFFSET_NOT_AVAILABLE.
+                    ResponseError::OffsetNotAvailable if version < 5 => {
+                        ResponseError::LeaderNotAvailable
                     }
-                }
-                Ok(None) => {}
-                // The lookup met a batch damaged on disk that may hold the answer (see fetch).
-                Err(error @ ReadError::Corrupt { .. }) => {
-                    tracing::error!(partition = %partition.tp, "list offsets found damaged data: {error}");
-                    p.error_code = code(ResponseError::CorruptMessage);
-                }
-                Err(error) => {
-                    tracing::warn!(partition = %partition.tp, "list offsets failed: {error}");
-                    p.error_code = code(ResponseError::KafkaStorageError);
-                }
+                    error => error,
+                });
+            }
+            if version < 4 {
+                // The field exists from v4; before, it must keep its default.
+                p.leader_epoch = -1;
             }
             out.partitions.push(p);
         }
         response.topics.push(out);
     }
     response
+}
+
+/// Fills in `p`'s offset, timestamp and leader epoch (that of the batch holding the offset,
+/// or the partition's own for the latest offset, as Kafka's), or says why not.
+///
+/// A new leader whose high watermark is still below the start of its epoch (its followers
+/// have not fetched yet) could answer an offset below one the previous leader gave. Like
+/// Kafka's, it answers OFFSET_NOT_AVAILABLE instead, which clients retry: for the latest
+/// offset always, and for a time (or the maximum timestamp) whose answer it would not give.
+async fn answer(
+    broker: &Arc<Broker>,
+    topic: &str,
+    part: &ListOffsetsPartition,
+    client: bool,
+    p: &mut ListOffsetsPartitionResponse,
+) -> Result<(), ResponseError> {
+    let partition = led_partition(broker, topic, part.partition_index)?;
+    let epoch = partition.leader_epoch().0;
+    if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {
+        return Err(if part.current_leader_epoch < epoch {
+            ResponseError::FencedLeaderEpoch
+        } else {
+            ResponseError::UnknownLeaderEpoch
+        });
+    }
+    let (hw, epoch_start) = partition.high_watermark_and_epoch_start();
+    let unsettled = client && epoch_start.is_some_and(|start| start > hw);
+    let found = match part.timestamp {
+        LATEST if unsettled => return Err(ResponseError::OffsetNotAvailable),
+        LATEST => Ok(Some((hw, -1))),
+        // Nothing is tiered: Kafka answers offset −1 then.
+        LATEST_TIERED => return Ok(()),
+        EARLIEST | EARLIEST_LOCAL => Ok(Some((partition.log.log_start_offset(), -1))),
+        MAX_TIMESTAMP => partition.log.offset_of_max_timestamp().await,
+        at => partition.log.offset_for_timestamp(at).await,
+    };
+    match found {
+        // A record not yet below the high watermark is not offered (the maximum timestamp's
+        // included); the log's bounds are.
+        Ok(Some((offset, timestamp)))
+            if offset < hw || matches!(part.timestamp, LATEST | EARLIEST | EARLIEST_LOCAL) =>
+        {
+            p.offset = offset.0;
+            p.timestamp = timestamp;
+            p.leader_epoch = if part.timestamp == LATEST {
+                epoch
+            } else {
+                partition.log.epoch_for(offset).map_or(-1, |e| e.0)
+            };
+            Ok(())
+        }
+        Ok(_) if unsettled => Err(ResponseError::OffsetNotAvailable),
+        Ok(_) => Ok(()),
+        // The lookup met a batch damaged on disk that may hold the answer (see fetch).
+        Err(error @ ReadError::Corrupt { .. }) => {
+            tracing::error!(partition = %partition.tp, "list offsets found damaged data: {error}");
+            Err(ResponseError::CorruptMessage)
+        }
+        Err(error) => {
+            tracing::warn!(partition = %partition.tp, "list offsets failed: {error}");
+            Err(ResponseError::KafkaStorageError)
+        }
+    }
 }
