@@ -20,7 +20,9 @@ use crate::log::{
     AppendError, FlushPolicy, Log, LogConfig, MaintenanceError, OpenError, ReadError, ReadResult,
     batch,
 };
-use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
+use crate::model::{
+    LeaderEpoch, Offset, ProducerEpoch, ProducerId, Sequence, TimestampMs, TopicId, TopicPartition,
+};
 use crate::replication::ReplicationError;
 use read_ahead::{Pending, READ_AHEAD_HOLD, ReadAhead, ReadAheadBudget};
 use replica::ReplicaState;
@@ -111,6 +113,19 @@ pub enum CompletionError {
     /// This broker stopped leading the partition before the batch was replicated.
     #[error("leadership moved before the batch was replicated")]
     NotLeader,
+}
+
+/// An idempotent producer as a partition knows it (DescribeProducers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActiveProducer {
+    /// Its id.
+    pub id: ProducerId,
+    /// Its epoch.
+    pub epoch: ProducerEpoch,
+    /// The sequence of its newest stored record.
+    pub last_sequence: Sequence,
+    /// The largest timestamp of its newest stored batch.
+    pub last_timestamp: TimestampMs,
 }
 
 /// How many replicas must hold a batch before its produce is answered.
@@ -387,6 +402,21 @@ impl Partition {
         }
         self.local_progress();
         Ok(())
+    }
+
+    /// Every idempotent producer this partition holds state for: its id, epoch, last sequence
+    /// and last timestamp (Kafka's DescribeProducers).
+    pub async fn active_producers(&self) -> Vec<ActiveProducer> {
+        let state = self.producers.lock().await;
+        state
+            .iter()
+            .map(|(id, entry)| ActiveProducer {
+                id,
+                epoch: entry.epoch(),
+                last_sequence: entry.last_sequence(),
+                last_timestamp: entry.last_timestamp(),
+            })
+            .collect()
     }
 
     /// Appends batches a leader sent to this follower, keeping the leader's offsets and epochs

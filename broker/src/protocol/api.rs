@@ -99,6 +99,7 @@ apis! {
     ElectLeaders: ElectLeadersRequest => ElectLeadersResponse, 0..=2;
     AlterPartitionReassignments: AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse, 0..=1;
     ListPartitionReassignments: ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, 0..=0;
+    DescribeProducers: DescribeProducersRequest => DescribeProducersResponse, 0..=0;
 }
 
 /// The versions Weir advertises for `key`, if it answers it at all.

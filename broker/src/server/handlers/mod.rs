@@ -9,6 +9,7 @@ mod authorized;
 mod configs;
 mod delete_groups;
 mod describe_groups;
+mod describe_producers;
 mod fetch;
 mod find_coordinator;
 mod group_common;
@@ -133,6 +134,9 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
         Request::IncrementalAlterConfigs(r) => Reply::Now(Response::IncrementalAlterConfigs(
             configs::incremental_alter(broker, r).await,
         )),
+        Request::DescribeProducers(r) => {
+            Reply::Now(Response::DescribeProducers(describe_producers::handle(broker, r).await))
+        }
         Request::InitProducerId(r) => {
             Reply::Now(Response::InitProducerId(init_producer_id::handle(broker, r).await))
         }

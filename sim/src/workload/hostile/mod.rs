@@ -117,6 +117,7 @@ fn decodes(key: ApiKey, version: i16, mut body: Bytes) -> bool {
         ApiKey::AlterPartitionReassignments => whole!(AlterPartitionReassignmentsResponse),
         ApiKey::DescribeCluster => whole!(DescribeClusterResponse),
         ApiKey::DeleteGroups => whole!(DeleteGroupsResponse),
+        ApiKey::DescribeProducers => whole!(DescribeProducersResponse),
         _ => false,
     }
 }

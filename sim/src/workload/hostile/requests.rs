@@ -430,8 +430,15 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
         _ => {
             let mut r = DescribeClusterRequest::default();
             r.endpoint_type = rng.edge(1);
-            if rng.chance(50) {
+            if rng.chance(34) {
                 encoded!(rng, DescribeCluster, r)
+            } else if rng.chance(50) {
+                let mut t = describe_producers_request::TopicRequest::default();
+                t.name = topic("precious");
+                t.partition_indexes = vec![rng.edge(partition), rng.edge(0)];
+                let mut p = DescribeProducersRequest::default();
+                p.topics = vec![t];
+                encoded!(rng, DescribeProducers, p)
             } else {
                 let mut g = DeleteGroupsRequest::default();
                 g.groups_names = vec![group("scratch-group")];
