@@ -137,6 +137,15 @@ pub async fn create_topics(
             broker.create_topic_within(topic, request.validate_only, deadline.left(broker)).await;
         match created {
             Ok(()) => {
+                // As Kafka's (v5+): every setting of the topic as created, with its source.
+                let overrides = wanted
+                    .configs
+                    .iter()
+                    .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())));
+                let mut in_force = broker.config.topic_config();
+                if in_force.replace(overrides.collect()).is_ok() {
+                    result.configs = Some(super::configs::created_configs(&in_force));
+                }
                 let image = super::metadata::image_of(broker);
                 match image.topic(name).filter(|_| !request.validate_only) {
                     Some(topic) => {

@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::admin::controller_error;
 use super::code;
 use crate::config::topic::{ConfigType, Described, Source, Synonym};
-use crate::config::{ConfigChange, ConfigOp};
+use crate::config::{ConfigChange, ConfigOp, TopicConfig};
 use crate::controller::logic::ControllerError;
 use crate::controller::rpc::Request;
 use crate::node::Broker;
@@ -144,6 +144,23 @@ pub fn describe(broker: &Arc<Broker>, request: DescribeConfigsRequest) -> Descri
         response.results.push(result);
     }
     response
+}
+
+/// Every setting of a topic as CreateTopics (v5+) reports it.
+pub(super) fn created_configs(
+    config: &TopicConfig,
+) -> Vec<create_topics_response::CreatableTopicConfigs> {
+    config
+        .describe()
+        .into_iter()
+        .map(|d| {
+            let mut c = create_topics_response::CreatableTopicConfigs::default();
+            c.name = StrBytes::from_static_str(d.name);
+            c.value = Some(StrBytes::from_string(d.value));
+            c.config_source = source_code(d.source);
+            c
+        })
+        .collect()
 }
 
 /// A broker's own setting, set in its configuration file.
