@@ -37,13 +37,25 @@ fn describe(
     resource_type: i8,
     name: String,
 ) -> Result<DescribeConfigsResult, String> {
+    describe_asking(c, version, resource_type, name, true)
+}
+
+/// DescribeConfigs of one resource at `version`, asking for synonyms and documentation (v3+)
+/// or not.
+fn describe_asking(
+    c: &mut Cluster,
+    version: i16,
+    resource_type: i8,
+    name: String,
+    detail: bool,
+) -> Result<DescribeConfigsResult, String> {
     let mut resource = DescribeConfigsResource::default();
     resource.resource_type = resource_type;
     resource.resource_name = StrBytes::from_string(name);
     let mut request = DescribeConfigsRequest::default();
     request.resources = vec![resource];
-    request.include_synonyms = true;
-    request.include_documentation = version >= 3;
+    request.include_synonyms = detail;
+    request.include_documentation = detail && version >= 3;
     let addr = c.addr(0);
     let response: DescribeConfigsResponse = c
         .client_call(Duration::from_secs(20), move |env| async move {
@@ -111,6 +123,13 @@ fn scenario(seed: u64) -> Result<(), String> {
     )?;
 
     // Version 1 carries synonyms but neither types nor documentation.
+    // Not asked for, neither synonyms nor documentation are given; the type is.
+    let plain = describe_asking(&mut c, 4, RESOURCE_TOPIC, "t".into(), false)?;
+    let retention = setting(&plain, "retention.ms")?;
+    ensure(retention == ("1000".to_owned(), SOURCE_TOPIC, TYPE_LONG, false, Vec::new()), || {
+        format!("retention.ms, not asked for detail: {retention:?}")
+    })?;
+
     let old = describe(&mut c, 1, RESOURCE_TOPIC, "t".into())?;
     let retention = setting(&old, "retention.ms")?;
     ensure(retention.2 == 0 && !retention.3 && retention.4.len() == 2, || {

@@ -88,6 +88,16 @@ struct Key {
     doc: &'static str,
 }
 
+/// A 32-bit setting (Kafka's INT) at least `$min`.
+macro_rules! int_min {
+    ($min:expr, $rule:literal) => {
+        |v: &str| match v.parse::<i32>() {
+            Ok(n) if n >= $min => Ok(()),
+            _ => Err($rule),
+        }
+    };
+}
+
 macro_rules! long_min {
     ($min:expr, $rule:literal) => {
         |v: &str| match v.parse::<i64>() {
@@ -141,7 +151,7 @@ const KEYS: &[Key] = &[
     Key {
         name: "segment.index.bytes",
         default: "10485760",
-        check: long_min!(8, "an integer >= 8"),
+        check: int_min!(8, "an integer from 8 to 2147483647"),
         broker_name: "log.index.size.max.bytes",
         kind: ConfigType::Int,
         doc: "The most bytes a segment's offset index may take; the segment rolls when it is full.",
@@ -149,7 +159,7 @@ const KEYS: &[Key] = &[
     Key {
         name: "index.interval.bytes",
         default: "4096",
-        check: long_min!(0, "an integer >= 0"),
+        check: int_min!(0, "an integer from 0 to 2147483647"),
         broker_name: "log.index.interval.bytes",
         kind: ConfigType::Int,
         doc: "How many bytes of records lie between two entries of the offset index.",
@@ -165,7 +175,7 @@ const KEYS: &[Key] = &[
     Key {
         name: "min.insync.replicas",
         default: "1",
-        check: long_min!(1, "an integer >= 1"),
+        check: int_min!(1, "an integer from 1 to 2147483647"),
         broker_name: "min.insync.replicas",
         kind: ConfigType::Int,
         doc: "How many in-sync replicas an acks=all write needs; with fewer, such writes are refused.",
@@ -504,7 +514,10 @@ impl TopicConfig {
         let default =
             Synonym { name: k.broker_name, value: k.default.to_owned(), source: Source::Default };
         synonyms.push(default);
-        let Synonym { value, source, .. } = synonyms[0].clone();
+        // The most specific place that gives a value is the one in force.
+        let (value, source) = synonyms
+            .first()
+            .map_or((k.default.to_owned(), Source::Default), |s| (s.value.clone(), s.source));
         Described {
             name: if topic { k.name } else { k.broker_name },
             value,
@@ -673,6 +686,8 @@ mod tests {
             ("min.cleanable.dirty.ratio", "2"),
             ("message.timestamp.type", "Now"),
             ("segment.bytes", "10"),
+            ("min.insync.replicas", "2147483648"),
+            ("segment.index.bytes", "4294967296"),
         ] {
             assert!(TopicConfig::validate(name, bad).is_err(), "{name}={bad}");
         }

@@ -25,7 +25,7 @@ use crate::model::{
 };
 use crate::replication::ReplicationError;
 use read_ahead::{Pending, READ_AHEAD_HOLD, ReadAhead, ReadAheadBudget};
-use replica::ReplicaState;
+use replica::{Leading, ReplicaState};
 
 /// How long after a partition opens its producer state, if rebuilt past a damaged batch, keeps
 /// a retry of that batch from being written (see [`Partition::producer_damage`]). Such a retry
@@ -307,13 +307,12 @@ impl Partition {
         self.replica_state().high_watermark()
     }
 
-    /// The high watermark, and while this broker leads, the first offset of its leader epoch
-    /// (both at one instant). A new leader's high watermark may stay below that start until
-    /// its followers have fetched: offsets it gives meanwhile may be below ones the previous
+    /// While this broker leads: its leader epoch, high watermark and the epoch's first offset,
+    /// all at one instant. A new leader's high watermark may stay below that start until its
+    /// followers have fetched: offsets it gives meanwhile may be below ones the previous
     /// leader gave.
-    pub fn high_watermark_and_epoch_start(&self) -> (Offset, Option<Offset>) {
-        let state = self.replica_state();
-        (state.high_watermark(), state.epoch_start())
+    pub fn leading(&self) -> Option<Leading> {
+        self.replica_state().leading()
     }
 
     /// Appends a client's batch in this partition's order — or, for a retry of one of an

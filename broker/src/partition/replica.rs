@@ -79,13 +79,28 @@ impl ReplicaState {
         }
     }
 
-    /// The first offset of this broker's leader epoch, while it leads.
-    pub fn epoch_start(&self) -> Option<Offset> {
+    /// While this broker leads: its leader epoch, high watermark and the epoch's first offset.
+    pub fn leading(&self) -> Option<Leading> {
         match &self.role {
-            Role::Leader { replica, .. } => Some(replica.epoch_start()),
+            Role::Leader { epoch, replica } => Some(Leading {
+                epoch: *epoch,
+                high_watermark: replica.high_watermark(),
+                epoch_start: replica.epoch_start(),
+            }),
             _ => None,
         }
     }
+}
+
+/// A leader's view of its partition at one instant (see [`ReplicaState::leading`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leading {
+    /// The leader epoch it leads in.
+    pub epoch: LeaderEpoch,
+    /// Its high watermark.
+    pub high_watermark: Offset,
+    /// The first offset of its epoch.
+    pub epoch_start: Offset,
 }
 
 /// The partition as the controller committed it, for this broker to take its role from.

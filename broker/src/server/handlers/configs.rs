@@ -42,15 +42,22 @@ const BROKER_NEVER_SET: &[&str] = &[
     "replica.alter.log.dirs.io.max.bytes.per.second",
 ];
 
-/// DescribeConfigs `config_type` values (v3+).
+/// DescribeConfigs `config_type` values (v3+), Kafka's `ConfigType` codes.
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_STRING: i8 = 2;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
+const TYPE_LIST: i8 = 7;
+
 fn type_code(kind: ConfigType) -> i8 {
     match kind {
-        ConfigType::Boolean => 1,
-        ConfigType::String => 2,
-        ConfigType::Int => 3,
-        ConfigType::Long => 5,
-        ConfigType::Double => 6,
-        ConfigType::List => 7,
+        ConfigType::Boolean => TYPE_BOOLEAN,
+        ConfigType::String => TYPE_STRING,
+        ConfigType::Int => TYPE_INT,
+        ConfigType::Long => TYPE_LONG,
+        ConfigType::Double => TYPE_DOUBLE,
+        ConfigType::List => TYPE_LIST,
     }
 }
 
@@ -163,7 +170,8 @@ pub(super) fn created_configs(
         .collect()
 }
 
-/// A broker's own setting, set in its configuration file.
+/// A broker's own setting. Weir does not tell one set in the configuration file from one left
+/// at its default: both are static, and both are reported so (STATIC_BROKER_CONFIG).
 fn setting(
     name: &'static str,
     value: impl ToString,

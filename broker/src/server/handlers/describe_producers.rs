@@ -1,18 +1,36 @@
 //! DescribeProducers (`kafka-transactions describe-producers`, the Java admin client's
-//! `describeProducers`): the idempotent producers a partition's leader holds state for, with
-//! each one's epoch, last sequence and last timestamp. Weir has no transactions, so no
-//! producer has a coordinator epoch or an open transaction (both −1, as Kafka answers for an
-//! idempotent producer). Only the leader answers: a follower's state may lag.
+//! `describeProducers`): the idempotent producers a replica of a partition holds state for,
+//! with each one's epoch, last sequence and last timestamp. As in Kafka, any replica answers
+//! (the tool's `--broker-id` asks a follower), and a partition named twice is answered once.
+//! Weir has no transactions, so no producer has a coordinator epoch or an open transaction
+//! (both −1, as Kafka answers for an idempotent producer).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 
-use super::{code, led_partition};
+use super::{absent_error, code, partition_exists};
 use crate::node::Broker;
+use crate::partition::Partition;
+
+/// The replica of `topic`/`partition` this broker holds, or why there is none: its log failed
+/// to open (KAFKA_STORAGE_ERROR), the partition is elsewhere (NOT_LEADER_OR_FOLLOWER), or the
+/// cluster has no such partition.
+fn hosted(broker: &Broker, topic: &str, partition: i32) -> Result<Arc<Partition>, ResponseError> {
+    if let Some(hosted) = broker.catalog.partition(topic, partition) {
+        return Ok(hosted);
+    }
+    match absent_error(broker, topic, partition) {
+        ResponseError::KafkaStorageError => Err(ResponseError::KafkaStorageError),
+        _ if partition_exists(broker, topic, partition) => Err(ResponseError::NotLeaderOrFollower),
+        error => Err(error),
+    }
+}
 
 /// Answers DescribeProducers.
 pub async fn handle(
@@ -20,12 +38,16 @@ pub async fn handle(
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let mut response = DescribeProducersResponse::default();
+    let mut answered = BTreeSet::new();
     for wanted in request.topics {
         let mut out = TopicResponse::default();
         for &index in &wanted.partition_indexes {
+            if !answered.insert((wanted.name.0.clone(), index)) {
+                continue;
+            }
             let mut p = PartitionResponse::default();
             p.partition_index = index;
-            match led_partition(broker, wanted.name.0.as_str(), index) {
+            match hosted(broker, wanted.name.0.as_str(), index) {
                 Err(error) => p.error_code = code(error),
                 Ok(partition) => {
                     p.active_producers = partition

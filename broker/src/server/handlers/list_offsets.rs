@@ -25,6 +25,8 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+/// The replica id of a consumer's request.
+const CONSUMER: i32 = -1;
 
 /// The least version that knows each special timestamp, as Kafka's table; `None` for a
 /// negative timestamp no version knows.
@@ -39,8 +41,8 @@ fn least_version(timestamp: i64) -> Option<i16> {
     }
 }
 
-/// Answers ListOffsets. As in Kafka, a partition named twice is INVALID_REQUEST (every copy),
-/// and a special timestamp its version does not know is UNSUPPORTED_VERSION.
+/// Answers ListOffsets. As in Kafka, a partition named twice is answered once, with
+/// INVALID_REQUEST, and a special timestamp its version does not know is UNSUPPORTED_VERSION.
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ListOffsetsRequest,
@@ -53,14 +55,18 @@ pub async fn handle(
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.as_str(), p.partition_index)))
         .filter(|&tp| !seen.insert(tp))
         .collect();
-    // Kafka's clients and tools (replica ids below 0) get the high watermark's guard below;
-    // brokers do not.
-    let client = request.replica_id.0 < 0;
+    let mut answered = BTreeSet::new();
+    // As in Kafka, only a consumer's request (replica id −1) is cut at the high watermark;
+    // brokers and tools are answered up to the log end.
+    let client = request.replica_id.0 == CONSUMER;
     let mut response = ListOffsetsResponse::default();
     for wanted in &request.topics {
         let mut out = ListOffsetsTopicResponse::default();
         out.name = wanted.name.clone();
         for part in &wanted.partitions {
+            if !answered.insert((wanted.name.0.as_str(), part.partition_index)) {
+                continue;
+            }
             let mut p = ListOffsetsPartitionResponse::default();
             p.partition_index = part.partition_index;
             p.timestamp = -1;
@@ -112,7 +118,10 @@ async fn answer(
     p: &mut ListOffsetsPartitionResponse,
 ) -> Result<(), ResponseError> {
     let partition = led_partition(broker, topic, part.partition_index)?;
-    let epoch = partition.leader_epoch().0;
+    // The epoch, high watermark and epoch start of one instant: a leadership that moved since
+    // the check above is seen here.
+    let leading = partition.leading().ok_or(ResponseError::NotLeaderOrFollower)?;
+    let epoch = leading.epoch.0;
     if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {
         return Err(if part.current_leader_epoch < epoch {
             ResponseError::FencedLeaderEpoch
@@ -120,11 +129,11 @@ async fn answer(
             ResponseError::UnknownLeaderEpoch
         });
     }
-    let (hw, epoch_start) = partition.high_watermark_and_epoch_start();
-    let unsettled = client && epoch_start.is_some_and(|start| start > hw);
+    let unsettled = client && leading.epoch_start > leading.high_watermark;
+    let cut = if client { leading.high_watermark } else { partition.log.log_end_offset() };
     let found = match part.timestamp {
         LATEST if unsettled => return Err(ResponseError::OffsetNotAvailable),
-        LATEST => Ok(Some((hw, -1))),
+        LATEST => Ok(Some((cut, -1))),
         // Nothing is tiered: Kafka answers offset −1 then.
         LATEST_TIERED => return Ok(()),
         EARLIEST | EARLIEST_LOCAL => Ok(Some((partition.log.log_start_offset(), -1))),
@@ -132,10 +141,10 @@ async fn answer(
         at => partition.log.offset_for_timestamp(at).await,
     };
     match found {
-        // A record not yet below the high watermark is not offered (the maximum timestamp's
-        // included); the log's bounds are.
+        // A record not yet below the high watermark is not offered to a consumer (the maximum
+        // timestamp's included); the log's bounds are.
         Ok(Some((offset, timestamp)))
-            if offset < hw || matches!(part.timestamp, LATEST | EARLIEST | EARLIEST_LOCAL) =>
+            if offset < cut || matches!(part.timestamp, LATEST | EARLIEST | EARLIEST_LOCAL) =>
         {
             p.offset = offset.0;
             p.timestamp = timestamp;

@@ -430,9 +430,10 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
         _ => {
             let mut r = DescribeClusterRequest::default();
             r.endpoint_type = rng.edge(1);
-            if rng.chance(34) {
+            let which = rng.below(3);
+            if which == 0 {
                 encoded!(rng, DescribeCluster, r)
-            } else if rng.chance(50) {
+            } else if which == 1 {
                 let mut t = describe_producers_request::TopicRequest::default();
                 t.name = topic("precious");
                 t.partition_indexes = vec![rng.edge(partition), rng.edge(0)];
