@@ -10,8 +10,11 @@
 //!   twice in one request (INVALID_REQUEST, for every entry of it); a setting without a value
 //!   (INVALID_CONFIG). Before, the first entry of a repeated name was created, and a setting
 //!   without a value left out.
-//! - CreatePartitions with assignments is refused (INVALID_REPLICA_ASSIGNMENT), not followed
-//!   elsewhere: following them is not built.
+//! - CreatePartitions follows explicit assignments (`kafka-topics --alter --partitions 5
+//!   --replica-assignment ...`): each new partition's replicas on the brokers named, the first
+//!   its leader. One assignment too few, or one of another replication factor than the
+//!   topic's, is INVALID_REPLICA_ASSIGNMENT; a topic named twice is INVALID_REQUEST for every
+//!   entry; nothing grows then. Before, assignments were always refused.
 //! - DeleteTopics naming a topic twice deletes it under neither entry (INVALID_REQUEST).
 
 use std::time::Duration;
@@ -76,6 +79,26 @@ fn create_all(c: &mut Cluster, ix: usize, topics: Vec<CreatableTopic>) -> Result
     Ok(response.topics.iter().map(|t| t.error_code).collect())
 }
 
+/// CreatePartitions of `topics` at node `ix`: each entry's error code.
+fn create_partitions(
+    c: &mut Cluster,
+    ix: usize,
+    topics: Vec<CreatePartitionsTopic>,
+) -> Result<Vec<i16>, String> {
+    let mut request = CreatePartitionsRequest::default();
+    request.topics = topics;
+    request.timeout_ms = 10_000;
+    let addr = c.addr(ix);
+    let response = c
+        .client_call(Duration::from_secs(20), move |env| async move {
+            let mut client = Client::new(env, addr, "admin");
+            client.call(&request, versions::CREATE_PARTITIONS, Duration::from_secs(15)).await
+        })
+        .ok_or("CreatePartitions got no answer")?
+        .map_err(|e| format!("CreatePartitions failed: {e}"))?;
+    Ok(response.results.iter().map(|r| r.error_code).collect())
+}
+
 /// CreateTopics of `topic` with `assignments` and `partitions` at node `ix`: its error code.
 fn create(
     c: &mut Cluster,
@@ -138,31 +161,53 @@ fn scenario(seed: u64) -> Result<(), String> {
         image.topics.values().map(|t| &t.name).filter(|n| *n != "placed").collect();
     ensure(made.is_empty(), || format!("refused topics were created: {made:?}"))?;
 
-    // CreatePartitions with assignments: refused, not placed elsewhere.
-    let mut grow = CreatePartitionsTopic::default();
-    grow.name = TopicName(StrBytes::from_static_str("placed"));
-    grow.count = 4;
-    let mut assignment = CreatePartitionsAssignment::default();
-    assignment.broker_ids = vec![BrokerId(two), BrokerId(one)];
-    grow.assignments = Some(vec![assignment]);
-    let mut request = CreatePartitionsRequest::default();
-    request.topics = vec![grow];
-    request.timeout_ms = 10_000;
-    let addr = c.addr(via);
-    let response = c
-        .client_call(Duration::from_secs(20), move |env| async move {
-            let mut client = Client::new(env, addr, "admin");
-            client.call(&request, versions::CREATE_PARTITIONS, Duration::from_secs(15)).await
-        })
-        .ok_or("CreatePartitions got no answer")?
-        .map_err(|e| format!("CreatePartitions failed: {e}"))?;
-    let answers: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
-    ensure(answers == [INVALID_REPLICA_ASSIGNMENT], || {
-        format!("CreatePartitions with assignments answered {answers:?}")
-    })?;
+    // CreatePartitions with assignments: a wrong count or replication factor, or a topic
+    // named twice, is refused and grows nothing; then they are followed.
+    let grow = |count: i32, assignments: Vec<Vec<i32>>| {
+        let mut grow = CreatePartitionsTopic::default();
+        grow.name = TopicName(StrBytes::from_static_str("placed"));
+        grow.count = count;
+        grow.assignments = Some(
+            assignments
+                .into_iter()
+                .map(|brokers| {
+                    let mut assignment = CreatePartitionsAssignment::default();
+                    assignment.broker_ids = brokers.into_iter().map(BrokerId).collect();
+                    assignment
+                })
+                .collect(),
+        );
+        grow
+    };
+    let refusals: [(Vec<CreatePartitionsTopic>, Vec<i16>); 3] = [
+        (vec![grow(5, vec![vec![two, one]])], vec![INVALID_REPLICA_ASSIGNMENT]),
+        (vec![grow(4, vec![vec![two]])], vec![INVALID_REPLICA_ASSIGNMENT]),
+        (
+            vec![grow(4, vec![vec![two, one]]), grow(4, vec![vec![two, one]])],
+            vec![INVALID_REQUEST, INVALID_REQUEST],
+        ),
+    ];
+    for (topics, want) in refusals {
+        let answers = create_partitions(&mut c, via, topics)?;
+        ensure(answers == want, || {
+            format!("CreatePartitions answered {answers:?}, want {want:?}")
+        })?;
+    }
     c.run_for(Duration::from_secs(1));
     let count = c.committed_image().and_then(|i| i.topic("placed").map(|t| t.partitions.len()));
     ensure(count == Some(wanted.len()), || format!("placed has {count:?} partitions"))?;
+    let answers =
+        create_partitions(&mut c, via, vec![grow(5, vec![vec![two, one], vec![one, three]])])?;
+    ensure(answers == [0], || format!("CreatePartitions with assignments answered {answers:?}"))?;
+    c.run_for(Duration::from_secs(1));
+    let image = c.committed_image().ok_or("no committed image")?;
+    let topic = image.topic("placed").ok_or("placed is gone")?;
+    for (partition, replicas) in [(3, vec![two, one]), (4, vec![one, three])] {
+        let p = topic.partitions.get(&partition).ok_or("a new partition is missing")?;
+        ensure(p.replicas == replicas && p.leader == replicas[0], || {
+            format!("new partition {partition}: replicas {:?}, leader {}", p.replicas, p.leader)
+        })?;
+    }
 
     // DeleteTopics naming "placed" twice.
     let mut request = DeleteTopicsRequest::default();

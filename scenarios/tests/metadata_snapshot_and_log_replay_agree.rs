@@ -105,7 +105,9 @@ fn history(ops: &[Op]) -> Vec<Bytes> {
                 }
             }
             Op::Grow(t, p) => {
-                if let Ok(records) = logic.create_partitions(&image, &format!("t{t}"), *p, false) {
+                if let Ok(records) =
+                    logic.create_partitions(&image, &format!("t{t}"), *p, &[], false)
+                {
                     batches.push(records);
                 }
             }

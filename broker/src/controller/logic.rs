@@ -500,12 +500,14 @@ impl ControllerLogic {
         Ok((topic.id, vec![MetadataRecord::DeleteTopic { topic_id: topic.id }]))
     }
 
-    /// Records growing the topic called `name` to `count` partitions, placed like its first.
+    /// Records growing the topic called `name` to `count` partitions: on the brokers
+    /// `assignments` name for each new partition, or placed like its first.
     pub fn create_partitions(
         &mut self,
         image: &MetadataImage,
         name: &str,
         count: i32,
+        assignments: &[Vec<BrokerId>],
         validate_only: bool,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
         let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.into()))?;
@@ -521,7 +523,26 @@ impl ControllerLogic {
         // A partition being moved counts the replicas it moves to.
         let replication =
             topic.partitions.values().next().map_or(1, |p| p.target().len() as i32).max(1);
-        let placement = self.place(image, current, count - current, replication)?;
+        let placement = if assignments.is_empty() {
+            self.place(image, current, count - current, replication)?
+        } else {
+            // As Kafka checks them: one for each new partition, each of the topic's replication
+            // factor.
+            let added = count - current;
+            if i32::try_from(assignments.len()) != Ok(added) {
+                return Err(ControllerError::BadAssignment(format!(
+                    "{} assignments given for {added} new partitions",
+                    assignments.len()
+                )));
+            }
+            if let Some(odd) = assignments.iter().find(|a| a.len() as i32 != replication) {
+                return Err(ControllerError::BadAssignment(format!(
+                    "an assignment of {} replicas, where the topic has {replication}",
+                    odd.len()
+                )));
+            }
+            manual_placement(image, assignments)?
+        };
         if validate_only {
             return Ok(Vec::new());
         }
@@ -529,11 +550,15 @@ impl ControllerLogic {
             .into_iter()
             .enumerate()
             .map(|(i, replicas)| {
+                // Placed replicas are all live; assigned ones may not be, and only the live
+                // ones start in the ISR (at least one, see `manual_placement`).
+                let isr: Vec<BrokerId> =
+                    replicas.iter().copied().filter(|&r| image.is_live(r)).collect();
                 MetadataRecord::Partition(PartitionRecord {
                     topic_id: topic.id,
                     partition: current + i as i32,
-                    leader: replicas[0],
-                    isr: replicas.clone(),
+                    leader: isr[0],
+                    isr,
                     replicas,
                     leader_epoch: 0,
                     partition_epoch: 0,
@@ -629,7 +654,7 @@ impl ControllerLogic {
     }
 }
 
-/// CreateTopics' explicit assignments, checked as Kafka checks them: each partition's replicas
+/// CreateTopics' (or CreatePartitions') explicit assignments, checked as Kafka checks them: each partition's replicas
 /// distinct registered brokers, at least one of them live, and every partition with as many.
 fn manual_placement(
     image: &MetadataImage,

@@ -151,6 +151,32 @@ fn explicit_assignments_place_the_replicas_named_and_only_live_ones_start_in_syn
 }
 
 #[test]
+fn new_partitions_follow_explicit_assignments_checked_as_kafka_checks_them() {
+    let (mut image, mut logic) = cluster(&[None, None, None]);
+    create(&mut image, &mut logic, topic("t", 1, 2), 1);
+    let fenced = MetadataRecord::FenceBroker { broker_id: 3, incarnation: Incarnation(300) };
+    apply(&mut image, &[fenced]);
+    for (bad, why) in [
+        (vec![vec![1, 2]], "one assignment for two new partitions"),
+        (vec![vec![1, 2], vec![2]], "a replication factor other than the topic's"),
+        (vec![vec![1, 2], vec![1, 9]], "a broker never registered"),
+        (vec![vec![1, 2], vec![2, 2]], "a broker twice"),
+    ] {
+        let err = logic.create_partitions(&image, "t", 3, &bad, false);
+        assert!(matches!(err, Err(ControllerError::BadAssignment(_))), "{why}: {err:?}");
+    }
+    let assigned = [vec![2, 1], vec![3, 2]];
+    assert_eq!(logic.create_partitions(&image, "t", 3, &assigned, true), Ok(vec![]));
+    let records = logic.create_partitions(&image, "t", 3, &assigned, false).unwrap();
+    apply(&mut image, &records);
+    let p1 = image.partition("t", 1).unwrap();
+    assert_eq!((p1.replicas.clone(), p1.leader, p1.isr.clone()), (vec![2, 1], 2, vec![2, 1]));
+    // Broker 3 is fenced: assigned, not in sync, not the leader.
+    let p2 = image.partition("t", 2).unwrap();
+    assert_eq!((p2.replicas.clone(), p2.leader, p2.isr.clone()), (vec![3, 2], 2, vec![2]));
+}
+
+#[test]
 fn validate_only_and_refusals_produce_no_records() {
     let (mut image, mut logic) = cluster(&[None]);
     assert_eq!(logic.create_topic(&image, &topic("t", 3, 1), true, TopicId([1; 16])), Ok(vec![]));
@@ -169,7 +195,7 @@ fn validate_only_and_refusals_produce_no_records() {
         Err(ControllerError::BadName(_))
     ));
     assert_eq!(
-        logic.create_partitions(&image, "t", 2, false),
+        logic.create_partitions(&image, "t", 2, &[], false),
         Err(ControllerError::BadPartitions(2))
     );
     create(&mut image, &mut logic, topic("__consumer_offsets", 1, 1), 9);
@@ -178,7 +204,7 @@ fn validate_only_and_refusals_produce_no_records() {
         Err(ControllerError::Internal(_))
     ));
     assert!(matches!(
-        logic.create_partitions(&image, "__consumer_offsets", 2, false),
+        logic.create_partitions(&image, "__consumer_offsets", 2, &[], false),
         Err(ControllerError::Internal(_))
     ));
 }

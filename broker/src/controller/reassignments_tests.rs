@@ -263,7 +263,7 @@ fn partitions_added_during_a_move_get_as_many_replicas_as_it_moves_to() {
     let (mut image, mut logic, _, spare) = four();
     let (records, _) = logic.alter_reassignments(&image, &[move_to(&[spare])], true, at(1));
     apply(&mut image, &records);
-    let records = logic.create_partitions(&image, "t", 2, false).unwrap();
+    let records = logic.create_partitions(&image, "t", 2, &[], false).unwrap();
     assert!(
         matches!(&records[..], [MetadataRecord::Partition(q)] if q.replicas.len() == 1),
         "{records:?}"

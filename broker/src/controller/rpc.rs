@@ -44,6 +44,10 @@ const HEARTBEAT_WITH_ROOM: u8 = 17;
 const CREATE_TOPIC: u8 = 3;
 /// Request type of a topic creation with explicit replica assignments.
 const CREATE_TOPIC_ASSIGNED: u8 = 18;
+/// Request type of a topic's growth placed by the controller.
+const CREATE_PARTITIONS: u8 = 5;
+/// Request type of a topic's growth with explicit replica assignments.
+const CREATE_PARTITIONS_ASSIGNED: u8 = 19;
 /// Response type of a change made for some partitions and refused for others.
 const PARTLY_DONE: u8 = 5;
 
@@ -147,6 +151,9 @@ pub enum Request {
         name: String,
         /// The new count.
         count: i32,
+        /// The replicas of each new partition, in order (CreatePartitions' explicit
+        /// assignments); empty: placed like the topic's first partition.
+        assignments: Vec<Vec<BrokerId>>,
         /// Check only.
         validate_only: bool,
     },
@@ -424,8 +431,21 @@ impl Request {
             Request::DeleteTopic { name } => {
                 w.u8(4).str(name);
             }
-            Request::CreatePartitions { name, count, validate_only } => {
-                w.u8(5).str(name).i32(*count).bool(*validate_only);
+            Request::CreatePartitions { name, count, assignments, validate_only } => {
+                // Only assigned partitions take the newer kind, which a controller of an
+                // older version would refuse.
+                let kind = if assignments.is_empty() {
+                    CREATE_PARTITIONS
+                } else {
+                    CREATE_PARTITIONS_ASSIGNED
+                };
+                w.u8(kind).str(name).i32(*count).bool(*validate_only);
+                if !assignments.is_empty() {
+                    w.u32(assignments.len() as u32);
+                    for replicas in assignments {
+                        w.i32s(replicas);
+                    }
+                }
             }
             Request::AlterConfigs { name, configs, validate_only } => {
                 w.u8(6)
@@ -535,11 +555,17 @@ impl Request {
                 Request::CreateTopic { topic, validate_only }
             }
             4 => Request::DeleteTopic { name: r.str("topic name")? },
-            5 => Request::CreatePartitions {
-                name: r.str("topic name")?,
-                count: r.i32("count")?,
-                validate_only: r.bool("validate only")?,
-            },
+            kind @ (CREATE_PARTITIONS | CREATE_PARTITIONS_ASSIGNED) => {
+                let name = r.str("topic name")?;
+                let count = r.i32("count")?;
+                let validate_only = r.bool("validate only")?;
+                let assignments = if kind == CREATE_PARTITIONS_ASSIGNED {
+                    r.list("assignments", 4, |r| r.i32s("replicas"))?
+                } else {
+                    Vec::new()
+                };
+                Request::CreatePartitions { name, count, assignments, validate_only }
+            }
             6 => Request::AlterConfigs {
                 name: r.str("topic name")?,
                 configs: r.pairs("configs")?.into_iter().collect(),

@@ -74,7 +74,18 @@ fn requests_and_responses_round_trip() {
             validate_only: true,
         },
         Request::DeleteTopic { name: "t".into() },
-        Request::CreatePartitions { name: "t".into(), count: 9, validate_only: true },
+        Request::CreatePartitions {
+            name: "t".into(),
+            count: 9,
+            assignments: Vec::new(),
+            validate_only: true,
+        },
+        Request::CreatePartitions {
+            name: "t".into(),
+            count: 3,
+            assignments: vec![vec![2, 3], vec![3, 1]],
+            validate_only: false,
+        },
         Request::AlterConfigs {
             name: "t".into(),
             configs: [("x".to_owned(), "y".to_owned())].into(),

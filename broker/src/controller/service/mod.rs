@@ -351,8 +351,8 @@ impl Controller {
                 logic.create_topic(&image, &topic, validate_only, crate::model::TopicId(id))
             }
             Request::DeleteTopic { name } => logic.delete_topic(&image, &name).map(|(_, r)| r),
-            Request::CreatePartitions { name, count, validate_only } => {
-                logic.create_partitions(&image, &name, count, validate_only)
+            Request::CreatePartitions { name, count, assignments, validate_only } => {
+                logic.create_partitions(&image, &name, count, &assignments, validate_only)
             }
             Request::AlterConfigs { name, configs, validate_only } => {
                 logic.alter_configs(&image, &name, configs, validate_only, now)

@@ -265,20 +265,27 @@ pub async fn create_partitions(
 ) -> CreatePartitionsResponse {
     let mut response = CreatePartitionsResponse::default();
     let deadline = Deadline::of(broker, request.timeout_ms);
+    let repeated = repeated_names(request.topics.iter().map(|t| t.name.0.as_str()));
     for wanted in request.topics {
         let mut result = CreatePartitionsTopicResult::default();
         result.name = wanted.name.clone();
-        if wanted.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-            // Not silently placed elsewhere: the client hears that they were not followed.
-            result.error_code = code(ResponseError::InvalidReplicaAssignment);
-            let text = "explicit assignments of new partitions are not supported";
-            result.error_message = Some(StrBytes::from_static_str(text));
+        if repeated.contains(wanted.name.0.as_str()) {
+            // As in Kafka: a topic named twice is grown by neither entry.
+            result.error_code = code(ResponseError::InvalidRequest);
+            result.error_message = Some(StrBytes::from_static_str("duplicate topic in request"));
             response.results.push(result);
             continue;
         }
+        let assignments = wanted
+            .assignments
+            .iter()
+            .flatten()
+            .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+            .collect();
         let change = Request::CreatePartitions {
             name: wanted.name.0.to_string(),
             count: wanted.count,
+            assignments,
             validate_only: request.validate_only,
         };
         if let Err(error) = broker.change_within(change, deadline.left(broker)).await {

@@ -378,6 +378,11 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
                 let v = 2 + rng.below(3) as i32;
                 rng.edge(v)
             };
+            if rng.chance(30) {
+                let mut a = create_partitions_request::CreatePartitionsAssignment::default();
+                a.broker_ids = vec![BrokerId(rng.edge(1))];
+                t.assignments = Some(vec![a]);
+            }
             let mut r = CreatePartitionsRequest::default();
             r.topics = vec![t];
             r.timeout_ms = rng.edge(5_000);
