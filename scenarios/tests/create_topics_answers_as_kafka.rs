@@ -15,7 +15,8 @@
 //!   its leader. One assignment too few, or one of another replication factor than the
 //!   topic's, is INVALID_REPLICA_ASSIGNMENT; a topic named twice is INVALID_REQUEST for every
 //!   entry; nothing grows then. Before, assignments were always refused.
-//! - DeleteTopics naming a topic twice deletes it under neither entry (INVALID_REQUEST).
+//! - DeleteTopics naming a topic twice, or giving its id twice, deletes it under neither entry
+//!   (INVALID_REQUEST). Before, a topic given twice by id was deleted.
 
 use std::time::Duration;
 
@@ -25,10 +26,12 @@ use kafka_protocol::messages::create_partitions_request::{
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::{
     BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::{Client, versions};
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, node_id};
@@ -229,6 +232,29 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.run_for(Duration::from_secs(1));
     let kept = c.committed_image().is_some_and(|i| i.topic("placed").is_some());
     ensure(kept, || "a topic named twice in DeleteTopics was deleted".to_string())?;
+
+    // DeleteTopics (v6) giving "placed" by its id twice.
+    let id = c.committed_image().and_then(|i| i.topic("placed").map(|t| t.id)).ok_or("no id")?;
+    let mut by_id = DeleteTopicState::default();
+    by_id.topic_id = Uuid::from_bytes(id.0);
+    let mut request = DeleteTopicsRequest::default();
+    request.topics = vec![by_id.clone(), by_id];
+    request.timeout_ms = 10_000;
+    let addr = c.addr(via);
+    let response = c
+        .client_call(Duration::from_secs(20), move |env| async move {
+            let mut client = Client::new(env, addr, "admin");
+            client.call(&request, 6, Duration::from_secs(15)).await
+        })
+        .ok_or("DeleteTopics got no answer")?
+        .map_err(|e| format!("DeleteTopics v6 failed: {e}"))?;
+    let answers: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
+    ensure(answers == [INVALID_REQUEST, INVALID_REQUEST], || {
+        format!("DeleteTopics of an id twice answered {answers:?}")
+    })?;
+    c.run_for(Duration::from_secs(1));
+    let kept = c.committed_image().is_some_and(|i| i.topic("placed").is_some());
+    ensure(kept, || "a topic given twice by id in DeleteTopics was deleted".to_string())?;
     c.watch_verdict()
 }
 

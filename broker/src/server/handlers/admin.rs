@@ -187,11 +187,26 @@ pub async fn delete_topics(
     wanted.extend(
         request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
     );
-    // As in Kafka: a topic named twice is deleted by neither entry.
+    // As in Kafka: a topic named twice, or given by the same id twice, is deleted by neither
+    // entry.
     let repeated = repeated_names(wanted.iter().filter_map(|(name, _)| name.as_deref()));
+    let mut seen = BTreeSet::new();
+    let repeated_ids: BTreeSet<Uuid> = wanted
+        .iter()
+        .filter(|(name, id)| name.is_none() && !id.is_nil())
+        .map(|(_, id)| *id)
+        .filter(|id| !seen.insert(*id))
+        .collect();
     for (name, id) in wanted {
         let mut result = DeletableTopicResult::default();
         result.topic_id = id;
+        if name.is_none() && repeated_ids.contains(&id) {
+            result.error_code = code(ResponseError::InvalidRequest);
+            result.error_message =
+                Some(StrBytes::from_static_str("the topic id is given more than once"));
+            response.responses.push(result);
+            continue;
+        }
         if let Some(name) = name.as_ref().filter(|n| repeated.contains(n.as_str())) {
             result.name = Some(TopicName(StrBytes::from_string(name.clone())));
             result.error_code = code(ResponseError::InvalidRequest);
