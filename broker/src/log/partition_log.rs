@@ -265,6 +265,13 @@ impl Log {
         self.state().epochs.clone()
     }
 
+    /// OffsetForLeaderEpoch's answer for `requested` from this log's history (see
+    /// [`super::epochs::EpochCache::end_offset_for`]), without copying the history.
+    pub fn end_offset_for(&self, requested: LeaderEpoch) -> (LeaderEpoch, Offset) {
+        let state = self.state();
+        state.epochs.end_offset_for(requested, state.log_end)
+    }
+
     /// The leader epoch that wrote `offset`, by the history (which every stored batch's
     /// epoch agrees with); `None` below its first entry.
     pub fn epoch_for(&self, offset: Offset) -> Option<LeaderEpoch> {

@@ -1,6 +1,9 @@
 //! OffsetForLeaderEpoch: for a leader epoch, the end offset of that epoch in this log (the
 //! start of the next epoch, or the log end for the latest), from the leader-epoch cache. Clients
-//! use it to detect a truncated log after a leader change.
+//! use it to detect a truncated log after a leader change. (Kafka trims its cache when the log
+//! start moves, so it answers an epoch that ended below the log start with the log start; Weir
+//! answers where the epoch ended, which followers cut back to before fetching from the leader's
+//! log start.)
 
 use std::sync::Arc;
 
@@ -40,10 +43,16 @@ pub fn handle(
                             ResponseError::UnknownLeaderEpoch
                         });
                     } else {
-                        let (epoch, end) = partition.log.epochs().end_offset_for(
-                            LeaderEpoch(part.leader_epoch),
-                            partition.log.log_end_offset(),
-                        );
+                        let requested = LeaderEpoch(part.leader_epoch);
+                        // The leader's own epoch ends at the log end, as the newest epoch does,
+                        // also in the moment after it took the role and before the epoch is in
+                        // the history (nothing is written in it before it is).
+                        let (epoch, end) = match partition.leading() {
+                            Some(leading) if leading.epoch == requested => {
+                                (requested, partition.log.log_end_offset())
+                            }
+                            _ => partition.log.end_offset_for(requested),
+                        };
                         p.leader_epoch = epoch.0;
                         p.end_offset = end.0;
                     }
