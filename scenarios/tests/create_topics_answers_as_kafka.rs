@@ -16,7 +16,9 @@
 //!   topic's, is INVALID_REPLICA_ASSIGNMENT; a topic named twice is INVALID_REQUEST for every
 //!   entry; nothing grows then. Before, assignments were always refused.
 //! - DeleteTopics naming a topic twice, or giving its id twice, deletes it under neither entry
-//!   (INVALID_REQUEST). Before, a topic given twice by id was deleted.
+//!   (INVALID_REQUEST); an entry with both a name and an id, or neither, is INVALID_REQUEST;
+//!   a name whose topic is also given by id is INVALID_REQUEST, and the id deletes it. Before,
+//!   a topic given twice by id was deleted.
 
 use std::time::Duration;
 
@@ -102,6 +104,25 @@ fn create_partitions(
     Ok(response.results.iter().map(|r| r.error_code).collect())
 }
 
+/// DeleteTopics v6 of `topics` at node `ix`: each entry's error code.
+fn delete_by_id(
+    c: &mut Cluster,
+    ix: usize,
+    topics: Vec<DeleteTopicState>,
+) -> Result<Vec<i16>, String> {
+    let mut request = DeleteTopicsRequest::default();
+    request.topics = topics;
+    request.timeout_ms = 10_000;
+    let addr = c.addr(ix);
+    let response = c
+        .client_call(Duration::from_secs(20), move |env| async move {
+            Client::new(env, addr, "admin").call(&request, 6, Duration::from_secs(15)).await
+        })
+        .ok_or("DeleteTopics got no answer")?
+        .map_err(|e| format!("DeleteTopics v6 failed: {e}"))?;
+    Ok(response.responses.iter().map(|r| r.error_code).collect())
+}
+
 /// CreateTopics of `topic` with `assignments` and `partitions` at node `ix`: its error code.
 fn create(
     c: &mut Cluster,
@@ -182,8 +203,9 @@ fn scenario(seed: u64) -> Result<(), String> {
         );
         grow
     };
-    let refusals: [(Vec<CreatePartitionsTopic>, Vec<i16>); 3] = [
+    let refusals: [(Vec<CreatePartitionsTopic>, Vec<i16>); 4] = [
         (vec![grow(5, vec![vec![two, one]])], vec![INVALID_REPLICA_ASSIGNMENT]),
+        (vec![grow(5, Vec::new())], vec![INVALID_REPLICA_ASSIGNMENT]),
         (vec![grow(4, vec![vec![two]])], vec![INVALID_REPLICA_ASSIGNMENT]),
         (
             vec![grow(4, vec![vec![two, one]]), grow(4, vec![vec![two, one]])],
@@ -233,28 +255,41 @@ fn scenario(seed: u64) -> Result<(), String> {
     let kept = c.committed_image().is_some_and(|i| i.topic("placed").is_some());
     ensure(kept, || "a topic named twice in DeleteTopics was deleted".to_string())?;
 
-    // DeleteTopics (v6) giving "placed" by its id twice.
+    // DeleteTopics (v6): "placed" by its id twice; an entry with both a name and an id, or
+    // neither, refused; then "placed" by its name and its id, which the id deletes.
     let id = c.committed_image().and_then(|i| i.topic("placed").map(|t| t.id)).ok_or("no id")?;
-    let mut by_id = DeleteTopicState::default();
-    by_id.topic_id = Uuid::from_bytes(id.0);
-    let mut request = DeleteTopicsRequest::default();
-    request.topics = vec![by_id.clone(), by_id];
-    request.timeout_ms = 10_000;
-    let addr = c.addr(via);
-    let response = c
-        .client_call(Duration::from_secs(20), move |env| async move {
-            let mut client = Client::new(env, addr, "admin");
-            client.call(&request, 6, Duration::from_secs(15)).await
-        })
-        .ok_or("DeleteTopics got no answer")?
-        .map_err(|e| format!("DeleteTopics v6 failed: {e}"))?;
-    let answers: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
-    ensure(answers == [INVALID_REQUEST, INVALID_REQUEST], || {
-        format!("DeleteTopics of an id twice answered {answers:?}")
-    })?;
+    let by_id = |id: Uuid, name: Option<&'static str>| {
+        let mut entry = DeleteTopicState::default();
+        entry.topic_id = id;
+        entry.name = name.map(|n| TopicName(StrBytes::from_static_str(n)));
+        entry
+    };
+    let placed_id = Uuid::from_bytes(id.0);
+    let refusals = [
+        vec![by_id(placed_id, None), by_id(placed_id, None)],
+        vec![by_id(placed_id, Some("placed"))],
+        vec![by_id(Uuid::nil(), None)],
+    ];
+    for topics in refusals {
+        let answers = delete_by_id(&mut c, via, topics)?;
+        ensure(answers.iter().all(|&a| a == INVALID_REQUEST), || {
+            format!("DeleteTopics v6 refusal answered {answers:?}")
+        })?;
+    }
     c.run_for(Duration::from_secs(1));
     let kept = c.committed_image().is_some_and(|i| i.topic("placed").is_some());
-    ensure(kept, || "a topic given twice by id in DeleteTopics was deleted".to_string())?;
+    ensure(kept, || "a refused DeleteTopics deleted placed".to_string())?;
+    let answers = delete_by_id(
+        &mut c,
+        via,
+        vec![by_id(Uuid::nil(), Some("placed")), by_id(placed_id, None)],
+    )?;
+    ensure(answers == [INVALID_REQUEST, 0], || {
+        format!("DeleteTopics of placed by name and by id answered {answers:?}")
+    })?;
+    c.run_for(Duration::from_secs(1));
+    let gone = c.committed_image().is_some_and(|i| i.topic("placed").is_none());
+    ensure(gone, || "placed was not deleted by its id".to_string())?;
     c.watch_verdict()
 }
 

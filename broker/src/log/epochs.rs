@@ -76,6 +76,32 @@ impl EpochCache {
         }
     }
 
+    /// [`EpochCache::end_offset_for`] from a leader in epoch `leading`, which may not be in the
+    /// history yet: in the moment after the leader took the role, before it recorded the epoch
+    /// (nothing is written in an epoch before it is recorded). The answer is as if `leading`
+    /// were the newest entry, starting at the log end, as Kafka's leader, which records the
+    /// epoch before it serves, answers.
+    pub fn end_offset_as_leader(
+        &self,
+        requested: LeaderEpoch,
+        log_end: Offset,
+        leading: LeaderEpoch,
+    ) -> (LeaderEpoch, Offset) {
+        let newest = self.latest().map(|(epoch, _)| epoch);
+        if requested.0 < 0 || newest.is_some_and(|newest| newest >= leading) {
+            return self.end_offset_for(requested, log_end);
+        }
+        match requested {
+            r if r == leading => (leading, log_end),
+            r if r > leading => (LeaderEpoch(-1), Offset(-1)),
+            // An epoch the history ends in or after: it ends where `leading` starts.
+            r if newest.is_none_or(|newest| r >= newest) => {
+                (newest.filter(|&newest| newest <= r).unwrap_or(r), log_end)
+            }
+            r => self.end_offset_for(r, log_end),
+        }
+    }
+
     /// Forgets epochs that start at or after `offset` (the log was truncated there).
     pub fn truncate_from(&mut self, offset: Offset) -> bool {
         let keep = self.entries.partition_point(|(_, start)| *start < offset);
@@ -148,5 +174,37 @@ mod tests {
         assert_eq!(cache.end_offset_for(LeaderEpoch(0), end), (LeaderEpoch(0), Offset(0)));
         assert_eq!(cache.end_offset_for(LeaderEpoch(9), end), (LeaderEpoch(-1), Offset(-1)));
         assert_eq!(cache.end_offset_for(LeaderEpoch(-1), end), (LeaderEpoch(-1), Offset(-1)));
+    }
+
+    #[test]
+    fn a_leader_answers_as_if_its_epoch_were_recorded() {
+        let mut cache = EpochCache::default();
+        cache.assign(LeaderEpoch(1), Offset(0));
+        cache.assign(LeaderEpoch(3), Offset(10));
+        let end = Offset(25);
+        let ask =
+            |requested| cache.end_offset_as_leader(LeaderEpoch(requested), end, LeaderEpoch(6));
+        // As the history with (6, 25) appended.
+        let mut recorded = cache.clone();
+        recorded.assign(LeaderEpoch(6), end);
+        for requested in -1..9 {
+            let want = recorded.end_offset_for(LeaderEpoch(requested), end);
+            assert_eq!(ask(requested), want, "epoch {requested}");
+        }
+        assert_eq!(ask(5), (LeaderEpoch(3), end));
+        assert_eq!(ask(6), (LeaderEpoch(6), end));
+        // Recorded already: the history answers.
+        let leading_3 = cache.end_offset_as_leader(LeaderEpoch(3), end, LeaderEpoch(3));
+        assert_eq!(leading_3, (LeaderEpoch(3), end));
+        // An empty history.
+        let empty = EpochCache::default();
+        assert_eq!(
+            empty.end_offset_as_leader(LeaderEpoch(2), end, LeaderEpoch(4)),
+            (LeaderEpoch(2), end)
+        );
+        assert_eq!(
+            empty.end_offset_as_leader(LeaderEpoch(4), end, LeaderEpoch(4)),
+            (LeaderEpoch(4), end)
+        );
     }
 }

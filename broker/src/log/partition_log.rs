@@ -265,11 +265,16 @@ impl Log {
         self.state().epochs.clone()
     }
 
-    /// OffsetForLeaderEpoch's answer for `requested` from this log's history (see
-    /// [`super::epochs::EpochCache::end_offset_for`]), without copying the history.
-    pub fn end_offset_for(&self, requested: LeaderEpoch) -> (LeaderEpoch, Offset) {
+    /// OffsetForLeaderEpoch's answer for `requested` from this log's history, given by its
+    /// leader in epoch `leading` (see [`super::epochs::EpochCache::end_offset_as_leader`]),
+    /// without copying the history.
+    pub fn end_offset_for(
+        &self,
+        requested: LeaderEpoch,
+        leading: LeaderEpoch,
+    ) -> (LeaderEpoch, Offset) {
         let state = self.state();
-        state.epochs.end_offset_for(requested, state.log_end)
+        state.epochs.end_offset_as_leader(requested, state.log_end, leading)
     }
 
     /// The leader epoch that wrote `offset`, by the history (which every stored batch's

@@ -197,13 +197,33 @@ pub async fn delete_topics(
         .map(|(_, id)| *id)
         .filter(|id| !seen.insert(*id))
         .collect();
+    let given_ids: BTreeSet<Uuid> = wanted
+        .iter()
+        .filter(|(name, id)| name.is_none() && !id.is_nil())
+        .map(|(_, id)| *id)
+        .collect();
     for (name, id) in wanted {
         let mut result = DeletableTopicResult::default();
         result.topic_id = id;
-        if name.is_none() && repeated_ids.contains(&id) {
+        // As Kafka refuses them: an entry with both a name and an id, or neither; an id given
+        // twice; a name whose topic's id is given too (the entry by id deletes it).
+        let refusal = match &name {
+            Some(_) if !id.is_nil() => Some("a topic name and a topic id were both given"),
+            None if id.is_nil() => Some("neither a topic name nor a topic id was given"),
+            None if repeated_ids.contains(&id) => Some("the topic id is given more than once"),
+            Some(name)
+                if super::metadata::image_of(broker)
+                    .topic(name)
+                    .is_some_and(|t| given_ids.contains(&Uuid::from_bytes(t.id.0))) =>
+            {
+                Some("the topic name maps to a topic id also given")
+            }
+            _ => None,
+        };
+        if let Some(why) = refusal {
+            result.name = name.map(|n| TopicName(StrBytes::from_string(n)));
             result.error_code = code(ResponseError::InvalidRequest);
-            result.error_message =
-                Some(StrBytes::from_static_str("the topic id is given more than once"));
+            result.error_message = Some(StrBytes::from_static_str(why));
             response.responses.push(result);
             continue;
         }
@@ -288,6 +308,19 @@ pub async fn create_partitions(
             // As in Kafka: a topic named twice is grown by neither entry.
             result.error_code = code(ResponseError::InvalidRequest);
             result.error_message = Some(StrBytes::from_static_str("duplicate topic in request"));
+            response.results.push(result);
+            continue;
+        }
+        // An empty list is not "none": as in Kafka, it is too few for a topic that grows.
+        let current = super::metadata::image_of(broker)
+            .topic(wanted.name.0.as_str())
+            .map(|t| t.partitions.len() as i32);
+        if wanted.assignments.as_ref().is_some_and(Vec::is_empty)
+            && current.is_some_and(|current| wanted.count > current)
+        {
+            result.error_code = code(ResponseError::InvalidReplicaAssignment);
+            let text = "no assignments given for the new partitions";
+            result.error_message = Some(StrBytes::from_static_str(text));
             response.results.push(result);
             continue;
         }

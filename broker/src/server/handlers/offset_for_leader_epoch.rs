@@ -8,13 +8,14 @@
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::{code, led_partition};
-use crate::model::LeaderEpoch;
+use crate::model::{LeaderEpoch, Offset};
 use crate::node::Broker;
 
 /// Answers OffsetForLeaderEpoch.
@@ -31,31 +32,11 @@ pub fn handle(
             p.partition = part.partition;
             p.leader_epoch = -1;
             p.end_offset = -1;
-            match led_partition(broker, out.topic.0.as_str(), part.partition) {
+            match answer(broker, out.topic.0.as_str(), &part) {
                 Err(error) => p.error_code = code(error),
-                Ok(partition) => {
-                    let current = partition.leader_epoch().0;
-                    if part.current_leader_epoch >= 0 && part.current_leader_epoch != current {
-                        let fenced = part.current_leader_epoch < current;
-                        p.error_code = code(if fenced {
-                            ResponseError::FencedLeaderEpoch
-                        } else {
-                            ResponseError::UnknownLeaderEpoch
-                        });
-                    } else {
-                        let requested = LeaderEpoch(part.leader_epoch);
-                        // The leader's own epoch ends at the log end, as the newest epoch does,
-                        // also in the moment after it took the role and before the epoch is in
-                        // the history (nothing is written in it before it is).
-                        let (epoch, end) = match partition.leading() {
-                            Some(leading) if leading.epoch == requested => {
-                                (requested, partition.log.log_end_offset())
-                            }
-                            _ => partition.log.end_offset_for(requested),
-                        };
-                        p.leader_epoch = epoch.0;
-                        p.end_offset = end.0;
-                    }
+                Ok((epoch, end)) => {
+                    p.leader_epoch = epoch.0;
+                    p.end_offset = end.0;
                 }
             }
             out.partitions.push(p);
@@ -63,4 +44,25 @@ pub fn handle(
         response.topics.push(out);
     }
     response
+}
+
+/// Where `part`'s requested epoch ends in the log this broker leads, or why it cannot say.
+/// The leader's epoch is read once, for the check of the request's current epoch and for the
+/// answer, which treats it as recorded even in the moment before it is.
+fn answer(
+    broker: &Broker,
+    topic: &str,
+    part: &OffsetForLeaderPartition,
+) -> Result<(LeaderEpoch, Offset), ResponseError> {
+    let partition = led_partition(broker, topic, part.partition)?;
+    let leading = partition.leading().ok_or(ResponseError::NotLeaderOrFollower)?;
+    let current = leading.epoch.0;
+    if part.current_leader_epoch >= 0 && part.current_leader_epoch != current {
+        return Err(if part.current_leader_epoch < current {
+            ResponseError::FencedLeaderEpoch
+        } else {
+            ResponseError::UnknownLeaderEpoch
+        });
+    }
+    Ok(partition.log.end_offset_for(LeaderEpoch(part.leader_epoch), leading.epoch))
 }
