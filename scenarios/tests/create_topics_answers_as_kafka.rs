@@ -32,6 +32,7 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::{
     BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, TopicName,
 };
+use kafka_protocol::protocol::Request;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 use weir_scenarios::{ensure, for_each_seed};
@@ -68,19 +69,26 @@ fn entry(topic: &str, partitions: i32, assignments: &[(i32, Vec<i32>)]) -> Creat
     wanted
 }
 
+/// `request` at `version` from an admin client at node `ix`: its answer.
+fn call<R>(c: &mut Cluster, ix: usize, request: R, version: i16) -> Result<R::Response, String>
+where
+    R: Request + Send + Sync + 'static,
+    R::Response: Send + 'static,
+{
+    let addr = c.addr(ix);
+    c.client_call(Duration::from_secs(20), move |env| async move {
+        Client::new(env, addr, "admin").call(&request, version, Duration::from_secs(15)).await
+    })
+    .ok_or_else(|| format!("{} got no answer", std::any::type_name::<R>()))?
+    .map_err(|e| format!("{} v{version} failed: {e}", std::any::type_name::<R>()))
+}
+
 /// CreateTopics of `topics` in one request at node `ix`: each entry's error code, in order.
 fn create_all(c: &mut Cluster, ix: usize, topics: Vec<CreatableTopic>) -> Result<Vec<i16>, String> {
     let mut request = CreateTopicsRequest::default();
     request.topics = topics;
     request.timeout_ms = 10_000;
-    let addr = c.addr(ix);
-    let response = c
-        .client_call(Duration::from_secs(20), move |env| async move {
-            let mut client = Client::new(env, addr, "admin");
-            client.call(&request, versions::CREATE_TOPICS, Duration::from_secs(15)).await
-        })
-        .ok_or("CreateTopics got no answer")?
-        .map_err(|e| format!("CreateTopics failed: {e}"))?;
+    let response = call(c, ix, request, versions::CREATE_TOPICS)?;
     Ok(response.topics.iter().map(|t| t.error_code).collect())
 }
 
@@ -93,33 +101,24 @@ fn create_partitions(
     let mut request = CreatePartitionsRequest::default();
     request.topics = topics;
     request.timeout_ms = 10_000;
-    let addr = c.addr(ix);
-    let response = c
-        .client_call(Duration::from_secs(20), move |env| async move {
-            let mut client = Client::new(env, addr, "admin");
-            client.call(&request, versions::CREATE_PARTITIONS, Duration::from_secs(15)).await
-        })
-        .ok_or("CreatePartitions got no answer")?
-        .map_err(|e| format!("CreatePartitions failed: {e}"))?;
+    let response = call(c, ix, request, versions::CREATE_PARTITIONS)?;
     Ok(response.results.iter().map(|r| r.error_code).collect())
 }
 
-/// DeleteTopics v6 of `topics` at node `ix`: each entry's error code.
-fn delete_by_id(
+/// DeleteTopics of `names` (by name) or `topics` (v6, by name or id) at node `ix`: each
+/// entry's error code.
+fn delete(
     c: &mut Cluster,
     ix: usize,
+    names: Vec<TopicName>,
     topics: Vec<DeleteTopicState>,
 ) -> Result<Vec<i16>, String> {
     let mut request = DeleteTopicsRequest::default();
+    let version = if topics.is_empty() { DELETE_TOPICS_VERSION } else { 6 };
+    request.topic_names = names;
     request.topics = topics;
     request.timeout_ms = 10_000;
-    let addr = c.addr(ix);
-    let response = c
-        .client_call(Duration::from_secs(20), move |env| async move {
-            Client::new(env, addr, "admin").call(&request, 6, Duration::from_secs(15)).await
-        })
-        .ok_or("DeleteTopics got no answer")?
-        .map_err(|e| format!("DeleteTopics v6 failed: {e}"))?;
+    let response = call(c, ix, request, version)?;
     Ok(response.responses.iter().map(|r| r.error_code).collect())
 }
 
@@ -235,19 +234,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     }
 
     // DeleteTopics naming "placed" twice.
-    let mut request = DeleteTopicsRequest::default();
     let placed = TopicName(StrBytes::from_static_str("placed"));
-    request.topic_names = vec![placed.clone(), placed];
-    request.timeout_ms = 10_000;
-    let addr = c.addr(via);
-    let response = c
-        .client_call(Duration::from_secs(20), move |env| async move {
-            let mut client = Client::new(env, addr, "admin");
-            client.call(&request, DELETE_TOPICS_VERSION, Duration::from_secs(15)).await
-        })
-        .ok_or("DeleteTopics got no answer")?
-        .map_err(|e| format!("DeleteTopics failed: {e}"))?;
-    let answers: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
+    let answers = delete(&mut c, via, vec![placed.clone(), placed], Vec::new())?;
     ensure(answers == [INVALID_REQUEST, INVALID_REQUEST], || {
         format!("DeleteTopics of a name twice answered {answers:?}")
     })?;
@@ -271,7 +259,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         vec![by_id(Uuid::nil(), None)],
     ];
     for topics in refusals {
-        let answers = delete_by_id(&mut c, via, topics)?;
+        let answers = delete(&mut c, via, Vec::new(), topics)?;
         ensure(answers.iter().all(|&a| a == INVALID_REQUEST), || {
             format!("DeleteTopics v6 refusal answered {answers:?}")
         })?;
@@ -279,9 +267,10 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.run_for(Duration::from_secs(1));
     let kept = c.committed_image().is_some_and(|i| i.topic("placed").is_some());
     ensure(kept, || "a refused DeleteTopics deleted placed".to_string())?;
-    let answers = delete_by_id(
+    let answers = delete(
         &mut c,
         via,
+        Vec::new(),
         vec![by_id(Uuid::nil(), Some("placed")), by_id(placed_id, None)],
     )?;
     ensure(answers == [INVALID_REQUEST, 0], || {

@@ -20,7 +20,7 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 
 use super::metadata::{LeaderHints, image_of};
-use super::{absent_error, code, leadership_error};
+use super::{absent_error, code, epoch_check, leadership_error};
 use crate::catalog::Topic;
 use crate::controller::records::BrokerEpoch;
 use crate::fetcher::REPAIR_RACK_ID;
@@ -228,13 +228,7 @@ async fn read_partition(
         data.error_code = code(absent_error(broker, &topic.name, part.partition));
         return (data, false);
     };
-    let epoch = partition.leader_epoch().0;
-    if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {
-        let error = if part.current_leader_epoch > epoch {
-            ResponseError::UnknownLeaderEpoch
-        } else {
-            ResponseError::FencedLeaderEpoch
-        };
+    if let Err(error) = epoch_check(part.current_leader_epoch, partition.leader_epoch()) {
         data.error_code = code(error);
         return (data, false);
     }

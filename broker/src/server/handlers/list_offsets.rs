@@ -15,7 +15,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
-use super::{code, led_partition};
+use super::{code, led_at_epoch};
 use crate::log::ReadError;
 use crate::node::Broker;
 
@@ -117,18 +117,10 @@ async fn answer(
     client: bool,
     p: &mut ListOffsetsPartitionResponse,
 ) -> Result<(), ResponseError> {
-    let partition = led_partition(broker, topic, part.partition_index)?;
-    // The epoch, high watermark and epoch start of one instant: a leadership that moved since
-    // the check above is seen here.
-    let leading = partition.leading().ok_or(ResponseError::NotLeaderOrFollower)?;
+    // The epoch, high watermark and epoch start of one instant.
+    let (partition, leading) =
+        led_at_epoch(broker, topic, part.partition_index, part.current_leader_epoch)?;
     let epoch = leading.epoch.0;
-    if part.current_leader_epoch >= 0 && part.current_leader_epoch != epoch {
-        return Err(if part.current_leader_epoch < epoch {
-            ResponseError::FencedLeaderEpoch
-        } else {
-            ResponseError::UnknownLeaderEpoch
-        });
-    }
     let unsettled = client && leading.epoch_start > leading.high_watermark;
     let cut = if client { leading.high_watermark } else { partition.log.log_end_offset() };
     let found = match part.timestamp {

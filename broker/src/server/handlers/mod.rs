@@ -37,8 +37,10 @@ use super::Reply;
 use crate::controller::image::MetadataImage;
 use crate::controller::membership::{Leadership, Membership};
 use crate::groups::partition_for;
+use crate::model::LeaderEpoch;
 use crate::node::Broker;
 use crate::partition::Partition;
+use crate::partition::replica::Leading;
 use crate::protocol::{Decoded, Request, Response};
 use crate::topics::OFFSETS_TOPIC;
 
@@ -211,6 +213,32 @@ pub(crate) fn led_partition(
         return Err(ResponseError::NotLeaderOrFollower);
     }
     Ok(led)
+}
+
+/// The partition this broker leads and its leader's view of one instant (see
+/// [`Partition::leading`]), checked against a request's `current_leader_epoch` (see
+/// [`epoch_check`]).
+pub(crate) fn led_at_epoch(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+) -> Result<(Arc<Partition>, Leading), ResponseError> {
+    let led = led_partition(broker, topic, partition)?;
+    let leading = led.leading().ok_or(ResponseError::NotLeaderOrFollower)?;
+    epoch_check(current_leader_epoch, leading.epoch)?;
+    Ok((led, leading))
+}
+
+/// A request's `current_leader_epoch` against the partition's `epoch`, as Kafka checks it: an
+/// older one is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH; a negative one (no
+/// epoch given) passes.
+pub(crate) fn epoch_check(asked: i32, epoch: LeaderEpoch) -> Result<(), ResponseError> {
+    match asked {
+        a if a < 0 || a == epoch.0 => Ok(()),
+        a if a < epoch.0 => Err(ResponseError::FencedLeaderEpoch),
+        _ => Err(ResponseError::UnknownLeaderEpoch),
+    }
 }
 
 /// Why a partition this broker should hold is not open: its log failed to open

@@ -14,7 +14,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use super::{code, led_partition};
+use super::{code, led_at_epoch};
 use crate::model::{LeaderEpoch, Offset};
 use crate::node::Broker;
 
@@ -54,15 +54,7 @@ fn answer(
     topic: &str,
     part: &OffsetForLeaderPartition,
 ) -> Result<(LeaderEpoch, Offset), ResponseError> {
-    let partition = led_partition(broker, topic, part.partition)?;
-    let leading = partition.leading().ok_or(ResponseError::NotLeaderOrFollower)?;
-    let current = leading.epoch.0;
-    if part.current_leader_epoch >= 0 && part.current_leader_epoch != current {
-        return Err(if part.current_leader_epoch < current {
-            ResponseError::FencedLeaderEpoch
-        } else {
-            ResponseError::UnknownLeaderEpoch
-        });
-    }
+    let (partition, leading) =
+        led_at_epoch(broker, topic, part.partition, part.current_leader_epoch)?;
     Ok(partition.log.end_offset_for(LeaderEpoch(part.leader_epoch), leading.epoch))
 }
