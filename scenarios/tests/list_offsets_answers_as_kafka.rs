@@ -7,6 +7,9 @@
 //!   UNSUPPORTED_VERSION. It used to be answered as a time.
 //! - The leader epoch given is that of the batch holding the offset, the partition's own only
 //!   for the latest offset. It used to be the partition's own for every answer.
+//! - A replica checks the client's leader epoch before its leadership: a follower asked with
+//!   an old epoch answers FENCED_LEADER_EPOCH, with a newer one UNKNOWN_LEADER_EPOCH, and
+//!   with its own NOT_LEADER_OR_FOLLOWER. It used to answer NOT_LEADER_OR_FOLLOWER to all.
 //! - A new leader whose high watermark is below the start of its epoch answers
 //!   OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5) for the latest offset, and for a
 //!   lookup whose answer it would not give, so a consumer never resets to an offset below one
@@ -37,6 +40,9 @@ const LEADER_NOT_AVAILABLE: i16 = 5;
 const UNSUPPORTED_VERSION: i16 = 35;
 const INVALID_REQUEST: i16 = 42;
 const OFFSET_NOT_AVAILABLE: i16 = 78;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
 /// A consumer's replica id.
 const CONSUMER: i32 = -1;
 
@@ -52,6 +58,17 @@ fn list(
     replica: i32,
     wanted: &[(i32, i64)],
 ) -> Result<Vec<Answer>, String> {
+    list_in_epoch(c, (ix, version), replica, wanted, -1)
+}
+
+/// [`list`] naming `current` as the client's leader epoch.
+fn list_in_epoch(
+    c: &mut Cluster,
+    (ix, version): (usize, i16),
+    replica: i32,
+    wanted: &[(i32, i64)],
+    current: i32,
+) -> Result<Vec<Answer>, String> {
     let mut topic = ListOffsetsTopic::default();
     topic.name = TopicName(StrBytes::from_static_str("t"));
     topic.partitions = wanted
@@ -60,6 +77,7 @@ fn list(
             let mut p = ListOffsetsPartition::default();
             p.partition_index = partition;
             p.timestamp = timestamp;
+            p.current_leader_epoch = current;
             p
         })
         .collect();
@@ -184,6 +202,18 @@ fn scenario(seed: u64) -> Result<(), String> {
     ] {
         let got = one(&mut c, f, 10, timestamp)?;
         ensure(got == want, || format!("settled, at {timestamp}: {got:?}, want {want:?}"))?;
+    }
+    // At the follower G, the client's epoch is checked before leadership, as in Kafka.
+    for (current, want) in [
+        (old_epoch, FENCED_LEADER_EPOCH),
+        (new_epoch + 1, UNKNOWN_LEADER_EPOCH),
+        (new_epoch, NOT_LEADER_OR_FOLLOWER),
+        (-1, NOT_LEADER_OR_FOLLOWER),
+    ] {
+        let got = list_in_epoch(&mut c, (g, 10), CONSUMER, &[(0, LATEST)], current)?;
+        ensure(got == [(want, -1, -1)], || {
+            format!("at the follower, epoch {current}: {got:?}, want error {want}")
+        })?;
     }
     c.watch_verdict()
 }

@@ -217,13 +217,17 @@ pub(crate) fn led_partition(
 
 /// The partition this broker leads and its leader's view of one instant (see
 /// [`Partition::leading`]), checked against a request's `current_leader_epoch` (see
-/// [`epoch_check`]).
+/// [`epoch_check`]). As in Kafka, a replica hosted here checks the epoch before leadership: a
+/// follower asked with a stale epoch answers FENCED_LEADER_EPOCH, not NOT_LEADER_OR_FOLLOWER.
 pub(crate) fn led_at_epoch(
     broker: &Broker,
     topic: &str,
     partition: i32,
     current_leader_epoch: i32,
 ) -> Result<(Arc<Partition>, Leading), ResponseError> {
+    if let Some(hosted) = broker.catalog.partition(topic, partition) {
+        epoch_check(current_leader_epoch, hosted.leader_epoch())?;
+    }
     let led = led_partition(broker, topic, partition)?;
     let leading = led.leading().ok_or(ResponseError::NotLeaderOrFollower)?;
     epoch_check(current_leader_epoch, leading.epoch)?;
