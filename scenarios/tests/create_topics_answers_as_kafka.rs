@@ -105,14 +105,17 @@ fn create_partitions(
     Ok(response.results.iter().map(|r| r.error_code).collect())
 }
 
-/// DeleteTopics of `names` (by name) or `topics` (v6, by name or id) at node `ix`: each
-/// entry's error code.
+/// DeleteTopics of `names` (by name, v5) or else `topics` (v6, by name or id) at node `ix`:
+/// each entry's error code.
 fn delete(
     c: &mut Cluster,
     ix: usize,
     names: Vec<TopicName>,
     topics: Vec<DeleteTopicState>,
 ) -> Result<Vec<i16>, String> {
+    ensure(names.is_empty() || topics.is_empty(), || {
+        "names and entries: no one version has both".into()
+    })?;
     let mut request = DeleteTopicsRequest::default();
     let version = if topics.is_empty() { DELETE_TOPICS_VERSION } else { 6 };
     request.topic_names = names;
@@ -259,9 +262,10 @@ fn scenario(seed: u64) -> Result<(), String> {
         vec![by_id(Uuid::nil(), None)],
     ];
     for topics in refusals {
+        let entries = topics.len();
         let answers = delete(&mut c, via, Vec::new(), topics)?;
-        ensure(answers.iter().all(|&a| a == INVALID_REQUEST), || {
-            format!("DeleteTopics v6 refusal answered {answers:?}")
+        ensure(answers.len() == entries && answers.iter().all(|&a| a == INVALID_REQUEST), || {
+            format!("DeleteTopics v6 refusal of {entries} entries answered {answers:?}")
         })?;
     }
     c.run_for(Duration::from_secs(1));

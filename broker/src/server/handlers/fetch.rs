@@ -210,6 +210,9 @@ async fn read_partition(
         ResponseError::UnknownTopicOrPartition
     };
     // Not led here (or not known to the metadata); a fetch by an unknown id has no name.
+    // (Unlike ListOffsets, and Kafka's Fetch, leadership is checked before the client's leader
+    // epoch: a follower answers NOT_LEADER_OR_FOLLOWER whatever epoch it was asked in, which
+    // clients and followers answer as they do FENCED_LEADER_EPOCH, by asking for metadata.)
     if (topic.is_some() || !name.is_empty())
         && let Some(error) = leadership_error(broker, name, part.partition)
     {
