@@ -2,7 +2,8 @@
 //! cut off from the controllers while clients still reach it, or frozen. Within the session
 //! timeout the controller fences it and takes away its leadership (replication factor 1: its
 //! partition has no leader); the cut-off broker fences itself too and refuses produce with
-//! NOT_LEADER_OR_FOLLOWER, and Metadata from any other broker shows the partition leaderless.
+//! NOT_LEADER_OR_FOLLOWER, and Metadata from any other broker shows the partition leaderless,
+//! its replica there offline.
 //! Once it can heartbeat again it is unfenced, leads its partition again under a new leader
 //! epoch, takes writes, and still holds what it was acknowledged before.
 
@@ -50,6 +51,9 @@ fn scenario(seed: u64) -> Result<(), String> {
     let shown =
         view.topics.get("fenced").and_then(|t| t.get(&mine.partition)).ok_or("not listed")?;
     ensure(shown.leader == -1, || format!("Metadata from node1 shows leader {}", shown.leader))?;
+    ensure(shown.offline == [node_id(SILENT)], || {
+        format!("Metadata from node1 names offline replicas {:?}", shown.offline)
+    })?;
     if cut_off {
         let membership =
             c.broker(SILENT).and_then(|b| b.membership().cloned()).ok_or("no broker")?;
@@ -72,6 +76,12 @@ fn scenario(seed: u64) -> Result<(), String> {
     })?;
     c.produce(0, "fenced", mine.partition, "after", Duration::from_secs(10))
         .ok_or("no write after")?;
+    let view = c.view_from(0)?;
+    let shown =
+        view.topics.get("fenced").and_then(|t| t.get(&mine.partition)).ok_or("not listed")?;
+    ensure(shown.offline.is_empty(), || {
+        format!("once unfenced, Metadata names offline replicas {:?}", shown.offline)
+    })?;
     let read = c.read_all(SILENT, "fenced", mine.partition)?;
     ensure(read.get(&before).is_some_and(|v| v.as_ref() == b"before"), || {
         format!("the record acknowledged before the fence is gone: {read:?}")

@@ -13,6 +13,8 @@
 //!   not supported, and it would be served as committed.
 //! - A partition sent without records is INVALID_RECORD, which clients do not retry, not
 //!   CORRUPT_MESSAGE, which they do.
+//! - A zstd batch in Produce before v7 is UNSUPPORTED_COMPRESSION_TYPE and writes nothing
+//!   (KIP-110); from v7 it is written.
 
 use std::time::Duration;
 
@@ -21,6 +23,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
+use weir::log::batch::Compression;
 use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::client::Client;
@@ -40,9 +43,18 @@ const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 /// INVALID_RECORD.
 const INVALID_RECORD: i16 = 87;
+/// UNSUPPORTED_COMPRESSION_TYPE.
+const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+/// The first Produce version that may carry zstd batches.
+const PRODUCE_ZSTD: i16 = 7;
 
 /// One batch of one record, transactional if asked (with a producer id, as Kafka requires).
 fn one_record(transactional: bool) -> Bytes {
+    one_record_as(transactional, Compression::None)
+}
+
+/// [`one_record`], its records compressed with `compression`.
+fn one_record_as(transactional: bool, compression: Compression) -> Bytes {
     let record = RecordSpec {
         offset_delta: 0,
         timestamp: 1_000,
@@ -61,6 +73,7 @@ fn one_record(transactional: bool) -> Bytes {
     } else {
         BatchOptions::default()
     };
+    let options = BatchOptions { compression, ..options };
     encode_batch(&[record], &options).expect("a valid batch")
 }
 
@@ -97,6 +110,11 @@ fn produce_raw(
 fn first(response: &ProduceResponse) -> Option<(Uuid, i16)> {
     let topic = response.responses.first()?;
     Some((topic.topic_id, topic.partition_responses.first()?.error_code))
+}
+
+/// The base offset of the first partition of the first topic of `response`.
+fn base_offset(response: &ProduceResponse) -> Option<i64> {
+    Some(response.responses.first()?.partition_responses.first()?.base_offset)
 }
 
 /// A write with acks=0 to `topic` at node `ix`, then a ListOffsets on the same connection:
@@ -143,6 +161,20 @@ fn scenario(seed: u64) -> Result<(), String> {
     })?;
     let answer = produce_raw(&mut c, leader, ("", id), PRODUCE_BY_ID, Some(one_record(false)))?;
     ensure(first(&answer) == Some((id, 0)), || format!("v13 to the leader: {answer:?}"))?;
+    let written = base_offset(&answer).ok_or("no base offset")?;
+
+    // zstd before v7, then at v7: the refused batch took no offset.
+    let zstd = one_record_as(false, Compression::Zstd);
+    let by_name = ("t", Uuid::nil());
+    let answer = produce_raw(&mut c, leader, by_name, PRODUCE_ZSTD - 1, Some(zstd.clone()))?;
+    ensure(first(&answer).map(|(_, e)| e) == Some(UNSUPPORTED_COMPRESSION_TYPE), || {
+        format!("zstd in Produce v6: {answer:?}")
+    })?;
+    let answer = produce_raw(&mut c, leader, by_name, PRODUCE_ZSTD, Some(zstd))?;
+    ensure(first(&answer).map(|(_, e)| e) == Some(0), || format!("zstd in v7: {answer:?}"))?;
+    ensure(base_offset(&answer) == Some(written + 1), || {
+        format!("zstd in v7 after one at {written}: {answer:?}")
+    })?;
 
     // A transactional batch.
     let answer =

@@ -56,7 +56,7 @@ pub struct Coordinator {
 }
 
 /// One partition as Metadata describes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionView {
     /// Its leader's node id (-1: none).
     pub leader: i32,
@@ -64,6 +64,8 @@ pub struct PartitionView {
     pub leader_epoch: i32,
     /// The partition's error code.
     pub error_code: i16,
+    /// The replicas it names offline (on brokers fenced or not registered).
+    pub offline: Vec<i32>,
 }
 
 /// The cluster as one broker's Metadata answer describes it.
@@ -155,6 +157,7 @@ impl Client {
                         leader: p.leader_id.0,
                         leader_epoch: p.leader_epoch,
                         error_code: p.error_code,
+                        offline: p.offline_replicas.iter().map(|b| b.0).collect(),
                     };
                     (p.partition_index, view)
                 })

@@ -45,15 +45,15 @@ pub async fn handle(
     response.brokers = brokers(broker, &image);
     response.controller_id = controller_id(broker, &response.brokers);
     response.topics = if all {
-        image.topics.values().map(describe).collect()
+        image.topics.values().map(|t| describe(t, &image)).collect()
     } else {
         topics
             .into_iter()
             .map(|t| match t {
-                Found::Topic(id) => image
-                    .topics
-                    .get(&id)
-                    .map_or_else(|| failed(None, ResponseError::UnknownTopicOrPartition), describe),
+                Found::Topic(id) => image.topics.get(&id).map_or_else(
+                    || failed(None, ResponseError::UnknownTopicOrPartition),
+                    |t| describe(t, &image),
+                ),
                 Found::Failed(topic) => topic,
             })
             .collect()
@@ -231,8 +231,9 @@ fn failed(name: Option<String>, error: ResponseError) -> MetadataResponseTopic {
 }
 
 /// A topic as Metadata reports it, from the image: leaders (−1 with LEADER_NOT_AVAILABLE
-/// while a partition has none), epochs, replicas and ISR.
-pub fn describe(topic: &TopicImage) -> MetadataResponseTopic {
+/// while a partition has none), epochs, replicas and ISR, and as offline (v5+) the replicas
+/// on brokers that are fenced or not registered, as Kafka lists them.
+pub fn describe(topic: &TopicImage, image: &MetadataImage) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     out.topic_id = Uuid::from_bytes(topic.id.0);
@@ -250,6 +251,13 @@ pub fn describe(topic: &TopicImage) -> MetadataResponseTopic {
             p.leader_epoch = record.leader_epoch;
             p.replica_nodes = record.replicas.iter().copied().map(BrokerId).collect();
             p.isr_nodes = record.isr.iter().copied().map(BrokerId).collect();
+            p.offline_replicas = record
+                .replicas
+                .iter()
+                .copied()
+                .filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced))
+                .map(BrokerId)
+                .collect();
             p
         })
         .collect();

@@ -24,11 +24,22 @@ use super::{absent_error, code, leadership_error};
 use crate::catalog::Topic;
 use crate::io::timeout;
 use crate::log::AppendError;
+use crate::log::batch::{self, Compression};
 use crate::model::TopicId;
 use crate::node::Broker;
 use crate::partition::{Acks, Completion, CompletionError, ProduceError};
 use crate::protocol::Response;
 use crate::server::Reply;
+
+/// The first Produce version that may carry zstd-compressed batches (KIP-110); Kafka refuses
+/// them in older ones with UNSUPPORTED_COMPRESSION_TYPE.
+const ZSTD_VERSION_MIN: i16 = 7;
+
+/// Whether `records` begins with a v2 batch header that names zstd (whatever else is wrong
+/// with the batch is the append's to find).
+fn zstd(records: &[u8]) -> bool {
+    batch::parse_header(records).is_ok_and(|h| h.compression() == Compression::Zstd)
+}
 
 /// One partition's outcome: its response, and the wait before it may be sent.
 struct Pending {
@@ -59,7 +70,8 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16)
                 failed(part.index, ResponseError::InvalidRequiredAcks, None)
             } else {
                 let name = name.as_deref();
-                append(broker, name, topic.as_ref(), part.index, part.records, mode).await
+                let records = part.records;
+                append(broker, name, topic.as_ref(), part.index, records, mode, version).await
             };
             partitions.push(pending);
         }
@@ -120,6 +132,7 @@ async fn append(
     index: i32,
     records: Option<bytes::Bytes>,
     acks: Acks,
+    version: i16,
 ) -> Pending {
     let Some(topic) = topic else {
         // Not hosted here: led by another broker, or unknown.
@@ -130,6 +143,11 @@ async fn append(
         };
         return failed(index, error, None);
     };
+    // As Kafka checks a request's records before it looks for the partition's leader.
+    if version < ZSTD_VERSION_MIN && records.as_deref().is_some_and(zstd) {
+        let message = format!("Produce v{version} may not carry zstd batches (v7 or later may)");
+        return failed(index, ResponseError::UnsupportedCompressionType, Some(&message));
+    }
     if let Some(error) = leadership_error(broker, &topic.name, index) {
         return failed(index, error, None);
     }
