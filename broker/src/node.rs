@@ -400,7 +400,7 @@ impl Broker {
                 let left = deadline.saturating_duration_since(clock.now());
                 self.wait_reconciled(*offset, left).await;
             }
-            Response::Metadata(_) => {}
+            Response::Metadata(_) | Response::Quorum(_) => {}
         }
         Ok(response)
     }

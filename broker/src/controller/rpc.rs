@@ -48,8 +48,12 @@ const CREATE_TOPIC_ASSIGNED: u8 = 18;
 const CREATE_PARTITIONS: u8 = 5;
 /// Request type of a topic's growth with explicit replica assignments.
 const CREATE_PARTITIONS_ASSIGNED: u8 = 19;
+/// Request type of a question for the metadata quorum's state (Kafka's DescribeQuorum).
+const DESCRIBE_QUORUM: u8 = 20;
 /// Response type of a change made for some partitions and refused for others.
 const PARTLY_DONE: u8 = 5;
+/// Response type of the metadata quorum's state.
+const QUORUM: u8 = 6;
 
 /// Operation codes of [`ConfigOp`] (Kafka's AlterConfigOp codes).
 const OP_SET: u8 = 0;
@@ -224,6 +228,8 @@ pub enum Request {
         /// The change (never itself a `Within`).
         request: Box<Request>,
     },
+    /// The metadata quorum's state, from its leader.
+    DescribeQuorum,
     /// Committed metadata after log index `after`, waiting up to `max_wait_ms` for some.
     FetchMetadata {
         /// The last index the broker has applied.
@@ -231,6 +237,33 @@ pub enum Request {
         /// How long to wait when there is nothing new.
         max_wait_ms: u32,
     },
+}
+
+/// The metadata quorum as its leader describes it (Kafka's DescribeQuorum).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuorumStatus {
+    /// The leader.
+    pub leader: BrokerId,
+    /// Its term (Kafka's leader epoch of the metadata log).
+    pub term: u64,
+    /// The index up to which entries are committed (Kafka's high watermark).
+    pub committed: u64,
+    /// Each voter, by id.
+    pub voters: Vec<VoterStatus>,
+}
+
+/// One voter as the quorum's leader knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VoterStatus {
+    /// The voter.
+    pub id: BrokerId,
+    /// The index of its last entry known to match the leader's (the leader's own: its last).
+    pub log_end: u64,
+    /// When the leader last heard from it, in ms since the epoch (−1: not since it took over).
+    pub last_heard_ms: i64,
+    /// When its log last reached the leader's end, in ms since the epoch (−1: not since the
+    /// leader took over).
+    pub caught_up_ms: i64,
 }
 
 /// Committed metadata for a broker.
@@ -272,6 +305,8 @@ pub enum Response {
         /// The partitions refused, by topic name and index, and why.
         refused: Vec<(String, i32, ControllerError)>,
     },
+    /// The metadata quorum's state.
+    Quorum(QuorumStatus),
     /// Refused.
     Error {
         /// Why.
@@ -489,6 +524,9 @@ impl Request {
             Request::FetchMetadata { after, max_wait_ms } => {
                 w.u8(8).u64(*after).u32(*max_wait_ms);
             }
+            Request::DescribeQuorum => {
+                w.u8(DESCRIBE_QUORUM);
+            }
             Request::Within { ms, request } => {
                 w.u8(10).u32(*ms).bytes(&request.encode());
             }
@@ -605,6 +643,7 @@ impl Request {
                 })?,
             },
             8 => Request::FetchMetadata { after: r.u64("after")?, max_wait_ms: r.u32("max wait")? },
+            DESCRIBE_QUORUM => Request::DescribeQuorum,
             kind @ (ALTER_PARTITION | ALTER_PARTITION_JOINING) => Request::AlterPartition {
                 broker_id: r.i32("broker id")?,
                 incarnation: Incarnation(r.u128("incarnation")?),
@@ -658,6 +697,13 @@ impl Response {
                     w.u64(*index).bytes(data);
                 }
             }
+            Response::Quorum(status) => {
+                w.u8(QUORUM).i32(status.leader).u64(status.term).u64(status.committed);
+                w.u32(status.voters.len() as u32);
+                for v in &status.voters {
+                    w.i32(v.id).u64(v.log_end).i64(v.last_heard_ms).i64(v.caught_up_ms);
+                }
+            }
             Response::Error { error, leader } => {
                 let (code, text) = error_code(error);
                 w.u8(4).u8(code).str(&text).i32(leader.unwrap_or(-1));
@@ -699,6 +745,19 @@ impl Response {
                     leader: (leader >= 0).then_some(leader),
                 }
             }
+            QUORUM => Response::Quorum(QuorumStatus {
+                leader: r.i32("quorum leader")?,
+                term: r.u64("quorum term")?,
+                committed: r.u64("quorum commit")?,
+                voters: r.list("voters", 28, |r| {
+                    Ok(VoterStatus {
+                        id: r.i32("voter")?,
+                        log_end: r.u64("voter log end")?,
+                        last_heard_ms: r.i64("voter heard")?,
+                        caught_up_ms: r.i64("voter caught up")?,
+                    })
+                })?,
+            }),
             PARTLY_DONE => Response::PartlyDone {
                 offset: r.u64("offset")?,
                 refused: r.list("refused", 10, |r| {

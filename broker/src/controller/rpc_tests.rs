@@ -115,6 +115,7 @@ fn requests_and_responses_round_trip() {
             allow_replication_factor_change: false,
         },
         Request::FetchMetadata { after: 77, max_wait_ms: 500 },
+        Request::DescribeQuorum,
         Request::Within { ms: 1500, request: Box::new(Request::DeleteTopic { name: "t".into() }) },
     ];
     for request in requests {
@@ -135,6 +136,16 @@ fn requests_and_responses_round_trip() {
             snapshot: Some(Bytes::from_static(b"snap")),
             entries: vec![(5, Bytes::from_static(b"e"))],
         }),
+        Response::Quorum(QuorumStatus {
+            leader: 2,
+            term: 7,
+            committed: 40,
+            voters: vec![
+                VoterStatus { id: 1, log_end: 38, last_heard_ms: 1_000, caught_up_ms: -1 },
+                VoterStatus { id: 2, log_end: 41, last_heard_ms: 1_200, caught_up_ms: 1_200 },
+            ],
+        }),
+        Response::Quorum(QuorumStatus::default()),
         Response::Error { error: ControllerError::NotController, leader: Some(2) },
         Response::Error {
             error: ControllerError::BadReplication { wanted: 3, live: 1 },

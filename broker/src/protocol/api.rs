@@ -100,6 +100,7 @@ apis! {
     AlterPartitionReassignments: AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse, 0..=1;
     ListPartitionReassignments: ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, 0..=0;
     DescribeProducers: DescribeProducersRequest => DescribeProducersResponse, 0..=0;
+    DescribeQuorum: DescribeQuorumRequest => DescribeQuorumResponse, 0..=2;
 }
 
 /// The versions Weir advertises for `key`, if it answers it at all.

@@ -74,6 +74,15 @@ pub struct SnapshotData {
     pub data: Bytes,
 }
 
+/// How far a voter's log matches the leader's, as the leader knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VoterProgress {
+    /// The voter.
+    pub id: NodeId,
+    /// The index of its last entry known to match the leader's.
+    pub log_end: u64,
+}
+
 /// What the store held at start-up.
 #[derive(Clone, Debug, Default)]
 pub struct Recovered {
@@ -198,12 +207,13 @@ impl Quorum {
         }
     }
 
-    /// A message from a peer.
-    pub fn step(&mut self, message: &[u8]) -> Result<(), QuorumError> {
+    /// A message from a peer; returns the peer.
+    pub fn step(&mut self, message: &[u8]) -> Result<NodeId, QuorumError> {
         let mut message =
             Message::parse_from_bytes(message).map_err(|e| QuorumError::Decode(e.to_string()))?;
+        let from = message.from;
         if self.withholds_vote(&message) {
-            return Ok(());
+            return Ok(from);
         }
         // A leader tells a voter in its heartbeats how far it may commit: as far as it last
         // knew the voter held. A voter back on a new disk holds less, and Raft, which assumes
@@ -216,7 +226,7 @@ impl Quorum {
             }
         }
         self.node.step(message)?;
-        Ok(())
+        Ok(from)
     }
 
     /// Whether to leave a (pre-)vote request unanswered: this voter holds no entry, and the
@@ -260,6 +270,25 @@ impl Quorum {
     /// The highest index known committed.
     pub fn committed_index(&self) -> u64 {
         self.node.raft.raft_log.committed
+    }
+
+    /// The index of the last entry this member holds.
+    pub fn last_index(&self) -> u64 {
+        self.node.raft.raft_log.last_index()
+    }
+
+    /// On the leader, how far each voter's log is known to match its own (its own: to the
+    /// end); on any other member, nothing.
+    pub fn progress(&self) -> Option<Vec<VoterProgress>> {
+        if !self.is_leader() {
+            return None;
+        }
+        let (me, last) = (self.node.raft.id, self.last_index());
+        let voters = self.node.raft.prs().iter().map(|(&id, progress)| VoterProgress {
+            id,
+            log_end: if id == me { last } else { progress.matched },
+        });
+        Some(voters.collect())
     }
 
     /// Whether [`Quorum::ready`] has work.

@@ -18,7 +18,9 @@ use super::image::MetadataImage;
 use super::logic::{ControllerError, ControllerLogic, IsrChange, LogicConfig};
 use super::quorum::{Quorum, QuorumConfig, QuorumError, QuorumStore};
 use super::records::{BrokerId, MetadataRecord, encode_entry};
-use super::rpc::{Channel, Hello, MetadataDelta, Request, Response, read_frame, write_frame};
+use super::rpc::{
+    Channel, Hello, MetadataDelta, QuorumStatus, Request, Response, read_frame, write_frame,
+};
 use crate::io::{Conn, Env, Listener, timeout};
 use crate::server::accept::Acceptor;
 
@@ -99,6 +101,8 @@ struct Published {
     is_leader: bool,
     /// This node leads and has applied an entry of its own term, so its image is current.
     current: bool,
+    /// The quorum's state, while this node leads it.
+    quorum: Option<QuorumStatus>,
     /// The quorum's store failed to persist: out of room and waiting for it, or failed for
     /// good and stopped. The image may be behind the quorum's meanwhile, so this controller
     /// neither acts as the active one nor serves its node's broker the metadata (the broker
@@ -216,6 +220,7 @@ impl Controller {
             p.is_leader = false;
             p.current = false;
             p.leader = None;
+            p.quorum = None;
         }
         self.applied.notify_waiters();
     }
@@ -305,6 +310,13 @@ impl Controller {
         if let Request::FetchMetadata { after, max_wait_ms } = request {
             let wait = Duration::from_millis(u64::from(max_wait_ms));
             return self.fetch_metadata(after, wait, true).await;
+        }
+        if let Request::DescribeQuorum = request {
+            // The quorum's leader answers, current image or not, as Kafka's does.
+            return match self.published().quorum.clone() {
+                Some(status) => Response::Quorum(status),
+                None => self.not_controller(),
+            };
         }
         if let Request::Heartbeat { broker_id, .. } = request {
             self.seen().insert(broker_id, self.env.clock.now());
@@ -438,7 +450,10 @@ impl Controller {
                     Err(ControllerError::StaleBroker(broker_id))
                 }
             }
-            Request::FetchMetadata { .. } => return self.not_controller(),
+            // Answered above.
+            Request::FetchMetadata { .. } | Request::DescribeQuorum => {
+                return self.not_controller();
+            }
             Request::Within { .. } => {
                 Err(ControllerError::Internal("a bounded request within a bounded request".into()))
             }

@@ -14,9 +14,9 @@ use super::{
     Controller, Event, MetadataImage, PEER_QUEUE_MAX, Published, SNAPSHOT_EVERY_ENTRIES,
     STORE_RETRY, TICK,
 };
-use crate::controller::quorum::{Persist, Quorum, QuorumStore, StoreError};
+use crate::controller::quorum::{NodeId, Persist, Quorum, QuorumStore, StoreError};
 use crate::controller::records::{BrokerId, decode_entry, encode_entry};
-use crate::controller::rpc::{Channel, Hello, write_frame};
+use crate::controller::rpc::{Channel, Hello, QuorumStatus, VoterStatus, write_frame};
 use crate::io::{Conn, Env, timeout};
 use crate::log::Shortage;
 
@@ -32,6 +32,10 @@ pub(super) async fn run(
     let Some(clock) = controller.upgrade().map(|c| Arc::clone(&c.env.clock)) else { return };
     let mut next_tick = clock.now() + TICK;
     let mut term_start_nonce: Option<u64> = None;
+    // When each voter was last heard from, and (while this node leads) when its log last
+    // reached the leader's end: wall-clock ms, for DescribeQuorum.
+    let mut heard: BTreeMap<NodeId, i64> = BTreeMap::new();
+    let mut caught_up: BTreeMap<NodeId, i64> = BTreeMap::new();
     loop {
         let sleep = clock.sleep_until(next_tick);
         tokio::select! {
@@ -43,8 +47,11 @@ pub(super) async fn run(
             event = queue.recv() => match event {
                 Some(Event::Step(message)) => {
                     inbox.taken(message.len());
-                    if let Err(e) = quorum.step(&message) {
-                        tracing::debug!("dropping a raft message: {e}");
+                    match quorum.step(&message) {
+                        Ok(from) => {
+                            heard.insert(from, clock.wall_ms());
+                        }
+                        Err(e) => tracing::debug!("dropping a raft message: {e}"),
                     }
                 }
                 Some(Event::Propose(data, reply)) => {
@@ -90,13 +97,36 @@ pub(super) async fn run(
         // term and is current once it is applied.
         let leader = quorum.leader().map(|l| l as BrokerId);
         let is_leader = quorum.is_leader();
+        let status = quorum.progress().map(|progress| {
+            let (now, last) = (clock.wall_ms(), quorum.last_index());
+            let voters = progress.iter().map(|v| {
+                if v.log_end >= last {
+                    // The leader's own log among them: it is always at its end.
+                    caught_up.insert(v.id, now);
+                    if Some(v.id) == quorum.leader() {
+                        heard.insert(v.id, now);
+                    }
+                }
+                VoterStatus {
+                    id: v.id as BrokerId,
+                    log_end: v.log_end,
+                    last_heard_ms: heard.get(&v.id).copied().unwrap_or(-1),
+                    caught_up_ms: caught_up.get(&v.id).copied().unwrap_or(-1),
+                }
+            });
+            let voters = voters.collect();
+            let (term, committed) = (quorum.term(), quorum.committed_index());
+            QuorumStatus { leader: leader.unwrap_or(-1), term, committed, voters }
+        });
         let propose_marker = {
             let mut p = c.published();
             p.leader = leader;
+            p.quorum = status;
             if is_leader != p.is_leader {
                 p.is_leader = is_leader;
                 p.current = false;
                 term_start_nonce = None;
+                caught_up.clear();
             }
             if let Some(nonce) = term_start_nonce
                 && p.applied.get(&nonce).is_some_and(|&i| i > 0)

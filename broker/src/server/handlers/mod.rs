@@ -10,6 +10,7 @@ mod configs;
 mod delete_groups;
 mod describe_groups;
 mod describe_producers;
+mod describe_quorum;
 mod fetch;
 mod find_coordinator;
 mod group_common;
@@ -136,6 +137,9 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
         Request::IncrementalAlterConfigs(r) => Reply::Now(Response::IncrementalAlterConfigs(
             configs::incremental_alter(broker, r).await,
         )),
+        Request::DescribeQuorum(r) => {
+            Reply::Now(Response::DescribeQuorum(describe_quorum::handle(broker, r, version).await))
+        }
         Request::DescribeProducers(r) => {
             Reply::Now(Response::DescribeProducers(describe_producers::handle(broker, r).await))
         }

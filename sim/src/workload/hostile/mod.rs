@@ -118,6 +118,7 @@ fn decodes(key: ApiKey, version: i16, mut body: Bytes) -> bool {
         ApiKey::DescribeCluster => whole!(DescribeClusterResponse),
         ApiKey::DeleteGroups => whole!(DeleteGroupsResponse),
         ApiKey::DescribeProducers => whole!(DescribeProducersResponse),
+        ApiKey::DescribeQuorum => whole!(DescribeQuorumResponse),
         _ => false,
     }
 }

@@ -435,9 +435,19 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
         _ => {
             let mut r = DescribeClusterRequest::default();
             r.endpoint_type = rng.edge(1);
-            let which = rng.below(3);
+            let which = rng.below(4);
             if which == 0 {
                 encoded!(rng, DescribeCluster, r)
+            } else if which == 3 {
+                let mut p = describe_quorum_request::PartitionData::default();
+                p.partition_index = rng.edge(0);
+                let mut t = describe_quorum_request::TopicData::default();
+                t.topic_name =
+                    topic(if rng.chance(50) { "__cluster_metadata" } else { "precious" });
+                t.partitions = vec![p];
+                let mut q = DescribeQuorumRequest::default();
+                q.topics = vec![t];
+                encoded!(rng, DescribeQuorum, q)
             } else if which == 1 {
                 let mut t = describe_producers_request::TopicRequest::default();
                 t.name = topic("precious");
