@@ -207,11 +207,11 @@ impl Quorum {
         }
     }
 
-    /// A message from a peer; returns the peer.
-    pub fn step(&mut self, message: &[u8]) -> Result<NodeId, QuorumError> {
+    /// A message from a peer; returns the peer if it is a voter.
+    pub fn step(&mut self, message: &[u8]) -> Result<Option<NodeId>, QuorumError> {
         let mut message =
             Message::parse_from_bytes(message).map_err(|e| QuorumError::Decode(e.to_string()))?;
-        let from = message.from;
+        let from = Some(message.from).filter(|&id| self.node.raft.prs().get(id).is_some());
         if self.withholds_vote(&message) {
             return Ok(from);
         }

@@ -48,9 +48,10 @@ pub(super) async fn run(
                 Some(Event::Step(message)) => {
                     inbox.taken(message.len());
                     match quorum.step(&message) {
-                        Ok(from) => {
-                            heard.insert(from, clock.wall_ms());
+                        Ok(Some(voter)) => {
+                            heard.insert(voter, clock.wall_ms());
                         }
+                        Ok(None) => {}
                         Err(e) => tracing::debug!("dropping a raft message: {e}"),
                     }
                 }
