@@ -9,8 +9,13 @@
 //!   v2, each voter's controller endpoint.
 //! - A request for anything but partition 0 of `__cluster_metadata` is
 //!   UNKNOWN_TOPIC_OR_PARTITION for each partition it names.
-//! - Once the leader's node is killed, a survivor names another leader in a later epoch, and
-//!   the dead voter as last heard from no later than the kill.
+//! - v0 carries no times; v1 does.
+//! - A follower paused: the leader reports it last heard from and caught up when it stopped,
+//!   the other follower current; once back, it is current again.
+//! - Once the leader's node is killed, a survivor names another leader in a later epoch, which
+//!   reports the dead voter's log end and times unknown (−1), as it has not heard from it
+//!   since it took over; with a second voter dead, the survivor answers
+//!   NOT_LEADER_OR_FOLLOWER.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -32,8 +37,12 @@ const LATEST: i16 = 2;
 /// How far behind "now" a voter's last fetch and catch-up may be on a quiet, healthy quorum
 /// (the leader sends heartbeats every few hundred ms).
 const RECENT_MS: i64 = 3_000;
-/// How long after the kill messages the killed node sent before it may still arrive.
-const IN_FLIGHT_MS: i64 = 1_000;
+/// How long after a node stops the messages it sent before may still arrive.
+const IN_FLIGHT_MS: i64 = 300;
+/// How long a follower is stopped (less than a broker's session, 2 s).
+const PAUSE: Duration = Duration::from_millis(1_800);
+/// NOT_LEADER_OR_FOLLOWER.
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 /// Within how long of the kill a survivor must be the active controller.
 const ELECTION_BOUND: Duration = Duration::from_secs(10);
 
@@ -139,11 +148,17 @@ fn scenario(seed: u64) -> Result<(), String> {
             endpoints.len() == 3 && endpoints.iter().all(|(id, _)| voters.contains(id)),
             || format!("v2 endpoints {:?}", answer.nodes),
         )?;
-        // v0 has no endpoints.
-        let old = describe(&mut c, ix, (METADATA_TOPIC, &[0]), 0)?;
-        ensure(quorum(&old)?.leader_id == p.leader_id && old.nodes.is_empty(), || {
-            format!("v0: {old:?}")
-        })?;
+        // v0 carries no times, v1 does.
+        let v0 = describe(&mut c, ix, (METADATA_TOPIC, &[0]), 0)?;
+        let untimed = quorum(&v0)?.current_voters.iter().all(|v| v.last_fetch_timestamp == -1);
+        ensure(quorum(&v0)?.leader_id == p.leader_id && untimed, || format!("v0: {v0:?}"))?;
+        let v1 = describe(&mut c, ix, (METADATA_TOPIC, &[0]), 1)?;
+        let now = wall_ms(&c, active)?;
+        let timed = quorum(&v1)?
+            .current_voters
+            .iter()
+            .all(|v| v.last_fetch_timestamp <= now && now - v.last_fetch_timestamp <= RECENT_MS);
+        ensure(timed, || format!("v1 at {now} ms: {v1:?}"))?;
     }
     ensure(named.len() == 1, || format!("the brokers disagree: {named:?}"))?;
 
@@ -162,33 +177,71 @@ fn scenario(seed: u64) -> Result<(), String> {
         ensure(codes == expected, || format!("{topic} {partitions:?}: {answer:?}"))?;
     }
 
-    // The leader dies.
-    let (old_leader, old_epoch) = *named.first().ok_or("no leader named")?;
-    let survivor = (active + 1) % 3;
-    let killed_at = wall_ms(&c, survivor)?;
-    c.sim.kill(c.nodes[active]);
+    // A follower stops: the leader stops hearing from it and stops seeing it caught up,
+    // while the other follower stays current; once back, it is current again.
+    let follower = (active + 1) % 3;
+    let stopped_at = wall_ms(&c, active)?;
+    c.sim.pause(c.nodes[follower]);
+    c.run_for(PAUSE);
+    let answer = describe(&mut c, active, (METADATA_TOPIC, &[0]), LATEST)?;
+    let now = wall_ms(&c, active)?;
+    for v in &quorum(&answer)?.current_voters {
+        let (fetched, caught_up) = (v.last_fetch_timestamp, v.last_caught_up_timestamp);
+        let fine = if v.replica_id.0 == node_id(follower) {
+            fetched <= stopped_at + IN_FLIGHT_MS && caught_up <= stopped_at + IN_FLIGHT_MS
+        } else {
+            now - fetched <= RECENT_MS && now - caught_up <= RECENT_MS
+        };
+        ensure(fine, || {
+            format!("node{} paused at {stopped_at} ms, asked at {now}: {v:?}", follower + 1)
+        })?;
+    }
+    c.sim.resume(c.nodes[follower]);
+    c.settle("the paused follower is back")?;
+    let answer = describe(&mut c, 0, (METADATA_TOPIC, &[0]), LATEST)?;
+    let leader_ix = c.ix_of(quorum(&answer)?.leader_id.0).ok_or("no leader named")?;
+    let now = wall_ms(&c, leader_ix)?;
+    let current = quorum(&answer)?.current_voters.iter().all(|v| {
+        now - v.last_fetch_timestamp <= RECENT_MS && now - v.last_caught_up_timestamp <= RECENT_MS
+    });
+    ensure(current, || format!("after the pause, at {now} ms: {answer:?}"))?;
+
+    // The leader dies: a survivor names another leader in a later epoch, which has not heard
+    // from the dead voter since it took over, nor knows its log end.
+    let (old_leader, old_epoch) = (quorum(&answer)?.leader_id.0, quorum(&answer)?.leader_epoch);
+    c.sim.kill(c.nodes[leader_ix]);
     ensure(
-        c.run_until(ELECTION_BOUND, |c| c.active_controller().is_some_and(|ix| ix != active)),
+        c.run_until(ELECTION_BOUND, |c| c.active_controller().is_some_and(|ix| ix != leader_ix)),
         || format!("no new active controller within {ELECTION_BOUND:?}"),
     )?;
-    let mut heard = Vec::new();
-    for _ in 0..2 {
-        let answer = describe(&mut c, survivor, (METADATA_TOPIC, &[0]), LATEST)?;
-        let p = quorum(&answer)?;
-        ensure(p.leader_id.0 != old_leader && p.leader_epoch > old_epoch, || {
-            format!(
-                "after the kill: leader {} epoch {} (was {old_leader} in {old_epoch})",
-                p.leader_id.0, p.leader_epoch
-            )
-        })?;
-        let dead = p.current_voters.iter().find(|v| v.replica_id.0 == old_leader);
-        heard.push(dead.ok_or("the dead voter is not listed")?.last_fetch_timestamp);
-        c.run_for(Duration::from_secs(3));
-    }
-    // Messages it sent just before it died may still arrive: then no more.
-    ensure(heard[0] == heard[1] && heard[0] <= killed_at + IN_FLIGHT_MS, || {
-        format!("the dead voter last heard from at {heard:?}, killed at {killed_at}")
+    let survivor = (leader_ix + 1) % 3;
+    let answer = describe(&mut c, survivor, (METADATA_TOPIC, &[0]), LATEST)?;
+    let p = quorum(&answer)?;
+    ensure(p.leader_id.0 != old_leader && p.leader_epoch > old_epoch, || {
+        format!(
+            "after the kill: leader {} epoch {} (was {old_leader} in {old_epoch})",
+            p.leader_id.0, p.leader_epoch
+        )
     })?;
+    let dead = p.current_voters.iter().find(|v| v.replica_id.0 == old_leader);
+    let dead = dead.ok_or("the dead voter is not listed")?;
+    ensure(
+        dead.log_end_offset == -1
+            && dead.last_fetch_timestamp == -1
+            && dead.last_caught_up_timestamp == -1,
+        || format!("the dead voter: {dead:?}"),
+    )?;
+
+    // A second voter dies: no leader, and the survivor says so (retriable).
+    let other = (0..3).find(|&ix| ix != leader_ix && ix != survivor).ok_or("no third node")?;
+    c.sim.kill(c.nodes[other]);
+    c.run_for(Duration::from_secs(5));
+    let answer = describe(&mut c, survivor, (METADATA_TOPIC, &[0]), LATEST)?;
+    let refused = answer.topics.first().and_then(|t| t.partitions.first());
+    ensure(
+        refused.is_some_and(|p| p.error_code == NOT_LEADER_OR_FOLLOWER) && answer.nodes.is_empty(),
+        || format!("with one voter of three left: {answer:?}"),
+    )?;
     c.watch_verdict()
 }
 

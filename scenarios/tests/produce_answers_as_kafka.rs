@@ -170,6 +170,12 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(first(&answer).map(|(_, e)| e) == Some(UNSUPPORTED_COMPRESSION_TYPE), || {
         format!("zstd in Produce v6: {answer:?}")
     })?;
+    // As Kafka, the records are judged before the leadership: a broker not hosting the
+    // partition refuses the same.
+    let answer = produce_raw(&mut c, other, by_name, PRODUCE_ZSTD - 1, Some(zstd.clone()))?;
+    ensure(first(&answer).map(|(_, e)| e) == Some(UNSUPPORTED_COMPRESSION_TYPE), || {
+        format!("zstd in Produce v6 to a broker not hosting it: {answer:?}")
+    })?;
     let answer = produce_raw(&mut c, leader, by_name, PRODUCE_ZSTD, Some(zstd))?;
     ensure(first(&answer).map(|(_, e)| e) == Some(0), || format!("zstd in v7: {answer:?}"))?;
     ensure(base_offset(&answer) == Some(written + 1), || {

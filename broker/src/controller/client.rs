@@ -36,6 +36,9 @@ pub enum Lane {
     Metadata,
     /// Copies of heartbeats to the controllers that are not active.
     Copy,
+    /// Questions for operators (the quorum's state), which must not wait behind heartbeats
+    /// nor hold them up.
+    Query,
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Box<dyn Conn>>>>;

@@ -185,6 +185,16 @@ impl Membership {
         timeout(&*self.env.clock, limit, wait).await.is_ok()
     }
 
+    /// Asks the active controller a question for an operator (its own connection: never in
+    /// line with this broker's heartbeats).
+    pub async fn query(
+        &self,
+        request: &Request,
+        limit: Duration,
+    ) -> Result<Response, ControllerError> {
+        self.client.call(request, Lane::Query, limit).await
+    }
+
     /// Sends a request to the active controller.
     pub async fn call(
         &self,

@@ -1,6 +1,6 @@
 //! The controller's wire protocol between nodes, on the controller listener: Raft messages
 //! between controllers, and brokers' requests to the active controller (registration,
-//! heartbeats, topic changes, producer-id blocks, metadata fetches).
+//! heartbeats, topic changes, producer-id blocks, metadata fetches, the quorum's state).
 //!
 //! Frames: length (`u32`, at most [`FRAME_BYTES_MAX`], checked before allocating), then a body
 //! sealed with CRC-32C. A connection opens with a [`Hello`] naming the sender and what the
@@ -257,8 +257,9 @@ pub struct QuorumStatus {
 pub struct VoterStatus {
     /// The voter.
     pub id: BrokerId,
-    /// The index of its last entry known to match the leader's (the leader's own: its last).
-    pub log_end: u64,
+    /// The index of its last entry known to match the leader's (the leader's own: its last;
+    /// −1: not heard from since the leader took over).
+    pub log_end: i64,
     /// When the leader last heard from it, in ms since the epoch (−1: not since it took over).
     pub last_heard_ms: i64,
     /// When its log last reached the leader's end, in ms since the epoch (−1: not since the
@@ -701,7 +702,7 @@ impl Response {
                 w.u8(QUORUM).i32(status.leader).u64(status.term).u64(status.committed);
                 w.u32(status.voters.len() as u32);
                 for v in &status.voters {
-                    w.i32(v.id).u64(v.log_end).i64(v.last_heard_ms).i64(v.caught_up_ms);
+                    w.i32(v.id).i64(v.log_end).i64(v.last_heard_ms).i64(v.caught_up_ms);
                 }
             }
             Response::Error { error, leader } => {
@@ -752,7 +753,7 @@ impl Response {
                 voters: r.list("voters", 28, |r| {
                     Ok(VoterStatus {
                         id: r.i32("voter")?,
-                        log_end: r.u64("voter log end")?,
+                        log_end: r.i64("voter log end")?,
                         last_heard_ms: r.i64("voter heard")?,
                         caught_up_ms: r.i64("voter caught up")?,
                     })

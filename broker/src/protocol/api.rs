@@ -101,6 +101,9 @@ apis! {
     ListPartitionReassignments: ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, 0..=0;
     DescribeProducers: DescribeProducersRequest => DescribeProducersResponse, 0..=0;
     DescribeQuorum: DescribeQuorumRequest => DescribeQuorumResponse, 0..=2;
+    DescribeAcls: DescribeAclsRequest => DescribeAclsResponse, 1..=3;
+    CreateAcls: CreateAclsRequest => CreateAclsResponse, 1..=3;
+    DeleteAcls: DeleteAclsRequest => DeleteAclsResponse, 1..=3;
 }
 
 /// The versions Weir advertises for `key`, if it answers it at all.

@@ -277,6 +277,18 @@ impl Quorum {
         self.node.raft.raft_log.last_index()
     }
 
+    /// On the leader, how far `voter`'s log is known to match its own; elsewhere, or for a
+    /// node that is not a voter, nothing.
+    pub fn matched(&self, voter: NodeId) -> Option<u64> {
+        if !self.is_leader() {
+            return None;
+        }
+        if voter == self.node.raft.id {
+            return Some(self.last_index());
+        }
+        self.node.raft.prs().get(voter).map(|p| p.matched)
+    }
+
     /// On the leader, how far each voter's log is known to match its own (its own: to the
     /// end); on any other member, nothing.
     pub fn progress(&self) -> Option<Vec<VoterProgress>> {

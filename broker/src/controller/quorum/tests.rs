@@ -302,3 +302,42 @@ fn a_voter_back_empty_under_a_live_leader_catches_up() {
         assert!(c.has(replaced, "after"), "seed {seed}: the replaced voter did not catch up");
     }
 }
+
+#[test]
+fn only_the_leader_tells_how_far_each_voter_holds_and_only_voters_count_as_heard() {
+    let mut c = Cluster::new(3, 13);
+    c.step(60);
+    let leader = c.leaders()[0];
+    c.propose("x").unwrap();
+    c.step(5);
+    let q = &c.nodes[&leader];
+    let progress = q.progress().expect("the leader knows its voters' progress");
+    let ids: Vec<NodeId> = progress.iter().map(|v| v.id).collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    for v in &progress {
+        assert_eq!(v.log_end, q.last_index(), "voter {} caught up on a quiet quorum", v.id);
+        assert_eq!(q.matched(v.id), Some(v.log_end));
+    }
+    assert_eq!(q.matched(9), None, "not a voter");
+    let follower = (1..=3).find(|&i| i != leader).unwrap();
+    assert!(c.nodes[&follower].progress().is_none(), "a follower knows no progress");
+    assert!(c.nodes[&follower].matched(leader).is_none());
+
+    // A message from a voter names it; one claiming to come from elsewhere does not.
+    let mut message = Message::default();
+    message.set_msg_type(MessageType::MsgHeartbeatResponse);
+    message.to = leader;
+    message.term = c.nodes[&leader].term();
+    message.from = follower;
+    let bytes = message.write_to_bytes().unwrap();
+    assert_eq!(c.nodes.get_mut(&leader).unwrap().step(&bytes).unwrap(), Some(follower));
+    message.from = 9;
+    let bytes = message.write_to_bytes().unwrap();
+    let stepped = c.nodes.get_mut(&leader).unwrap().step(&bytes);
+    assert!(!matches!(stepped, Ok(Some(_))), "a stranger taken for a voter: {stepped:?}");
+    // A stale heartbeat from a stranger, which Raft ignores without an error.
+    message.set_msg_type(MessageType::MsgHeartbeat);
+    message.term = 0;
+    let bytes = message.write_to_bytes().unwrap();
+    assert_eq!(c.nodes.get_mut(&leader).unwrap().step(&bytes).unwrap(), None);
+}

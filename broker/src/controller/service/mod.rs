@@ -313,7 +313,9 @@ impl Controller {
         }
         if let Request::DescribeQuorum = request {
             // The quorum's leader answers, current image or not, as Kafka's does.
-            return match self.published().quorum.clone() {
+            // Taken out first: the lock must not be held into `not_controller`, which takes it.
+            let status = self.published().quorum.clone();
+            return match status {
                 Some(status) => Response::Quorum(status),
                 None => self.not_controller(),
             };

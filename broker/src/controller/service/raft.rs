@@ -49,7 +49,13 @@ pub(super) async fn run(
                     inbox.taken(message.len());
                     match quorum.step(&message) {
                         Ok(Some(voter)) => {
-                            heard.insert(voter, clock.wall_ms());
+                            // Caught up when what it answered shows its log at the leader's
+                            // end, as Kafka's leader judges a fetch.
+                            let now = clock.wall_ms();
+                            heard.insert(voter, now);
+                            if quorum.matched(voter).is_some_and(|m| m >= quorum.last_index()) {
+                                caught_up.insert(voter, now);
+                            }
                         }
                         Ok(None) => {}
                         Err(e) => tracing::debug!("dropping a raft message: {e}"),
@@ -99,19 +105,20 @@ pub(super) async fn run(
         let leader = quorum.leader().map(|l| l as BrokerId);
         let is_leader = quorum.is_leader();
         let status = quorum.progress().map(|progress| {
-            let (now, last) = (clock.wall_ms(), quorum.last_index());
+            let now = clock.wall_ms();
             let voters = progress.iter().map(|v| {
-                if v.log_end >= last {
-                    // The leader's own log among them: it is always at its end.
+                if Some(v.id) == quorum.leader() {
+                    // The leader itself: always at its own end.
+                    heard.insert(v.id, now);
                     caught_up.insert(v.id, now);
-                    if Some(v.id) == quorum.leader() {
-                        heard.insert(v.id, now);
-                    }
                 }
+                // A voter not heard from since this node took over: its log end is unknown
+                // (Raft starts its progress from nothing).
+                let heard_ms = heard.get(&v.id).copied();
                 VoterStatus {
                     id: v.id as BrokerId,
-                    log_end: v.log_end,
-                    last_heard_ms: heard.get(&v.id).copied().unwrap_or(-1),
+                    log_end: heard_ms.map_or(-1, |_| i64::try_from(v.log_end).unwrap_or(i64::MAX)),
+                    last_heard_ms: heard_ms.unwrap_or(-1),
                     caught_up_ms: caught_up.get(&v.id).copied().unwrap_or(-1),
                 }
             });
@@ -127,6 +134,8 @@ pub(super) async fn run(
                 p.is_leader = is_leader;
                 p.current = false;
                 term_start_nonce = None;
+                // DescribeQuorum reports what this node heard while it leads, as Kafka's.
+                heard.clear();
                 caught_up.clear();
             }
             if let Some(nonce) = term_start_nonce

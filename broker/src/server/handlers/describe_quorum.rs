@@ -68,15 +68,15 @@ pub async fn handle(
         return response;
     }
     let answer = match broker.membership() {
-        Some(membership) => membership.call(&Request::DescribeQuorum, QUORUM_WAIT).await.ok(),
+        Some(membership) => membership.query(&Request::DescribeQuorum, QUORUM_WAIT).await.ok(),
         None => None,
     };
-    let partition = match answer {
-        Some(Response::Quorum(status)) => described(&status),
+    let (partition, answered) = match answer {
+        Some(Response::Quorum(status)) => (described(&status), true),
         _ => {
             let mut out = unanswered(ResponseError::NotLeaderOrFollower);
             out.error_message = Some(StrBytes::from_static_str("no quorum leader answered"));
-            out
+            (out, false)
         }
     };
     let mut topic = TopicData::default();
@@ -84,7 +84,7 @@ pub async fn handle(
         kafka_protocol::messages::TopicName(StrBytes::from_static_str(METADATA_TOPIC));
     topic.partitions = vec![partition];
     response.topics = vec![topic];
-    if version >= 2 {
+    if version >= 2 && answered {
         response.nodes = nodes(broker);
     }
     response
@@ -114,7 +114,7 @@ fn described(status: &QuorumStatus) -> PartitionData {
         .map(|v| {
             let mut voter = ReplicaState::default();
             voter.replica_id = BrokerId(v.id);
-            voter.log_end_offset = i64::try_from(v.log_end).unwrap_or(i64::MAX);
+            voter.log_end_offset = v.log_end;
             voter.last_fetch_timestamp = v.last_heard_ms;
             voter.last_caught_up_timestamp = v.caught_up_ms;
             voter
@@ -123,7 +123,8 @@ fn described(status: &QuorumStatus) -> PartitionData {
     out
 }
 
-/// The voters' controller endpoints (v2), as this broker's configuration names them.
+/// The voters' controller endpoints (v2), as this broker's configuration names them (checked
+/// as the node started: a node with voters it cannot read does not start).
 fn nodes(broker: &Broker) -> Vec<Node> {
     let voters = broker.config.voters().unwrap_or_default();
     voters

@@ -232,7 +232,8 @@ fn failed(name: Option<String>, error: ResponseError) -> MetadataResponseTopic {
 
 /// A topic as Metadata reports it, from the image: leaders (−1 with LEADER_NOT_AVAILABLE
 /// while a partition has none), epochs, replicas and ISR, and as offline (v5+) the replicas
-/// on brokers that are fenced or not registered, as Kafka lists them.
+/// on brokers that are fenced or not registered, as Kafka lists them (Kafka also fences a
+/// broker until it has caught up after a restart; Weir unfences it as it registers).
 pub fn describe(topic: &TopicImage, image: &MetadataImage) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));

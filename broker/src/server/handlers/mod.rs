@@ -1,6 +1,7 @@
 //! One file per Kafka API. Each handler turns a decoded request into a [`Reply`]; errors are
 //! Kafka error codes in the response, never a panic or a dropped connection.
 
+mod acls;
 mod admin;
 pub use admin::ELECT_LEADERS_PARTITIONS_MAX;
 pub use configs::CONFIG_CHANGES_MAX;
@@ -137,6 +138,9 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
         Request::IncrementalAlterConfigs(r) => Reply::Now(Response::IncrementalAlterConfigs(
             configs::incremental_alter(broker, r).await,
         )),
+        Request::DescribeAcls(_) => Reply::Now(Response::DescribeAcls(acls::describe())),
+        Request::CreateAcls(r) => Reply::Now(Response::CreateAcls(acls::create(&r))),
+        Request::DeleteAcls(r) => Reply::Now(Response::DeleteAcls(acls::delete(&r))),
         Request::DescribeQuorum(r) => {
             Reply::Now(Response::DescribeQuorum(describe_quorum::handle(broker, r, version).await))
         }

@@ -20,7 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::metadata::{LeaderHints, image_of};
-use super::{absent_error, code, leadership_error};
+use super::{absent_error, code, leadership_error, partition_exists};
 use crate::catalog::Topic;
 use crate::io::timeout;
 use crate::log::AppendError;
@@ -134,6 +134,13 @@ async fn append(
     acks: Acks,
     version: i16,
 ) -> Pending {
+    // As Kafka checks a request's records once it knows the partition exists, before it looks
+    // for the partition's leader.
+    let exists = || name.is_some_and(|name| partition_exists(broker, name, index));
+    if version < ZSTD_VERSION_MIN && records.as_deref().is_some_and(zstd) && exists() {
+        let message = format!("Produce v{version} may not carry zstd batches (v7 or later may)");
+        return failed(index, ResponseError::UnsupportedCompressionType, Some(&message));
+    }
     let Some(topic) = topic else {
         // Not hosted here: led by another broker, or unknown.
         let error = match name {
@@ -143,11 +150,6 @@ async fn append(
         };
         return failed(index, error, None);
     };
-    // As Kafka checks a request's records before it looks for the partition's leader.
-    if version < ZSTD_VERSION_MIN && records.as_deref().is_some_and(zstd) {
-        let message = format!("Produce v{version} may not carry zstd batches (v7 or later may)");
-        return failed(index, ResponseError::UnsupportedCompressionType, Some(&message));
-    }
     if let Some(error) = leadership_error(broker, &topic.name, index) {
         return failed(index, error, None);
     }

@@ -119,6 +119,9 @@ fn decodes(key: ApiKey, version: i16, mut body: Bytes) -> bool {
         ApiKey::DeleteGroups => whole!(DeleteGroupsResponse),
         ApiKey::DescribeProducers => whole!(DescribeProducersResponse),
         ApiKey::DescribeQuorum => whole!(DescribeQuorumResponse),
+        ApiKey::DescribeAcls => whole!(DescribeAclsResponse),
+        ApiKey::CreateAcls => whole!(CreateAclsResponse),
+        ApiKey::DeleteAcls => whole!(DeleteAclsResponse),
         _ => false,
     }
 }

@@ -435,9 +435,11 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
         _ => {
             let mut r = DescribeClusterRequest::default();
             r.endpoint_type = rng.edge(1);
-            let which = rng.below(4);
+            let which = rng.below(5);
             if which == 0 {
                 encoded!(rng, DescribeCluster, r)
+            } else if which == 4 {
+                acl_request(rng)
             } else if which == 3 {
                 let mut p = describe_quorum_request::PartitionData::default();
                 p.partition_index = rng.edge(0);
@@ -460,6 +462,43 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
                 g.groups_names = vec![group("scratch-group")];
                 encoded!(rng, DeleteGroups, g)
             }
+        }
+    }
+}
+
+/// DescribeAcls, CreateAcls or DeleteAcls, its codes now and then at their edges.
+fn acl_request(rng: &mut Rng) -> Option<(ApiKey, i16, Vec<u8>)> {
+    match rng.below(3) {
+        0 => {
+            let mut d = DescribeAclsRequest::default();
+            d.resource_type_filter = rng.edge(1);
+            d.pattern_type_filter = rng.edge(1);
+            d.operation = rng.edge(1);
+            d.permission_type = rng.edge(1);
+            encoded!(rng, DescribeAcls, d)
+        }
+        1 => {
+            let mut a = create_acls_request::AclCreation::default();
+            a.resource_type = rng.edge(2);
+            a.resource_name = s("precious");
+            a.resource_pattern_type = rng.edge(3);
+            a.principal = s("User:someone");
+            a.host = s("*");
+            a.operation = rng.edge(2);
+            a.permission_type = rng.edge(3);
+            let mut c = CreateAclsRequest::default();
+            c.creations = vec![a];
+            encoded!(rng, CreateAcls, c)
+        }
+        _ => {
+            let mut f = delete_acls_request::DeleteAclsFilter::default();
+            f.resource_type_filter = rng.edge(1);
+            f.pattern_type_filter = rng.edge(1);
+            f.operation = rng.edge(1);
+            f.permission_type = rng.edge(1);
+            let mut d = DeleteAclsRequest::default();
+            d.filters = vec![f];
+            encoded!(rng, DeleteAcls, d)
         }
     }
 }

@@ -1,0 +1,116 @@
+//! Scenario: with no authorizer, DescribeAcls, CreateAcls and DeleteAcls are answered as Kafka
+//! answers them on a broker without one: SECURITY_DISABLED, with Kafka's message, for the
+//! request (DescribeAcls, no resources) or for each creation and each filter, in order (none
+//! matched) — in every version advertised.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
+use kafka_protocol::protocol::{Request, StrBytes};
+use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::client::Client;
+use weir_sim::workload::cluster::{Cluster, ClusterSpec};
+
+/// SECURITY_DISABLED.
+const SECURITY_DISABLED: i16 = 54;
+/// Kafka's words for it.
+const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
+/// The versions each of the three APIs is advertised in.
+const VERSIONS: std::ops::RangeInclusive<i16> = 1..=3;
+
+/// Sends `request` in `version` to the node; its answer.
+fn call<R>(c: &mut Cluster, request: R, version: i16) -> Result<R::Response, String>
+where
+    R: Request + Send + Sync + 'static,
+    R::Response: Send + 'static,
+{
+    let addr = c.addr(0);
+    c.client_call(Duration::from_secs(20), move |env| async move {
+        let mut client = Client::new(env, addr, "operator");
+        client.call(&request, version, Duration::from_secs(15)).await.map_err(|e| e.to_string())
+    })
+    .ok_or("no answer")?
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+fn said(message: &Option<StrBytes>) -> bool {
+    message.as_ref().is_some_and(|m| m.as_str() == NO_AUTHORIZER)
+}
+
+fn scenario(seed: u64) -> Result<(), String> {
+    let mut c = Cluster::new_settled(seed, ClusterSpec::combined(1))?;
+    for version in VERSIONS {
+        let mut describe = DescribeAclsRequest::default();
+        describe.resource_type_filter = 1; // ANY
+        describe.pattern_type_filter = 1; // ANY
+        describe.operation = 1; // ANY
+        describe.permission_type = 1; // ANY
+        let answer = call(&mut c, describe, version)?;
+        ensure(
+            answer.error_code == SECURITY_DISABLED
+                && said(&answer.error_message)
+                && answer.resources.is_empty(),
+            || format!("DescribeAcls v{version}: {answer:?}"),
+        )?;
+
+        let creations: Vec<AclCreation> = ["a", "b"]
+            .iter()
+            .map(|name| {
+                let mut a = AclCreation::default();
+                a.resource_type = 2; // TOPIC
+                a.resource_name = text(name);
+                a.resource_pattern_type = 3; // LITERAL
+                a.principal = text("User:alice");
+                a.host = text("*");
+                a.operation = 3; // READ
+                a.permission_type = 3; // ALLOW
+                a
+            })
+            .collect();
+        let mut create = CreateAclsRequest::default();
+        create.creations = creations;
+        let answer = call(&mut c, create, version)?;
+        ensure(
+            answer.results.len() == 2
+                && answer
+                    .results
+                    .iter()
+                    .all(|r| r.error_code == SECURITY_DISABLED && said(&r.error_message)),
+            || format!("CreateAcls v{version} of two: {answer:?}"),
+        )?;
+
+        let filters: Vec<DeleteAclsFilter> = (0..3)
+            .map(|_| {
+                let mut f = DeleteAclsFilter::default();
+                f.resource_type_filter = 1;
+                f.pattern_type_filter = 1;
+                f.operation = 1;
+                f.permission_type = 1;
+                f
+            })
+            .collect();
+        let mut delete = DeleteAclsRequest::default();
+        delete.filters = filters;
+        let answer = call(&mut c, delete, version)?;
+        ensure(
+            answer.filter_results.len() == 3
+                && answer.filter_results.iter().all(|r| {
+                    r.error_code == SECURITY_DISABLED
+                        && said(&r.error_message)
+                        && r.matching_acls.is_empty()
+                }),
+            || format!("DeleteAcls v{version} of three filters: {answer:?}"),
+        )?;
+    }
+    c.watch_verdict()
+}
+
+#[test]
+fn acl_requests_answer_security_disabled() {
+    for_each_seed("acl_requests_answer_security_disabled", 0..2, scenario);
+}
