@@ -47,8 +47,11 @@ pub(super) async fn run(
             event = queue.recv() => match event {
                 Some(Event::Step(message)) => {
                     inbox.taken(message.len());
+                    // Only what a leader hears counts: a vote that makes it leader says nothing
+                    // of the voter's log.
+                    let leading = quorum.is_leader();
                     match quorum.step(&message) {
-                        Ok(Some(voter)) => {
+                        Ok(Some(voter)) if leading => {
                             // Caught up when what it answered shows its log at the leader's
                             // end, as Kafka's leader judges a fetch.
                             let now = clock.wall_ms();
@@ -57,7 +60,7 @@ pub(super) async fn run(
                                 caught_up.insert(voter, now);
                             }
                         }
-                        Ok(None) => {}
+                        Ok(_) => {}
                         Err(e) => tracing::debug!("dropping a raft message: {e}"),
                     }
                 }

@@ -16,18 +16,21 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::code;
 
-/// What every answer says, as Kafka's does.
-pub const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
+/// What a DescribeAcls answer says, as Kafka's does.
+pub const NO_AUTHORIZER_DESCRIBE: &str = "No Authorizer is configured on the broker";
+/// What each CreateAcls and DeleteAcls result says, as Kafka's does (its words differ from
+/// DescribeAcls').
+pub const NO_AUTHORIZER_CHANGE: &str = "No Authorizer is configured.";
 
-fn message() -> Option<StrBytes> {
-    Some(StrBytes::from_static_str(NO_AUTHORIZER))
+fn message(text: &'static str) -> Option<StrBytes> {
+    Some(StrBytes::from_static_str(text))
 }
 
 /// Answers DescribeAcls: SECURITY_DISABLED, no resources.
 pub fn describe() -> DescribeAclsResponse {
     let mut response = DescribeAclsResponse::default();
     response.error_code = code(ResponseError::SecurityDisabled);
-    response.error_message = message();
+    response.error_message = message(NO_AUTHORIZER_DESCRIBE);
     response
 }
 
@@ -40,7 +43,7 @@ pub fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
         .map(|_| {
             let mut result = AclCreationResult::default();
             result.error_code = code(ResponseError::SecurityDisabled);
-            result.error_message = message();
+            result.error_message = message(NO_AUTHORIZER_CHANGE);
             result
         })
         .collect();
@@ -56,7 +59,7 @@ pub fn delete(request: &DeleteAclsRequest) -> DeleteAclsResponse {
         .map(|_| {
             let mut result = DeleteAclsFilterResult::default();
             result.error_code = code(ResponseError::SecurityDisabled);
-            result.error_message = message();
+            result.error_message = message(NO_AUTHORIZER_CHANGE);
             result
         })
         .collect();
