@@ -10,4 +10,5 @@ pub mod membership;
 pub mod quorum;
 pub mod records;
 pub mod rpc;
+pub mod rpc_response;
 pub mod service;

@@ -1,6 +1,7 @@
 //! Round trips of the controller protocol's requests and responses, and its refusals.
 
 use super::*;
+use crate::controller::logic::ControllerError;
 use crate::controller::records::DirectoryId;
 
 #[test]
