@@ -19,7 +19,9 @@ Checks, each printed as PASS or FAIL with what mismatched:
   8. incremental_alter_configs deletes the replication throttles from the broker and the topic,
      as kafka-reassign-partitions does once a plan's moves are done (Weir never holds them, so
      that changes nothing), while setting a broker setting is refused with INVALID_REQUEST;
-  9. delete_topics removes the topic from metadata.
+  9. describe_user_scram_credentials gives no users, and a user named RESOURCE_NOT_FOUND;
+     describe_acls gives no ACLs (Weir has no authorizer);
+ 10. delete_topics removes the topic from metadata.
 WEIR_INTEROP_DEBUG=1 turns on librdkafka's protocol, broker and consumer-group debug log.
 """
 
@@ -29,8 +31,8 @@ import time
 import uuid
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                  NewTopic, ResourceType)
+from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient, AlterConfigOpType,
+                                  ConfigEntry, ConfigResource, ConfigSource, NewTopic, ResourcePatternType, ResourceType)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import Checks, Mismatch, expect, until  # noqa: E402
@@ -370,6 +372,23 @@ def append_and_subtract():
     return "cleanup.policy delete -> delete,compact (twice) -> delete; APPEND to retention.ms refused"
 
 
+def nothing_held():
+    every = admin.describe_user_scram_credentials().result(timeout=TIMEOUT_S)
+    expect(every == {}, f"describe_user_scram_credentials() = {every}")
+    named = admin.describe_user_scram_credentials(["alice"])
+    expect(list(named) == ["alice"], f"describe_user_scram_credentials(['alice']) answered {list(named)}")
+    try:
+        found = named["alice"].result(timeout=TIMEOUT_S)
+        raise Mismatch(f"credentials of alice found: {found}")
+    except KafkaException as e:
+        expect(e.args[0].code() == KafkaError.RESOURCE_NOT_FOUND, f"alice's credentials: {e}")
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    acls = admin.describe_acls(everything, request_timeout=15).result(timeout=TIMEOUT_S)
+    expect(acls == [], f"describe_acls(any) = {acls}")
+    return "no SCRAM users, alice: RESOURCE_NOT_FOUND; no ACLs"
+
+
 def delete_topic():
     admin.delete_topics([TOPIC], request_timeout=15)[TOPIC].result(timeout=TIMEOUT_S)
     until(10, f"{TOPIC} to disappear from metadata", lambda: (topic_metadata(TOPIC) is None) or time.sleep(0.2))
@@ -390,6 +409,7 @@ def main():
         checks.run("AdminClient.elect_leaders", elect_leaders)
         checks.run("AdminClient.incremental_alter_configs clears replication throttles", clear_throttles)
         checks.run("AdminClient.incremental_alter_configs APPEND and SUBTRACT", append_and_subtract)
+        checks.run("AdminClient.describe_user_scram_credentials and describe_acls: none held", nothing_held)
         checks.run("AdminClient.delete_topics", delete_topic)
     checks.finish()
 

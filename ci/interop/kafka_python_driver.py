@@ -11,6 +11,10 @@ default (only if that inferred version is 0.11 or later). Checks, each PASS or F
   5. list_topics (admin) and topics() (consumer) include the topic;
   6. describe_log_dirs lists the topic's partitions in the broker's data folder, with sizes that
      hold what was acked (and nothing for a topic not named).
+  7. the listings of what Weir holds none of answer as Kafka's do with none: list_transactions
+     gives each broker an empty list; describe_user_scram_credentials gives no users, and a user
+     named gets "does not exist"; describe_acls raises SecurityDisabledError (no authorizer);
+     and describe_metadata_quorum names this broker as the quorum's leader and only voter.
 WEIR_INTEROP_DEBUG=1 logs kafka-python's wire traffic at DEBUG level.
 """
 
@@ -21,9 +25,12 @@ import time
 import uuid
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as Errors
+from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePatternFilter,
+                         ResourceType)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checks import Checks, expect, until  # noqa: E402
+from checks import Checks, Mismatch, expect, until  # noqa: E402
 
 BOOTSTRAP = sys.argv[1]
 RUN = uuid.uuid4().hex[:8]
@@ -165,6 +172,38 @@ def log_dirs(state):
     return f"{dirs[0]['log_dir']}: {TOPIC} partitions {sizes} bytes"
 
 
+def empty_listings(state):
+    admin = state["admin"]
+    transactions = admin.list_transactions()
+    expect(len(transactions) == 1 and all(v == [] for v in transactions.values()),
+           f"list_transactions() = {transactions}")
+    every = admin.describe_user_scram_credentials()
+    expect(every == {}, f"describe_user_scram_credentials() = {every}")
+    named = admin.describe_user_scram_credentials(["alice"])
+    error = named.get("alice", {}).get("error") or ""
+    expect(list(named) == ["alice"] and "does not exist" in error and named["alice"]["credential_infos"] == [],
+           f"describe_user_scram_credentials(['alice']) = {named}")
+    try:
+        acls = admin.describe_acls(ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                                             permission_type=ACLPermissionType.ANY,
+                                             resource_pattern=ResourcePatternFilter(ResourceType.ANY, None,
+                                                                                    ACLResourcePatternType.ANY)))
+        raise Mismatch(f"describe_acls answered {acls} with no authorizer")
+    except Errors.SecurityDisabledError:
+        pass
+    quorum = admin.describe_metadata_quorum()
+    broker_id = min(b.node_id for b in admin._manager.cluster.brokers())
+    try:
+        partition = quorum["topics"][0]["partitions"][0]
+        leader, voters = partition["leader_id"], [v["replica_id"] for v in partition["current_voters"]]
+    except (KeyError, IndexError, TypeError):
+        raise Mismatch(f"describe_metadata_quorum() = {quorum!r:.600}")
+    expect(leader == broker_id and voters == [broker_id],
+           f"quorum leader {leader}, voters {voters}; this broker is {broker_id}")
+    return (f"no transactions, no SCRAM users ('alice': {error!r}), ACLs: SecurityDisabledError, "
+            f"quorum leader {leader}, voters {voters}")
+
+
 def main():
     checks = Checks("kafka-python")
     state = {}
@@ -175,6 +214,7 @@ def main():
         ok and checks.run("new group member resumes after the committed offsets", resume, state)
         checks.run("KafkaAdminClient.list_topics", list_topics, state)
         checks.run("KafkaAdminClient.describe_log_dirs", log_dirs, state)
+        checks.run("KafkaAdminClient listings of what Weir holds none of", empty_listings, state)
         state["admin"].close()
     checks.finish()
 

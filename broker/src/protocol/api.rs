@@ -104,6 +104,9 @@ apis! {
     DescribeAcls: DescribeAclsRequest => DescribeAclsResponse, 1..=3;
     CreateAcls: CreateAclsRequest => CreateAclsResponse, 1..=3;
     DeleteAcls: DeleteAclsRequest => DeleteAclsResponse, 1..=3;
+    DescribeClientQuotas: DescribeClientQuotasRequest => DescribeClientQuotasResponse, 0..=1;
+    DescribeUserScramCredentials: DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse, 0..=0;
+    ListTransactions: ListTransactionsRequest => ListTransactionsResponse, 0..=1;
 }
 
 /// The versions Weir advertises for `key`, if it answers it at all.

@@ -12,6 +12,7 @@ mod delete_groups;
 mod describe_groups;
 mod describe_producers;
 mod describe_quorum;
+mod empty_registries;
 mod fetch;
 mod find_coordinator;
 mod group_common;
@@ -141,6 +142,17 @@ pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::Sock
         Request::DescribeAcls(_) => Reply::Now(Response::DescribeAcls(acls::describe())),
         Request::CreateAcls(r) => Reply::Now(Response::CreateAcls(acls::create(&r))),
         Request::DeleteAcls(r) => Reply::Now(Response::DeleteAcls(acls::delete(&r))),
+        Request::DescribeClientQuotas(r) => {
+            Reply::Now(Response::DescribeClientQuotas(empty_registries::describe_client_quotas(&r)))
+        }
+        Request::DescribeUserScramCredentials(r) => {
+            Reply::Now(Response::DescribeUserScramCredentials(
+                empty_registries::describe_user_scram_credentials(&r),
+            ))
+        }
+        Request::ListTransactions(r) => {
+            Reply::Now(Response::ListTransactions(empty_registries::list_transactions(&r)))
+        }
         Request::DescribeQuorum(r) => {
             Reply::Now(Response::DescribeQuorum(describe_quorum::handle(broker, r, version).await))
         }

@@ -122,6 +122,9 @@ fn decodes(key: ApiKey, version: i16, mut body: Bytes) -> bool {
         ApiKey::DescribeAcls => whole!(DescribeAclsResponse),
         ApiKey::CreateAcls => whole!(CreateAclsResponse),
         ApiKey::DeleteAcls => whole!(DeleteAclsResponse),
+        ApiKey::DescribeClientQuotas => whole!(DescribeClientQuotasResponse),
+        ApiKey::DescribeUserScramCredentials => whole!(DescribeUserScramCredentialsResponse),
+        ApiKey::ListTransactions => whole!(ListTransactionsResponse),
         _ => false,
     }
 }

@@ -435,8 +435,10 @@ pub(super) fn request(rng: &mut Rng, scratch_ids: &mut u32) -> Option<(ApiKey, i
         _ => {
             let mut r = DescribeClusterRequest::default();
             r.endpoint_type = rng.edge(1);
-            let which = rng.below(5);
-            if which == 0 {
+            let which = rng.below(6);
+            if which == 5 {
+                empty_registry_request(rng)
+            } else if which == 0 {
                 encoded!(rng, DescribeCluster, r)
             } else if which == 4 {
                 acl_request(rng)
@@ -499,6 +501,38 @@ fn acl_request(rng: &mut Rng) -> Option<(ApiKey, i16, Vec<u8>)> {
             let mut d = DeleteAclsRequest::default();
             d.filters = vec![f];
             encoded!(rng, DeleteAcls, d)
+        }
+    }
+}
+
+/// DescribeClientQuotas, DescribeUserScramCredentials or ListTransactions, names and codes now
+/// and then at their edges.
+fn empty_registry_request(rng: &mut Rng) -> Option<(ApiKey, i16, Vec<u8>)> {
+    match rng.below(3) {
+        0 => {
+            let mut c = describe_client_quotas_request::ComponentData::default();
+            c.entity_type = s(if rng.chance(50) { "user" } else { "ip" });
+            c.match_type = rng.edge(0);
+            c._match = rng.chance(50).then(|| s("someone"));
+            let mut r = DescribeClientQuotasRequest::default();
+            r.components = vec![c.clone(), c];
+            r.strict = rng.chance(50);
+            encoded!(rng, DescribeClientQuotas, r)
+        }
+        1 => {
+            let mut u = describe_user_scram_credentials_request::UserName::default();
+            u.name = s("someone");
+            let mut r = DescribeUserScramCredentialsRequest::default();
+            r.users = rng.chance(50).then(|| vec![u.clone(), u]);
+            encoded!(rng, DescribeUserScramCredentials, r)
+        }
+        _ => {
+            let mut r = ListTransactionsRequest::default();
+            r.state_filters = vec![s("Ongoing"), s("precious")];
+            r.producer_id_filters = vec![ProducerId(rng.edge(0))];
+            // v0 has no duration filter: its default (-1) encodes in every version.
+            r.duration_filter = if rng.chance(50) { -1 } else { rng.edge(0) };
+            encoded!(rng, ListTransactions, r)
         }
     }
 }
