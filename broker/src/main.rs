@@ -37,12 +37,16 @@ enum Command {
         /// This node's id (overrides the file).
         #[arg(long)]
         node_id: Option<i32>,
+        /// Serve Prometheus metrics over HTTP here (`GET /metrics`; overrides the file).
+        #[arg(long)]
+        metrics_listener: Option<std::net::SocketAddr>,
     },
 }
 
 fn main() -> ExitCode {
     runtime::init_logging();
-    let Cli { command: Command::Serve { config, listener, data_dir, node_id } } = Cli::parse();
+    let Cli { command: Command::Serve { config, listener, data_dir, node_id, metrics_listener } } =
+        Cli::parse();
     let mut settings = match config {
         Some(path) => {
             match runtime::read_config_file(&path).map(|text| BrokerConfig::from_toml(&text)) {
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
     settings.listener = listener.unwrap_or(settings.listener);
     settings.data_dir = data_dir.unwrap_or(settings.data_dir);
     settings.node_id = node_id.unwrap_or(settings.node_id);
+    settings.metrics_listener = metrics_listener.or(settings.metrics_listener);
     if let Err(e) = settings.validate() {
         return fail(e.to_string());
     }
@@ -78,7 +83,7 @@ fn main() -> ExitCode {
         };
         let listener = match broker.bind().await {
             Ok(listener) => listener,
-            Err(e) => return fail(format!("binding {}: {e}", broker.config.listener)),
+            Err(e) => return fail(format!("binding {e}")),
         };
         tokio::select! {
             biased;

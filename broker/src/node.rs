@@ -113,6 +113,8 @@ pub struct Broker {
     /// The address the listener actually bound (its port matters when the configuration asks
     /// for port 0).
     bound: OnceLock<std::net::SocketAddr>,
+    /// The address the metrics listener bound, if one is configured.
+    metrics_bound: OnceLock<std::net::SocketAddr>,
     /// The previous run ended with a clean shutdown (see [`CLEAN_SHUTDOWN_MARKER`]).
     clean_start: bool,
     /// Its data folder's identity (see [`identity`]).
@@ -132,6 +134,8 @@ pub struct Broker {
     memory_wait_logged: std::sync::Mutex<Option<crate::io::Instant>>,
     /// Frames that had to wait for request memory.
     memory_waits: AtomicU64,
+    /// Counters for the metrics listener.
+    pub metrics: crate::server::metrics::Metrics,
 }
 
 /// An empty file in the data folder written once a shutdown has flushed and closed every log,
@@ -199,6 +203,7 @@ impl Broker {
             reconciled: AtomicU64::new(0),
             reconciled_changed: tokio::sync::Notify::new(),
             bound: OnceLock::new(),
+            metrics_bound: OnceLock::new(),
             clean_start,
             directory,
             catch_up: std::sync::Mutex::new(CatchUpBudget::new(catch_up_rate)),
@@ -208,6 +213,7 @@ impl Broker {
             request_memory,
             memory_wait_logged: std::sync::Mutex::new(None),
             memory_waits: AtomicU64::new(0),
+            metrics: crate::server::metrics::Metrics::default(),
         });
         broker.spawn_maintenance();
         broker.spawn_scrub().await;
@@ -216,8 +222,23 @@ impl Broker {
 
     /// Binds the client listener and joins the cluster as a broker.
     pub async fn bind(self: &Arc<Self>) -> std::io::Result<Box<dyn Listener>> {
-        let listener = self.env.net.bind(self.config.listener).await?;
+        let addr = self.config.listener;
+        let listener = self.env.net.bind(addr).await.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("the client listener {addr}: {e}"))
+        })?;
         let _ = self.bound.set(listener.local_addr());
+        if let Some(addr) = self.config.metrics_listener
+            && self.metrics_bound.get().is_none()
+        {
+            let metrics = self.env.net.bind(addr).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("the metrics listener {addr}: {e}"))
+            })?;
+            let _ = self.metrics_bound.set(metrics.local_addr());
+            self.env.spawn(
+                "metrics-listener",
+                crate::server::metrics::serve(Arc::downgrade(self), metrics),
+            );
+        }
         if self.config.has_role(Role::Broker) && self.membership.get().is_none() {
             let (host, port) = self.advertised();
             let timing = Timing {
@@ -303,6 +324,11 @@ impl Broker {
     /// (counted only under a `queued_max_request_bytes` limit).
     pub fn request_bytes_in_use(&self) -> usize {
         self.request_memory.in_use()
+    }
+
+    /// The address the metrics listener bound (see [`crate::server::metrics`]), once it has.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_bound.get().copied()
     }
 
     /// Request frames that had to wait for room within `queued_max_request_bytes`.

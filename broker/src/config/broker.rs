@@ -133,6 +133,9 @@ pub struct BrokerConfig {
     pub process_roles: Vec<Role>,
     /// The listener controllers use for Raft and brokers' requests (none on a single node).
     pub controller_listener: Option<SocketAddr>,
+    /// Where the broker's metrics are served over HTTP, in Prometheus' text format
+    /// (`GET /metrics`; see [`crate::server::metrics`]). None: not served.
+    pub metrics_listener: Option<SocketAddr>,
     /// `controller.quorum.voters`: `"id@host:port"` for every controller. Empty: this node
     /// alone (it must then be a controller).
     pub controller_quorum_voters: Vec<String>,
@@ -212,6 +215,7 @@ impl Default for BrokerConfig {
             cluster_id: "weir-cluster".to_owned(),
             process_roles: vec![Role::Broker, Role::Controller],
             controller_listener: None,
+            metrics_listener: None,
             controller_quorum_voters: Vec::new(),
             default_replication_factor: 1,
             broker_heartbeat_interval_ms: 500,
@@ -243,7 +247,11 @@ impl BrokerConfig {
         self.topic_config().check_consistent()?;
         let voters = self.voters()?;
         let is_voter = voters.contains_key(&self.node_id);
-        let checks: [(&'static str, bool, &'static str); 26] = [
+        let shares_a_port = |other: Option<SocketAddr>| {
+            self.metrics_listener
+                .is_some_and(|m| m.port() != 0 && other.is_some_and(|o| o.port() == m.port()))
+        };
+        let checks: [(&'static str, bool, &'static str); 27] = [
             ("node_id", self.node_id >= 0, "must not be negative"),
             (
                 "process_roles",
@@ -292,6 +300,11 @@ impl BrokerConfig {
                 "must be -1 (no limit) or at least 1024",
             ),
             ("connections_max_idle_ms", self.connections_max_idle_ms >= 1, "must be at least 1"),
+            (
+                "metrics_listener",
+                !shares_a_port(Some(self.listener)) && !shares_a_port(self.controller_listener),
+                "must not use the port of listener or controller_listener",
+            ),
             ("max_connections", self.max_connections >= 1, "must be at least 1"),
             ("max_connections_per_ip", self.max_connections_per_ip >= 1, "must be at least 1"),
             (
@@ -420,6 +433,30 @@ mod tests {
         assert!(
             matches!(config, Ok(ref c) if c.node_id == 3 && c.topic_config().log_config().retention_ms == 1000)
         );
+    }
+
+    #[test]
+    fn the_metrics_listener_has_a_port_of_its_own() {
+        let taken = BrokerConfig::from_toml("metrics_listener = \"127.0.0.1:9644\"");
+        assert!(
+            taken.as_ref().is_ok_and(|c| c.metrics_listener
+                == Some(SocketAddr::from(([127, 0, 0, 1], 9644)))),
+            "{taken:?}"
+        );
+        assert!(BrokerConfig::from_toml("").is_ok_and(|c| c.metrics_listener.is_none()));
+        for clash in [
+            "metrics_listener = \"127.0.0.1:9092\"",
+            "metrics_listener = \"0.0.0.0:9092\"",
+            "controller_listener = \"127.0.0.1:9093\"\nmetrics_listener = \"127.0.0.1:9093\"",
+        ] {
+            let refused = BrokerConfig::from_toml(clash);
+            assert!(
+                matches!(refused, Err(BrokerConfigError::Invalid { name: "metrics_listener", .. })),
+                "{clash}: {refused:?}"
+            );
+        }
+        assert!(BrokerConfig::from_toml("metrics_listener = \"127.0.0.1:0\"").is_ok());
+        assert!(BrokerConfig::from_toml("metrics_listener = \"not an address\"").is_err());
     }
 
     #[test]

@@ -142,7 +142,7 @@ impl Membership {
     }
 
     /// [`Membership::is_fenced`], with `image` as the image.
-    fn is_fenced_in(&self, image: &MetadataImage) -> bool {
+    pub(crate) fn is_fenced_in(&self, image: &MetadataImage) -> bool {
         if !self.registered.load(Ordering::Acquire) {
             return true;
         }

@@ -16,6 +16,7 @@ pub mod connections;
 pub mod handlers;
 pub mod idle;
 pub mod memory;
+pub mod metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -51,6 +51,7 @@ use crate::topics::OFFSETS_TOPIC;
 pub async fn handle(broker: &Arc<Broker>, decoded: Decoded, peer: std::net::SocketAddr) -> Reply {
     let version = decoded.header.request_api_version;
     let client_id = crate::protocol::codec::client_id(&decoded.header).to_owned();
+    broker.metrics.request(decoded.request.key());
     match decoded.request {
         Request::JoinGroup(r) => {
             let broker = Arc::clone(broker);

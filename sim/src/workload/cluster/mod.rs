@@ -38,6 +38,8 @@ use crate::world::lock;
 pub const CLIENT_PORT: u16 = 9092;
 /// The controller port of every voter.
 pub const CONTROLLER_PORT: u16 = 9093;
+/// Each node's metrics listener port, when [`ClusterSpec::metrics`] asks for one.
+pub const METRICS_PORT: u16 = 9644;
 /// `offsets.topic.num.partitions` in the simulated cluster.
 pub const OFFSETS_TOPIC_PARTITIONS: i32 = 3;
 /// How often the driver looks at every node's metadata.
@@ -91,6 +93,8 @@ pub struct ClusterSpec {
     pub auto_create_topics: bool,
     /// `producer.id.expiration.ms`.
     pub producer_id_expiration_ms: i64,
+    /// Whether each node serves its metrics (on [`METRICS_PORT`]).
+    pub metrics: bool,
 }
 
 impl ClusterSpec {
@@ -120,6 +124,7 @@ impl ClusterSpec {
             queued_max_request_bytes: defaults.queued_max_request_bytes,
             auto_create_topics: false,
             producer_id_expiration_ms: defaults.producer_id_expiration_ms,
+            metrics: false,
         }
     }
 
@@ -160,6 +165,7 @@ impl ClusterSpec {
             max_connections_per_ip: self.max_connections_per_ip,
             queued_max_request_bytes: self.queued_max_request_bytes,
             producer_id_expiration_ms: self.producer_id_expiration_ms,
+            metrics_listener: self.metrics.then(|| SocketAddr::new(node_ip(ix), METRICS_PORT)),
             ..BrokerConfig::default()
         }
     }

@@ -510,12 +510,21 @@ fn acl_request(rng: &mut Rng) -> Option<(ApiKey, i16, Vec<u8>)> {
 fn empty_registry_request(rng: &mut Rng) -> Option<(ApiKey, i16, Vec<u8>)> {
     match rng.below(3) {
         0 => {
-            let mut c = describe_client_quotas_request::ComponentData::default();
-            c.entity_type = s(if rng.chance(50) { "user" } else { "ip" });
-            c.match_type = rng.edge(0);
-            c._match = rng.chance(50).then(|| s("someone"));
+            let entities = ["user", "client-id", "ip", ""];
+            let components = (0..rng.below(3))
+                .map(|_| {
+                    let mut c = describe_client_quotas_request::ComponentData::default();
+                    c.entity_type = s(entities[rng.below(entities.len())]);
+                    c.match_type = {
+                        let m = rng.below(3) as i8;
+                        rng.edge(m)
+                    };
+                    c._match = rng.chance(50).then(|| s("someone"));
+                    c
+                })
+                .collect();
             let mut r = DescribeClientQuotasRequest::default();
-            r.components = vec![c.clone(), c];
+            r.components = components;
             r.strict = rng.chance(50);
             encoded!(rng, DescribeClientQuotas, r)
         }

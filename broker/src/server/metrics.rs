@@ -1,0 +1,475 @@
+//! The broker's metrics, served over HTTP in Prometheus' text format (`GET /metrics` on
+//! `metrics_listener`, when one is configured), for operators' dashboards and alerts: requests
+//! read by API, client connections, the partitions hosted and led, the ones led with too few
+//! replicas in sync (under-replicated, and below `min.insync.replicas`, where acks=all
+//! producers are refused), the ones that could not open, and each hosted partition's log
+//! start, log end, high watermark and size.
+//!
+//! Counters are atomics bumped on the request path; everything else is read from the broker's
+//! state when scraped, so a scrape costs the broker nothing between scrapes. The listener is
+//! small and strict: one request per connection, a request line and headers of at most
+//! [`HEAD_BYTES_MAX`] read within [`HEAD_READ_TIMEOUT`], at most [`SCRAPES_MAX`] connections at
+//! once and [`SCRAPES_PER_IP_MAX`] from one address; anything else is answered with an HTTP
+//! error (or the connection closed) and changes nothing.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use kafka_protocol::messages::ApiKey;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::accept::Acceptor;
+use crate::controller::image::MetadataImage;
+use crate::controller::records::BrokerId;
+use crate::io::{Conn, Listener, timeout};
+use crate::node::Broker;
+
+/// The largest request line and headers read from a scrape.
+pub const HEAD_BYTES_MAX: usize = 8 << 10;
+/// How long a scrape may take to send its request line and headers (a scraper sends them at
+/// once).
+pub const HEAD_READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long writing one answer may take before the connection is dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a refusal, the request bytes still unread that are read and dropped (for at most
+/// [`DRAIN_TIMEOUT`]) before the connection closes, so that closing with them unread does not
+/// reset the connection before the peer has read the refusal.
+const DRAIN_BYTES_MAX: usize = 64 << 10;
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+/// Scrape connections served at once; more are closed as they are accepted.
+pub const SCRAPES_MAX: usize = 16;
+/// Scrape connections served at once from any one address (so that one peer holding
+/// connections open cannot take every place).
+pub const SCRAPES_PER_IP_MAX: usize = 4;
+/// API keys are counted below this (Kafka's are under 100).
+const API_KEYS: usize = 128;
+
+/// Counters bumped on the request path.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Requests read and decoded, by API key.
+    requests: Vec<AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics { requests: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect() }
+    }
+}
+
+impl Metrics {
+    /// A request of `key` was read and decoded.
+    pub fn request(&self, key: ApiKey) {
+        if let Some(count) = usize::try_from(key as i16).ok().and_then(|k| self.requests.get(k)) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests of `key` read so far.
+    pub fn requests(&self, key: ApiKey) -> u64 {
+        usize::try_from(key as i16)
+            .ok()
+            .and_then(|k| self.requests.get(k))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// Partitions this broker leads, as the metadata has them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Led {
+    led: u64,
+    under_replicated: u64,
+    under_min_isr: u64,
+}
+
+fn led(broker: &Broker, image: &MetadataImage, node: BrokerId) -> Led {
+    let mut counts = Led::default();
+    let defaults = broker.config.topic_config();
+    for topic in image.topics.values() {
+        let mut config = defaults.clone();
+        let min_isr = match config.replace(topic.configs.clone()) {
+            Ok(()) => config.min_insync_replicas(),
+            Err(_) => defaults.min_insync_replicas(),
+        };
+        for record in topic.partitions.values().filter(|r| r.leader == node) {
+            counts.led += 1;
+            // Replicas still being added by a reassignment are not yet expected in sync.
+            let expected = record.replicas.iter().filter(|r| !record.adding.contains(r)).count();
+            if record.isr.len() < expected {
+                counts.under_replicated += 1;
+            }
+            if i64::try_from(record.isr.len()).unwrap_or(i64::MAX) < min_isr {
+                counts.under_min_isr += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// Escapes a label value (topic names may hold only `[a-zA-Z0-9._-]`, but the text format's
+/// rules are applied whatever they hold).
+fn label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// The metrics as Prometheus' text format (version 0.0.4) has them.
+pub fn render(broker: &Broker) -> String {
+    let mut out = String::new();
+    family(&mut out, "weir_requests_total", "counter", "Requests read and decoded, by API.");
+    for (key, _) in crate::protocol::api::SUPPORTED_APIS {
+        let _ = writeln!(
+            out,
+            "weir_requests_total{{api=\"{key:?}\"}} {}",
+            broker.metrics.requests(*key)
+        );
+    }
+    family(&mut out, "weir_connections", "gauge", "Client connections open.");
+    let _ = writeln!(out, "weir_connections {}", broker.open_connections());
+    family(
+        &mut out,
+        "weir_request_memory_waits_total",
+        "counter",
+        "Request frames that waited for request memory (queued_max_request_bytes).",
+    );
+    let _ = writeln!(out, "weir_request_memory_waits_total {}", broker.request_memory_waits());
+
+    // One image for every figure drawn from the metadata, so that they agree with each other.
+    let membership = broker.membership();
+    let image = membership.map(|m| m.image());
+    let fenced = match (membership, &image) {
+        (Some(m), Some(image)) => m.is_fenced_in(image),
+        _ => true,
+    };
+    family(
+        &mut out,
+        "weir_fenced",
+        "gauge",
+        "1 while this broker may not lead: fenced by the controller, not registered, or out of \
+         touch with it for longer than its session.",
+    );
+    let _ = writeln!(out, "weir_fenced {}", u8::from(fenced));
+    family(
+        &mut out,
+        "weir_active_controller",
+        "gauge",
+        "1 while this node leads the metadata quorum.",
+    );
+    let active = broker.controller.as_ref().is_some_and(|c| c.is_active());
+    let _ = writeln!(out, "weir_active_controller {}", u8::from(active));
+
+    let node: BrokerId = broker.config.node_id;
+    // A fenced broker leads nothing, whatever its last image says (as its requests answer).
+    let counts = match &image {
+        Some(image) if !fenced => led(broker, image, node),
+        _ => Led::default(),
+    };
+    let hosted = broker.catalog.partitions();
+    family(&mut out, "weir_partitions", "gauge", "Partitions whose log is open here.");
+    let _ = writeln!(out, "weir_partitions {}", hosted.len());
+    family(
+        &mut out,
+        "weir_leader_partitions",
+        "gauge",
+        "Partitions led here: the metadata's leader, and not fenced.",
+    );
+    let _ = writeln!(out, "weir_leader_partitions {}", counts.led);
+    family(
+        &mut out,
+        "weir_under_replicated_partitions",
+        "gauge",
+        "Partitions led here with fewer replicas in sync than assigned (less any a reassignment \
+         is still adding).",
+    );
+    let _ = writeln!(out, "weir_under_replicated_partitions {}", counts.under_replicated);
+    family(
+        &mut out,
+        "weir_under_min_isr_partitions",
+        "gauge",
+        "Partitions led here with fewer replicas in sync than min.insync.replicas (acks=all \
+         refused).",
+    );
+    let _ = writeln!(out, "weir_under_min_isr_partitions {}", counts.under_min_isr);
+    family(
+        &mut out,
+        "weir_offline_partitions",
+        "gauge",
+        "Partitions assigned here whose log could not be opened.",
+    );
+    let _ = writeln!(out, "weir_offline_partitions {}", broker.catalog.unopened().len());
+
+    type Value = fn(&crate::partition::Partition) -> i64;
+    let per_partition: [(&str, &str, Value); 4] = [
+        ("weir_log_start_offset", "The first offset of each hosted partition's log.", |p| {
+            p.log.log_start_offset().0
+        }),
+        ("weir_log_end_offset", "The offset the next record of each hosted partition gets.", |p| {
+            p.log.log_end_offset().0
+        }),
+        ("weir_high_watermark", "Each hosted partition's high watermark.", |p| {
+            p.high_watermark().0
+        }),
+        ("weir_log_size_bytes", "Bytes of each hosted partition's log segments.", |p| {
+            i64::try_from(p.log.size_bytes()).unwrap_or(i64::MAX)
+        }),
+    ];
+    for (name, help, value) in per_partition {
+        family(&mut out, name, "gauge", help);
+        for p in &hosted {
+            let _ = writeln!(
+                out,
+                "{name}{{topic=\"{}\",partition=\"{}\"}} {}",
+                label(&p.tp.topic),
+                p.tp.partition.0,
+                value(p)
+            );
+        }
+    }
+    out
+}
+
+/// What a scrape's request asked for.
+#[derive(Debug, PartialEq, Eq)]
+enum Asked {
+    Metrics,
+    /// An HTTP status and its reason.
+    Refused(u16, &'static str),
+}
+
+/// What a scrape's request line and headers (`head`) ask for.
+fn parse(head: &[u8]) -> Asked {
+    let Ok(text) = std::str::from_utf8(head) else { return Asked::Refused(400, "Bad Request") };
+    let line = text.split("\r\n").next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Asked::Refused(400, "Bad Request");
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Asked::Refused(400, "Bad Request");
+    }
+    if method != "GET" {
+        return Asked::Refused(405, "Method Not Allowed");
+    }
+    let path = target.split('?').next().unwrap_or("");
+    if path != "/metrics" {
+        return Asked::Refused(404, "Not Found");
+    }
+    Asked::Metrics
+}
+
+/// The position just past the blank line ending `buf`'s head, once it is whole.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4)
+}
+
+/// Reads a request line and headers. `None`: the peer left or failed first; `Some(Err(()))`:
+/// they run past [`HEAD_BYTES_MAX`].
+async fn read_head(conn: &mut Box<dyn Conn>) -> Option<Result<Vec<u8>, ()>> {
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some(end) = head_end(&buf) {
+            buf.truncate(end);
+            return Some(Ok(buf));
+        }
+        if buf.len() >= HEAD_BYTES_MAX {
+            return Some(Err(()));
+        }
+        let room = (HEAD_BYTES_MAX - buf.len()).min(chunk.len());
+        match conn.read(&mut chunk[..room]).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Scrapes being served: in all, and by peer address.
+#[derive(Debug, Default)]
+struct Slots {
+    taken: Mutex<(usize, BTreeMap<IpAddr, usize>)>,
+}
+
+/// One scrape's place among [`Slots`], given back when dropped (however its task ends).
+struct Slot {
+    slots: Arc<Slots>,
+    ip: IpAddr,
+}
+
+impl Slots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, BTreeMap<IpAddr, usize>)> {
+        self.taken.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A place for a scrape from `ip`, if there is room within [`SCRAPES_MAX`] and
+    /// [`SCRAPES_PER_IP_MAX`].
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
+        let ip = ip.to_canonical();
+        let mut taken = self.lock();
+        let from_ip = taken.1.get(&ip).copied().unwrap_or(0);
+        if taken.0 >= SCRAPES_MAX || from_ip >= SCRAPES_PER_IP_MAX {
+            return None;
+        }
+        taken.0 += 1;
+        taken.1.insert(ip, from_ip + 1);
+        Some(Slot { slots: Arc::clone(self), ip })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut taken = self.slots.lock();
+        taken.0 = taken.0.saturating_sub(1);
+        if let Some(n) = taken.1.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                taken.1.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Reads and drops what the peer still sends, up to [`DRAIN_BYTES_MAX`] or its end.
+async fn drain(conn: &mut Box<dyn Conn>) {
+    let mut chunk = [0u8; 1024];
+    let mut dropped = 0;
+    while dropped < DRAIN_BYTES_MAX {
+        match conn.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => dropped += n,
+        }
+    }
+}
+
+/// Answers one scrape on `conn` and closes it.
+async fn answer(broker: Weak<Broker>, mut conn: Box<dyn Conn>, clock: Arc<dyn crate::io::Clock>) {
+    let asked = match timeout(&*clock, HEAD_READ_TIMEOUT, read_head(&mut conn)).await {
+        Ok(Some(Ok(head))) => parse(&head),
+        Ok(Some(Err(()))) => Asked::Refused(431, "Request Header Fields Too Large"),
+        Ok(None) | Err(_) => return,
+    };
+    let (status, reason, body) = match asked {
+        Asked::Metrics => match broker.upgrade() {
+            Some(broker) => (200, "OK", render(&broker)),
+            None => (503, "Service Unavailable", String::new()),
+        },
+        Asked::Refused(status, reason) => (status, reason, format!("{reason}\n")),
+    };
+    let kind =
+        if status == 200 { "text/plain; version=0.0.4; charset=utf-8" } else { "text/plain" };
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let write = async {
+        conn.write_all(response.as_bytes()).await?;
+        conn.shutdown().await
+    };
+    let written = timeout(&*clock, WRITE_TIMEOUT, write).await;
+    if status != 200 && matches!(written, Ok(Ok(()))) {
+        let _ = timeout(&*clock, DRAIN_TIMEOUT, drain(&mut conn)).await;
+    }
+}
+
+/// Serves scrapes on `listener` until it closes (or the broker is gone).
+pub async fn serve(broker: Weak<Broker>, listener: Box<dyn Listener>) {
+    let Some((clock, env, addr)) =
+        broker.upgrade().map(|b| (Arc::clone(&b.env.clock), b.env.clone(), listener.local_addr()))
+    else {
+        return;
+    };
+    tracing::info!(%addr, "metrics listening");
+    let mut acceptor = Acceptor::new(listener, Arc::clone(&clock), "metrics");
+    let slots = Arc::new(Slots::default());
+    while let Some((conn, peer)) = acceptor.next().await {
+        let Some(slot) = slots.take(peer.ip()) else {
+            tracing::debug!(
+                %peer,
+                "closing a metrics connection: {SCRAPES_MAX} scrapes, or {SCRAPES_PER_IP_MAX} \
+                 from its address, are being served"
+            );
+            conn.abort();
+            continue;
+        };
+        let (broker, clock) = (broker.clone(), Arc::clone(&clock));
+        env.spawn("metrics-scrape", async move {
+            let _slot = slot;
+            answer(broker, conn, clock).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_read_as_http_asks_them() {
+        assert_eq!(parse(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), Asked::Metrics);
+        assert_eq!(parse(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"), Asked::Metrics);
+        assert_eq!(parse(b"GET / HTTP/1.1\r\n\r\n"), Asked::Refused(404, "Not Found"));
+        assert_eq!(
+            parse(b"POST /metrics HTTP/1.1\r\n\r\n"),
+            Asked::Refused(405, "Method Not Allowed")
+        );
+        for bad in [
+            &b"GET /metrics\r\n\r\n"[..],
+            b"GET /metrics SPDY/3\r\n\r\n",
+            b"GET  /metrics HTTP/1.1\r\n\r\n",
+            b"\xff\xfe /metrics HTTP/1.1\r\n\r\n",
+            b"\r\n\r\n",
+        ] {
+            assert_eq!(parse(bad), Asked::Refused(400, "Bad Request"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_head_ends_at_its_blank_line() {
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nrest"), Some(18));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+    }
+
+    #[test]
+    fn scrapes_are_limited_in_all_and_by_address() {
+        let slots = Arc::new(Slots::default());
+        let a = IpAddr::from([10, 0, 0, 1]);
+        let from_a: Vec<Slot> = (0..SCRAPES_PER_IP_MAX).filter_map(|_| slots.take(a)).collect();
+        assert_eq!(from_a.len(), SCRAPES_PER_IP_MAX);
+        assert!(slots.take(a).is_none(), "a fifth from one address");
+        let others: Vec<Slot> = (0..SCRAPES_MAX)
+            .filter_map(|i| slots.take(IpAddr::from([10, 1, 0, u8::try_from(i).unwrap_or(0)])))
+            .collect();
+        assert_eq!(others.len(), SCRAPES_MAX - SCRAPES_PER_IP_MAX, "all places taken");
+        drop(from_a);
+        assert!(slots.take(a).is_some(), "given back when dropped");
+        drop(others);
+        assert_eq!(slots.lock().0, 0);
+        assert!(slots.lock().1.is_empty());
+    }
+
+    #[test]
+    fn labels_are_escaped() {
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn requests_are_counted_by_api() {
+        let m = Metrics::default();
+        m.request(ApiKey::Produce);
+        m.request(ApiKey::Produce);
+        m.request(ApiKey::Fetch);
+        assert_eq!(m.requests(ApiKey::Produce), 2);
+        assert_eq!(m.requests(ApiKey::Fetch), 1);
+        assert_eq!(m.requests(ApiKey::Metadata), 0);
+    }
+}

@@ -1,0 +1,74 @@
+"""The broker's metrics listener, scraped as Prometheus scrapes it: `metrics.py HOST:PORT`.
+
+Run after the drivers: the answer is Prometheus' text format; the clients' Produce, Fetch and
+Metadata requests were counted; one node, the active controller, leads every partition it hosts,
+none under-replicated or offline; each partition's log end is at or past its high watermark,
+which is at or past its log start; a path that is not /metrics is 404. Prints PASS or FAIL.
+"""
+
+import sys
+import urllib.error
+import urllib.request
+
+ADDR = sys.argv[1]
+
+
+def fail(why):
+    print(f"metrics: FAIL: {why}")
+    sys.exit(1)
+
+
+def main():
+    with urllib.request.urlopen(f"http://{ADDR}/metrics", timeout=10) as answer:
+        kind = answer.headers.get("Content-Type", "")
+        body = answer.read().decode()
+    if not kind.startswith("text/plain; version=0.0.4"):
+        fail(f"Content-Type {kind!r}")
+    series = {}
+    typed = set()
+    for line in body.splitlines():
+        if line.startswith("# TYPE "):
+            family = line.split(" ")[2]
+            if family in typed:
+                fail(f"TYPE of {family} given twice")
+            typed.add(family)
+        elif line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            if name in series:
+                fail(f"{name} given twice")
+            if name.split("{")[0] not in typed:
+                fail(f"{name} before its family's TYPE")
+            series[name] = float(value)
+    for api in ("Produce", "Fetch", "Metadata"):
+        count = series.get(f'weir_requests_total{{api="{api}"}}', 0)
+        if count < 1:
+            fail(f"{api} requests counted: {count}")
+    wanted = {"weir_active_controller": 1, "weir_under_replicated_partitions": 0,
+              "weir_under_min_isr_partitions": 0, "weir_offline_partitions": 0, "weir_fenced": 0}
+    for name, value in wanted.items():
+        if series.get(name) != value:
+            fail(f"{name} = {series.get(name)}, expected {value}")
+    hosted = series.get("weir_partitions", 0)
+    if hosted < 1 or series.get("weir_leader_partitions") != hosted:
+        fail(f"{hosted} partitions hosted, {series.get('weir_leader_partitions')} led")
+    ends = {k[len("weir_log_end_offset"):]: v for k, v in series.items() if k.startswith("weir_log_end_offset{")}
+    if len(ends) != hosted:
+        fail(f"{len(ends)} log ends for {hosted} partitions")
+    for labels, end in ends.items():
+        high = series.get("weir_high_watermark" + labels)
+        start = series.get("weir_log_start_offset" + labels)
+        if high is None or start is None or not start <= high <= end:
+            fail(f"{labels}: log start {start}, high watermark {high}, log end {end}")
+    try:
+        urllib.request.urlopen(f"http://{ADDR}/", timeout=10)
+        fail("/ was answered")
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            fail(f"/ answered {e.code}")
+    written = sum(1 for v in ends.values() if v > 0)
+    produces = int(series['weir_requests_total{api="Produce"}'])
+    print(f"metrics: PASS ({len(series)} series; {int(hosted)} partitions, {written} written; "
+          f"{produces} produce requests)")
+
+
+main()
