@@ -66,3 +66,23 @@ pub fn cluster_with_topic(
     c.create_replicated_topic(0, "t", 1, replication, &configs).map_err(|e| e.to_string())?;
     Ok(c)
 }
+
+/// Sends `request` in `version` from an operator's client to node `ix`: its answer, or the
+/// client's error as text (no answer within 20 s is an error too).
+pub fn call<R>(c: &mut Cluster, ix: usize, request: R, version: i16) -> Result<R::Response, String>
+where
+    R: kafka_protocol::protocol::Request + Send + Sync + 'static,
+    R::Response: Send + 'static,
+{
+    let addr = c.addr(ix);
+    c.client_call(Duration::from_secs(20), move |env| async move {
+        let mut client = Client::new(env, addr, "operator");
+        client.call(&request, version, Duration::from_secs(15)).await.map_err(|e| e.to_string())
+    })
+    .ok_or("no answer")?
+}
+
+/// Whether an answer's `message` is `words`.
+pub fn said(message: &Option<kafka_protocol::protocol::StrBytes>, words: &str) -> bool {
+    message.as_ref().is_some_and(|m| m.as_str() == words)
+}

@@ -3,14 +3,12 @@
 //! request (DescribeAcls, no resources) or for each creation and each filter, in order (none
 //! matched) — in every version advertised.
 
-use std::time::Duration;
-
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
-use kafka_protocol::protocol::{Request, StrBytes};
+use kafka_protocol::protocol::StrBytes;
+use weir_scenarios::admin::{call, said};
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::client::Client;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
 /// SECURITY_DISABLED.
@@ -21,26 +19,8 @@ const NO_AUTHORIZER_CHANGE: &str = "No Authorizer is configured.";
 /// The versions each of the three APIs is advertised in.
 const VERSIONS: std::ops::RangeInclusive<i16> = 1..=3;
 
-/// Sends `request` in `version` to the node; its answer.
-fn call<R>(c: &mut Cluster, request: R, version: i16) -> Result<R::Response, String>
-where
-    R: Request + Send + Sync + 'static,
-    R::Response: Send + 'static,
-{
-    let addr = c.addr(0);
-    c.client_call(Duration::from_secs(20), move |env| async move {
-        let mut client = Client::new(env, addr, "operator");
-        client.call(&request, version, Duration::from_secs(15)).await.map_err(|e| e.to_string())
-    })
-    .ok_or("no answer")?
-}
-
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
-}
-
-fn said(message: &Option<StrBytes>, words: &str) -> bool {
-    message.as_ref().is_some_and(|m| m.as_str() == words)
 }
 
 fn scenario(seed: u64) -> Result<(), String> {
@@ -51,7 +31,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         describe.pattern_type_filter = 1; // ANY
         describe.operation = 1; // ANY
         describe.permission_type = 1; // ANY
-        let answer = call(&mut c, describe, version)?;
+        let answer = call(&mut c, 0, describe, version)?;
         ensure(
             answer.error_code == SECURITY_DISABLED
                 && said(&answer.error_message, NO_AUTHORIZER_DESCRIBE)
@@ -75,7 +55,7 @@ fn scenario(seed: u64) -> Result<(), String> {
             .collect();
         let mut create = CreateAclsRequest::default();
         create.creations = creations;
-        let answer = call(&mut c, create, version)?;
+        let answer = call(&mut c, 0, create, version)?;
         ensure(
             answer.results.len() == 2
                 && answer.results.iter().all(|r| {
@@ -97,7 +77,7 @@ fn scenario(seed: u64) -> Result<(), String> {
             .collect();
         let mut delete = DeleteAclsRequest::default();
         delete.filters = filters;
-        let answer = call(&mut c, delete, version)?;
+        let answer = call(&mut c, 0, delete, version)?;
         ensure(
             answer.filter_results.len() == 3
                 && answer.filter_results.iter().all(|r| {

@@ -4,16 +4,14 @@
 //! sound — in every version advertised. ListTransactions v2 (a regular expression filter) is
 //! not advertised and is refused (the connection closed).
 
-use std::time::Duration;
-
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
 use kafka_protocol::messages::{
     DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, ListTransactionsRequest,
 };
-use kafka_protocol::protocol::{Request, StrBytes};
+use kafka_protocol::protocol::StrBytes;
+use weir_scenarios::admin::{call, said};
 use weir_scenarios::{ensure, for_each_seed};
-use weir_sim::client::Client;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec};
 
 /// Kafka's error codes.
@@ -22,26 +20,8 @@ const INVALID_REQUEST: i16 = 42;
 const RESOURCE_NOT_FOUND: i16 = 91;
 const DUPLICATE_RESOURCE: i16 = 92;
 
-/// Sends `request` in `version` to the node; its answer.
-fn call<R>(c: &mut Cluster, request: R, version: i16) -> Result<R::Response, String>
-where
-    R: Request + Send + Sync + 'static,
-    R::Response: Send + 'static,
-{
-    let addr = c.addr(0);
-    c.client_call(Duration::from_secs(20), move |env| async move {
-        let mut client = Client::new(env, addr, "operator");
-        client.call(&request, version, Duration::from_secs(15)).await.map_err(|e| e.to_string())
-    })
-    .ok_or("no answer")?
-}
-
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
-}
-
-fn said(message: &Option<StrBytes>, words: &str) -> bool {
-    message.as_ref().is_some_and(|m| m.as_str() == words)
 }
 
 /// A quota filter component: `entity` matched by `match_type`, with `name` as its match string.
@@ -113,7 +93,7 @@ fn quotas(c: &mut Cluster) -> Result<(), String> {
                 let mut request = DescribeClientQuotasRequest::default();
                 request.components = components.clone();
                 request.strict = strict;
-                let answer = call(c, request, version)?;
+                let answer = call(c, 0, request, version)?;
                 let right = match expected {
                     None => {
                         answer.error_code == 0
@@ -142,7 +122,7 @@ fn scram(c: &mut Cluster) -> Result<(), String> {
     for users in [None, Some(vec![])] {
         let mut request = DescribeUserScramCredentialsRequest::default();
         request.users = users.clone();
-        let answer = call(c, request, 0)?;
+        let answer = call(c, 0, request, 0)?;
         ensure(answer.error_code == 0 && answer.results.is_empty(), || {
             format!("DescribeUserScramCredentials of every user ({users:?}): {answer:?}")
         })?;
@@ -157,7 +137,7 @@ fn scram(c: &mut Cluster) -> Result<(), String> {
         .collect();
     let mut request = DescribeUserScramCredentialsRequest::default();
     request.users = Some(named);
-    let answer = call(c, request, 0)?;
+    let answer = call(c, 0, request, 0)?;
     let results: Vec<(&str, i16, Option<&str>, usize)> = answer
         .results
         .iter()
@@ -210,7 +190,7 @@ fn transactions(c: &mut Cluster) -> Result<(), String> {
                 .collect();
             request.producer_id_filters = vec![kafka_protocol::messages::ProducerId(7)];
             request.duration_filter = duration;
-            let answer = call(c, request, version)?;
+            let answer = call(c, 0, request, version)?;
             let unknown: Vec<&str> =
                 answer.unknown_state_filters.iter().map(|s| s.as_str()).collect();
             ensure(
@@ -220,7 +200,7 @@ fn transactions(c: &mut Cluster) -> Result<(), String> {
                 || format!("ListTransactions v{version} (duration {duration}): {answer:?}"),
             )?;
         }
-        let answer = call(c, ListTransactionsRequest::default(), version)?;
+        let answer = call(c, 0, ListTransactionsRequest::default(), version)?;
         ensure(
             answer.error_code == 0
                 && answer.unknown_state_filters.is_empty()
@@ -232,7 +212,7 @@ fn transactions(c: &mut Cluster) -> Result<(), String> {
     request.transactional_id_pattern = Some(text("orders-.*"));
     // As Kafka, a version not advertised is refused by closing the connection (only
     // ApiVersions is answered in a version the client did not ask for).
-    let refused = call(c, request, 2);
+    let refused = call(c, 0, request, 2);
     ensure(refused.as_ref().is_err_and(|e| e.starts_with("connection failed mid-call")), || {
         format!("ListTransactions v2, which is not advertised: {refused:?}")
     })
