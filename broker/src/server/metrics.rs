@@ -23,6 +23,7 @@ use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::accept::Acceptor;
+use crate::config::Role;
 use crate::controller::image::MetadataImage;
 use crate::controller::records::BrokerId;
 use crate::io::{Conn, Listener, timeout};
@@ -145,16 +146,17 @@ pub fn render(broker: &Broker) -> String {
     // One image for every figure drawn from the metadata, so that they agree with each other.
     let membership = broker.membership();
     let image = membership.map(|m| m.image());
+    // A node that is only a controller is no broker to fence; a broker not yet joined is.
     let fenced = match (membership, &image) {
         (Some(m), Some(image)) => m.is_fenced_in(image),
-        _ => true,
+        _ => broker.config.has_role(Role::Broker),
     };
     family(
         &mut out,
         "weir_fenced",
         "gauge",
         "1 while this broker may not lead: fenced by the controller, not registered, or out of \
-         touch with it for longer than its session.",
+         touch with it for longer than its session (0 on a node that is only a controller).",
     );
     let _ = writeln!(out, "weir_fenced {}", u8::from(fenced));
     family(
