@@ -127,7 +127,7 @@ pub struct Broker {
     /// Frames that had to wait for request memory.
     memory_waits: AtomicU64,
     /// Counters for the metrics listener.
-    pub metrics: crate::server::metrics::Metrics,
+    pub metrics: Arc<crate::server::metrics::Metrics>,
 }
 
 /// An empty file in the data folder written once a shutdown has flushed and closed every log,
@@ -205,7 +205,7 @@ impl Broker {
             request_memory,
             memory_wait_logged: std::sync::Mutex::new(None),
             memory_waits: AtomicU64::new(0),
-            metrics: crate::server::metrics::Metrics::default(),
+            metrics: Arc::default(),
         });
         broker.spawn_maintenance();
         broker.spawn_scrub().await;

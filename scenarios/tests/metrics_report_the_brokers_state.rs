@@ -1,5 +1,8 @@
 //! Scenario: each broker's metrics listener (`GET /metrics`, Prometheus' text format) reports
-//! what the broker and the metadata say: requests counted by API as they are read; one active
+//! what the broker and the metadata say: requests counted by API as they are read, and timed
+//! until answered (a consumer's long poll of an empty partition lands in the bucket of its
+//! wait, and every histogram's buckets are cumulative up to its count); a consumer group's
+//! state, members and committed offset reported by its coordinator alone; one active
 //! controller across the cluster; every partition led by exactly one broker; each replica's log
 //! end and the leader's high watermark at what was acknowledged; no partition under-replicated
 //! while all replicas are in sync, and the leader's partitions under-replicated (and below
@@ -11,17 +14,27 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kafka_protocol::messages::FetchRequest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use weir::fetcher::FETCH_MAX_WAIT;
+use weir_scenarios::group::join_and_commit;
+use weir_scenarios::wire::long_poll;
 use weir_scenarios::{ensure, for_each_seed};
+use weir_sim::client::Client;
+use weir_sim::client::group::MemberConfig;
 use weir_sim::workload::cluster::{Cluster, ClusterSpec, METRICS_PORT, node_id};
 
 const TOPIC: &str = "watched";
 const PARTITIONS: i32 = 2;
 const RECORDS: i64 = 5;
+const GROUP: &str = "watchers";
 /// How long a scrape may take.
 const SCRAPE_LIMIT: Duration = Duration::from_secs(20);
 /// How long unfinished headers may hold a connection: the listener's read timeout, and a little.
 const UNFINISHED_LIMIT: Duration = Duration::from_secs(3);
+/// The consumer's long poll: longer than any replica's fetch waits, so it alone lands in the
+/// histogram's bucket from 1 s to 2.5 s.
+const LONG_POLL: Duration = Duration::from_secs(2);
 
 /// Sends `request` to node `ix`'s metrics listener and reads until it closes: the answer's
 /// bytes, or why there were none.
@@ -53,11 +66,13 @@ fn scrape(c: &mut Cluster, ix: usize) -> Result<BTreeMap<String, f64>, String> {
     let (head, body) = answer.split_once("\r\n\r\n").ok_or("no end of headers")?;
     ensure(head.starts_with("HTTP/1.1 200 OK\r\n"), || format!("scrape answered {head}"))?;
     let mut series = BTreeMap::new();
-    let mut typed = std::collections::BTreeSet::new();
+    // Each family's TYPE, by name.
+    let mut typed = BTreeMap::new();
     for line in body.lines().filter(|l| !l.is_empty()) {
         if let Some(family) = line.strip_prefix("# TYPE ") {
-            let name = family.split(' ').next().unwrap_or("");
-            ensure(typed.insert(name.to_owned()), || format!("TYPE of {name} given twice"))?;
+            let (name, kind) = family.split_once(' ').unwrap_or((family, ""));
+            let fresh = typed.insert(name.to_owned(), kind.to_owned()).is_none();
+            ensure(fresh, || format!("TYPE of {name} given twice"))?;
             continue;
         }
         if line.starts_with('#') {
@@ -66,7 +81,13 @@ fn scrape(c: &mut Cluster, ix: usize) -> Result<BTreeMap<String, f64>, String> {
         let (name, value) = line.rsplit_once(' ').ok_or_else(|| format!("bad line {line}"))?;
         let value: f64 = value.parse().map_err(|_| format!("bad value in {line}"))?;
         let family = name.split('{').next().unwrap_or("");
-        ensure(typed.contains(family), || format!("{name} before its family's TYPE"))?;
+        // A histogram's series are its name with `_bucket`, `_sum` or `_count`.
+        let histogram = ["_bucket", "_sum", "_count"].iter().find_map(|suffix| {
+            let base = family.strip_suffix(suffix)?;
+            (typed.get(base).map(String::as_str) == Some("histogram")).then_some(base)
+        });
+        let known = histogram.is_some() || typed.contains_key(family);
+        ensure(known, || format!("{name} before its family's TYPE"))?;
         ensure(series.insert(name.to_owned(), value).is_none(), || format!("{name} twice"))?;
     }
     Ok(series)
@@ -74,6 +95,41 @@ fn scrape(c: &mut Cluster, ix: usize) -> Result<BTreeMap<String, f64>, String> {
 
 fn get(series: &BTreeMap<String, f64>, name: &str) -> Result<f64, String> {
     series.get(name).copied().ok_or_else(|| format!("no series {name}"))
+}
+
+/// `api`'s request-duration bucket at `le` (0 if the API was never answered).
+fn bucket(series: &BTreeMap<String, f64>, api: &str, le: &str) -> f64 {
+    let name = format!("weir_request_duration_seconds_bucket{{api=\"{api}\",le=\"{le}\"}}");
+    series.get(&name).copied().unwrap_or(0.0)
+}
+
+/// Every request-duration histogram's buckets rise with their bounds and end at its count;
+/// how many APIs have one.
+fn histograms_hold(series: &BTreeMap<String, f64>) -> Result<usize, String> {
+    let mut apis = 0;
+    for (name, &count) in series.range("weir_request_duration_seconds_count".to_owned()..) {
+        let Some(labels) = name.strip_prefix("weir_request_duration_seconds_count") else {
+            break;
+        };
+        apis += 1;
+        let api = labels.trim_start_matches("{api=\"").trim_end_matches("\"}");
+        let mut below = 0.0;
+        for le in weir::server::metrics::DURATION_BOUNDS_US
+            .iter()
+            .map(|&us| format!("{}", us as f64 / 1e6))
+            .chain(["+Inf".to_owned()])
+        {
+            let n = get(
+                series,
+                &format!("weir_request_duration_seconds_bucket{{api=\"{api}\",le=\"{le}\"}}"),
+            )?;
+            ensure(n >= below, || format!("{api}: bucket {le} holds {n}, below {below}"))?;
+            below = n;
+        }
+        ensure(below == count, || format!("{api}: +Inf bucket {below}, count {count}"))?;
+        get(series, &format!("weir_request_duration_seconds_sum{labels}"))?;
+    }
+    Ok(apis)
 }
 
 fn partition_series(name: &str, partition: i32) -> String {
@@ -115,6 +171,14 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(produces >= RECORDS as f64, || {
         format!("{RECORDS} produces sent to node {leader}, its metrics counted {produces}")
     })?;
+    let answered = get(&scrapes[leader], "weir_request_duration_seconds_count{api=\"Produce\"}")?;
+    ensure(answered == get(&scrapes[leader], "weir_requests_total{api=\"Produce\"}")?, || {
+        format!("node {leader}: produces counted and produces answered differ ({answered})")
+    })?;
+    for s in &scrapes {
+        histograms_hold(s)?;
+    }
+    ensure(histograms_hold(&scrapes[leader])? > 0, || "no request-duration histogram".to_owned())?;
     let active: f64 =
         scrapes.iter().map(|s| get(s, "weir_active_controller")).sum::<Result<f64, _>>()?;
     ensure(active == 1.0, || format!("{active} active controllers reported"))?;
@@ -144,6 +208,64 @@ fn scenario(seed: u64) -> Result<(), String> {
         ensure(get(s, "weir_offline_partitions")? == 0.0, || format!("node {ix}: offline"))?;
         ensure(get(s, &partition_series("weir_log_start_offset", 0))? == 0.0, || {
             format!("node {ix}: {TOPIC}-0 starts past 0")
+        })?;
+    }
+
+    // A consumer's long poll of the empty partition 1 waits out its 2 s: the one request in
+    // its leader's Fetch bucket from 1 s to 2.5 s (replicas' fetches wait at most 0.5 s).
+    ensure(FETCH_MAX_WAIT < Duration::from_secs(1), || "replicas wait as long as 1 s".to_owned())?;
+    let poller = leader_of(&c, 1)?;
+    let window = |s: &BTreeMap<String, f64>| bucket(s, "Fetch", "2.5") - bucket(s, "Fetch", "1");
+    let before = window(&scrape(&mut c, poller)?);
+    let addr = c.addr(poller);
+    let polled = c.client_call(LONG_POLL * 3, move |env| async move {
+        let mut request: FetchRequest = long_poll(TOPIC, LONG_POLL);
+        request.topics[0].partitions[0].partition = 1;
+        let mut client = Client::new(env, addr, "long-poll");
+        client.call(&request, 12, LONG_POLL * 2).await
+    });
+    ensure(matches!(polled, Some(Ok(ref r)) if r.error_code == 0), || {
+        format!("the long poll of {TOPIC}-1 answered {polled:?}")
+    })?;
+    let after = scrape(&mut c, poller)?;
+    histograms_hold(&after)?;
+    let waited = window(&after) - before;
+    ensure(waited == 1.0, || {
+        format!("node {poller}: {waited} fetches answered in 1-2.5 s, one long poll of 2 s sent")
+    })?;
+
+    // A group's one member commits the end of partition 0: its coordinator, and only it,
+    // reports the group Stable with one member and the offset committed (no lag).
+    let member = MemberConfig {
+        group: GROUP.to_owned(),
+        session_timeout: Duration::from_secs(30),
+        rebalance_timeout: Duration::from_secs(10),
+    };
+    let addrs: Vec<_> = (0..3).map(|ix| c.addr(ix)).collect();
+    let offsets = [((TOPIC.to_owned(), 0), RECORDS)].into_iter().collect();
+    let joined = c.client_call(Duration::from_secs(60), move |env| async move {
+        join_and_commit(&env, &addrs, &member, &offsets).await
+    });
+    let (coordinator, _) = joined.ok_or("the group's join did not finish")??;
+    let coordinator = (0..3).find(|&ix| node_id(ix) == coordinator).ok_or("no coordinator")?;
+    let committed = format!(
+        "weir_group_committed_offset{{group=\"{GROUP}\",topic=\"{TOPIC}\",partition=\"0\"}}"
+    );
+    for ix in 0..3 {
+        let s = scrape(&mut c, ix)?;
+        let stable = get(&s, "weir_groups{state=\"Stable\"}")?;
+        let members = s.get(&format!("weir_group_members{{group=\"{GROUP}\"}}")).copied();
+        let offset = s.get(&committed).copied();
+        let expected = if ix == coordinator {
+            (1.0, Some(1.0), Some(RECORDS as f64))
+        } else {
+            (0.0, None, None)
+        };
+        ensure((stable, members, offset) == expected, || {
+            format!(
+                "node {ix} (coordinator {coordinator}): {stable} stable groups, {members:?} \
+                 members, offset {offset:?}"
+            )
         })?;
     }
 

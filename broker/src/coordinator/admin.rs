@@ -1,4 +1,5 @@
-//! DescribeGroups, ListGroups and DeleteGroups: the administrative view of the groups.
+//! DescribeGroups, ListGroups and DeleteGroups: the administrative view of the groups (and the
+//! figures the metrics report of them).
 //!
 //! Deleting a group is two-phase: the group turns Dead at once (so nothing can join or commit
 //! while the tombstones are in flight) and disappears when they are durable; if they cannot
@@ -15,6 +16,20 @@ use super::responses::{
     DeleteGroupsResponse, DescribedGroup, DescribedMember, ListedGroup, Output, Response,
 };
 use super::types::{Generation, GroupId, GroupState, Now, RequestId};
+use crate::model::{Offset, TopicPartition};
+
+/// One group as the metrics report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupFigures {
+    /// The group's id.
+    pub id: GroupId,
+    /// Its state.
+    pub state: GroupState,
+    /// Its members.
+    pub members: usize,
+    /// Its committed offsets, by partition.
+    pub offsets: Vec<(TopicPartition, Offset)>,
+}
 
 impl GroupCoordinator {
     /// DescribeGroups: each group's state, protocol and members (metadata only when Stable, as
@@ -57,6 +72,23 @@ impl GroupCoordinator {
                             .collect(),
                     }
                 }
+            })
+            .collect()
+    }
+
+    /// Every group not being deleted, in id order, with its members and committed offsets.
+    pub fn figures(&self) -> Vec<GroupFigures> {
+        let listed = self.groups.values().filter(|g| !g.is(GroupState::Dead));
+        listed
+            .map(|g| GroupFigures {
+                id: g.id.clone(),
+                state: g.state,
+                members: g.members.len(),
+                offsets: self
+                    .offsets
+                    .group(&g.id)
+                    .map(|o| o.iter().map(|(tp, c)| (tp.clone(), c.offset)).collect())
+                    .unwrap_or_default(),
             })
             .collect()
     }

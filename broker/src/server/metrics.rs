@@ -1,9 +1,10 @@
 //! The broker's metrics, served over HTTP in Prometheus' text format (`GET /metrics` on
 //! `metrics_listener`, when one is configured), for operators' dashboards and alerts: requests
-//! read by API, client connections, the partitions hosted and led, the ones led with too few
-//! replicas in sync (under-replicated, and below `min.insync.replicas`, where acks=all
-//! producers are refused), the ones that could not open, and each hosted partition's log
-//! start, log end, high watermark and size.
+//! read by API and how long they took to answer, client connections, the partitions hosted and
+//! led, the ones led with too few replicas in sync (under-replicated, and below
+//! `min.insync.replicas`, where acks=all producers are refused), the ones that could not open,
+//! each hosted partition's log start, log end, high watermark and size, and the consumer groups
+//! coordinated here with their members and committed offsets.
 //!
 //! Counters are atomics bumped on the request path; everything else is read from the broker's
 //! state when scraped, so a scrape costs the broker nothing between scrapes. The listener is
@@ -26,6 +27,7 @@ use super::accept::Acceptor;
 use crate::config::Role;
 use crate::controller::image::MetadataImage;
 use crate::controller::records::BrokerId;
+use crate::coordinator::{GroupFigures, GroupState};
 use crate::io::{Conn, Listener, timeout};
 use crate::node::Broker;
 
@@ -49,33 +51,84 @@ pub const SCRAPES_PER_IP_MAX: usize = 4;
 /// API keys are counted below this (Kafka's are under 100).
 const API_KEYS: usize = 128;
 
+/// Upper bounds of the request-duration histogram's buckets, in microseconds (from 100 µs, a
+/// metadata answer, to 30 s, an admin request waiting out its timeout); one more bucket holds
+/// the longer ones.
+pub const DURATION_BOUNDS_US: [u64; 17] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000,
+];
+
+/// One API's request durations: a count per bucket (not cumulative; the last is past every
+/// bound) and their sum.
+#[derive(Debug)]
+struct Durations {
+    buckets: [AtomicU64; DURATION_BOUNDS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl Default for Durations {
+    fn default() -> Self {
+        Durations { buckets: std::array::from_fn(|_| AtomicU64::new(0)), sum_us: AtomicU64::new(0) }
+    }
+}
+
 /// Counters bumped on the request path.
 #[derive(Debug)]
 pub struct Metrics {
     /// Requests read and decoded, by API key.
     requests: Vec<AtomicU64>,
+    /// How long requests took to answer, by API key.
+    durations: Vec<Durations>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Metrics { requests: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect() }
+        Metrics {
+            requests: (0..API_KEYS).map(|_| AtomicU64::new(0)).collect(),
+            durations: (0..API_KEYS).map(|_| Durations::default()).collect(),
+        }
     }
+}
+
+fn index(key: ApiKey) -> Option<usize> {
+    usize::try_from(key as i16).ok().filter(|&k| k < API_KEYS)
 }
 
 impl Metrics {
     /// A request of `key` was read and decoded.
     pub fn request(&self, key: ApiKey) {
-        if let Some(count) = usize::try_from(key as i16).ok().and_then(|k| self.requests.get(k)) {
+        if let Some(count) = index(key).and_then(|k| self.requests.get(k)) {
             count.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Requests of `key` read so far.
     pub fn requests(&self, key: ApiKey) -> u64 {
-        usize::try_from(key as i16)
-            .ok()
-            .and_then(|k| self.requests.get(k))
-            .map_or(0, |c| c.load(Ordering::Relaxed))
+        index(key).and_then(|k| self.requests.get(k)).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// A request of `key` had its answer ready (or, sent with acks=0, its work done) `took`
+    /// after it was read.
+    pub fn answered(&self, key: ApiKey, took: Duration) {
+        let Some(durations) = index(key).and_then(|k| self.durations.get(k)) else { return };
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let bucket = DURATION_BOUNDS_US.partition_point(|&bound| bound < us);
+        if let Some(count) = durations.buckets.get(bucket) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        let _ = durations
+            .sum_us
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |sum| Some(sum.saturating_add(us)));
+    }
+
+    /// Requests of `key` answered so far, by bucket of [`DURATION_BOUNDS_US`] (the last past
+    /// every bound), and the sum of their durations in microseconds.
+    pub fn durations(&self, key: ApiKey) -> ([u64; DURATION_BOUNDS_US.len() + 1], u64) {
+        let Some(d) = index(key).and_then(|k| self.durations.get(k)) else {
+            return ([0; DURATION_BOUNDS_US.len() + 1], 0);
+        };
+        (d.buckets.each_ref().map(|c| c.load(Ordering::Relaxed)), d.sum_us.load(Ordering::Relaxed))
     }
 }
 
@@ -132,6 +185,33 @@ pub fn render(broker: &Broker) -> String {
             "weir_requests_total{{api=\"{key:?}\"}} {}",
             broker.metrics.requests(*key)
         );
+    }
+    family(
+        &mut out,
+        "weir_request_duration_seconds",
+        "histogram",
+        "Time from a request read to its answer ready, by API, for the APIs asked so far: a \
+         long-polling fetch's wait, an acks=all produce's replication and a sync under \
+         flush.policy=ack are part of it.",
+    );
+    for (key, _) in crate::protocol::api::SUPPORTED_APIS {
+        let (buckets, sum_us) = broker.metrics.durations(*key);
+        let count: u64 = buckets.iter().sum();
+        if count == 0 {
+            continue;
+        }
+        let mut below = 0;
+        let bounds = DURATION_BOUNDS_US.iter().map(|&us| format!("{}", us as f64 / 1e6));
+        for (le, n) in bounds.chain(std::iter::once("+Inf".to_owned())).zip(buckets) {
+            below += n;
+            let _ = writeln!(
+                out,
+                "weir_request_duration_seconds_bucket{{api=\"{key:?}\",le=\"{le}\"}} {below}"
+            );
+        }
+        let sum = sum_us as f64 / 1e6;
+        let _ = writeln!(out, "weir_request_duration_seconds_sum{{api=\"{key:?}\"}} {sum}");
+        let _ = writeln!(out, "weir_request_duration_seconds_count{{api=\"{key:?}\"}} {count}");
     }
     family(&mut out, "weir_connections", "gauge", "Client connections open.");
     let _ = writeln!(out, "weir_connections {}", broker.open_connections());
@@ -208,6 +288,8 @@ pub fn render(broker: &Broker) -> String {
     );
     let _ = writeln!(out, "weir_offline_partitions {}", broker.catalog.unopened().len());
 
+    groups(&mut out, &broker.groups.read(|c| c.figures()));
+
     type Value = fn(&crate::partition::Partition) -> i64;
     let per_partition: [(&str, &str, Value); 4] = [
         ("weir_log_start_offset", "The first offset of each hosted partition's log.", |p| {
@@ -236,6 +318,45 @@ pub fn render(broker: &Broker) -> String {
         }
     }
     out
+}
+
+/// The consumer groups this broker coordinates: how many in each state, each one's members and
+/// committed offsets (a group's lag is the partition's high watermark less its offset).
+fn groups(out: &mut String, figures: &[GroupFigures]) {
+    family(out, "weir_groups", "gauge", "Consumer groups coordinated here, by state.");
+    for state in [
+        GroupState::Empty,
+        GroupState::PreparingRebalance,
+        GroupState::CompletingRebalance,
+        GroupState::Stable,
+    ] {
+        let count = figures.iter().filter(|g| g.state == state).count();
+        let _ = writeln!(out, "weir_groups{{state=\"{}\"}} {count}", state.as_str());
+    }
+    family(out, "weir_group_members", "gauge", "Members of each consumer group coordinated here.");
+    for g in figures {
+        let _ =
+            writeln!(out, "weir_group_members{{group=\"{}\"}} {}", label(g.id.as_str()), g.members);
+    }
+    family(
+        out,
+        "weir_group_committed_offset",
+        "gauge",
+        "Each consumer group's committed offset of each partition, for the groups coordinated \
+         here.",
+    );
+    for g in figures {
+        for (tp, offset) in &g.offsets {
+            let _ = writeln!(
+                out,
+                "weir_group_committed_offset{{group=\"{}\",topic=\"{}\",partition=\"{}\"}} {}",
+                label(g.id.as_str()),
+                label(&tp.topic),
+                tp.partition.0,
+                offset.0
+            );
+        }
+    }
 }
 
 /// What a scrape's request asked for.
@@ -473,5 +594,24 @@ mod tests {
         assert_eq!(m.requests(ApiKey::Produce), 2);
         assert_eq!(m.requests(ApiKey::Fetch), 1);
         assert_eq!(m.requests(ApiKey::Metadata), 0);
+    }
+
+    #[test]
+    fn durations_fall_in_the_first_bucket_whose_bound_they_do_not_pass() {
+        let m = Metrics::default();
+        let us = Duration::from_micros;
+        for took in [us(0), us(100), us(101), us(1_000_000), us(30_000_001), Duration::MAX] {
+            m.answered(ApiKey::Fetch, took);
+        }
+        let (buckets, sum_us) = m.durations(ApiKey::Fetch);
+        let mut expected = [0; DURATION_BOUNDS_US.len() + 1];
+        // 0 and 100 µs within 100 µs; 101 µs within 250 µs; 1 s within 1 s; past 30 s beyond.
+        expected[0] = 2;
+        expected[1] = 1;
+        expected[12] = 1;
+        expected[DURATION_BOUNDS_US.len()] = 2;
+        assert_eq!(buckets, expected);
+        assert_eq!(sum_us, u64::MAX, "the sum saturates rather than wraps");
+        assert_eq!(m.durations(ApiKey::Produce), ([0; DURATION_BOUNDS_US.len() + 1], 0));
     }
 }

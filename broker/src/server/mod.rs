@@ -50,6 +50,27 @@ pub enum Reply {
     Silent(Option<BoxFuture<'static, bool>>),
 }
 
+/// A request being timed for the metrics, from when it was read.
+struct Timed {
+    metrics: Arc<metrics::Metrics>,
+    clock: Arc<dyn crate::io::Clock>,
+    key: ApiKey,
+    started: crate::io::Instant,
+}
+
+impl Timed {
+    fn start(broker: &Broker, key: ApiKey) -> Timed {
+        let clock = Arc::clone(&broker.env.clock);
+        let started = clock.now();
+        Timed { metrics: Arc::clone(&broker.metrics), clock, key, started }
+    }
+
+    /// The request's answer is ready (a request whose answer is dropped is not counted).
+    fn done(self) {
+        self.metrics.answered(self.key, self.clock.now() - self.started);
+    }
+}
+
 /// What the writer does next.
 enum Outgoing {
     /// Send this frame.
@@ -250,20 +271,25 @@ pub async fn serve_connection(
             .with_request_api_version(decoded.header.request_api_version)
             .with_correlation_id(decoded.header.correlation_id);
         let finish = header.request_api_key != ApiKey::Fetch as i16;
+        let timed = Timed::start(&broker, decoded.request.key());
         let answer: BoxFuture<'static, Option<Outgoing>> =
             match handlers::handle(&broker, decoded, peer).await {
                 Reply::Now(response) => {
+                    timed.done();
                     let out = Outgoing::encode(&header, &response);
                     Box::pin(async move { Some(out) })
                 }
-                Reply::Later(later) => {
-                    Box::pin(async move { later.await.map(|r| Outgoing::encode(&header, &r)) })
-                }
+                Reply::Later(later) => Box::pin(async move {
+                    let response = later.await;
+                    timed.done();
+                    response.map(|r| Outgoing::encode(&header, &r))
+                }),
                 Reply::Silent(work) => Box::pin(async move {
                     let close = match work {
                         Some(work) => work.await,
                         None => false,
                     };
+                    timed.done();
                     close.then_some(Outgoing::Close)
                 }),
             };
