@@ -14,7 +14,8 @@
 //! in a burst of up to 8 written back to back on one connection. Now and then the client also
 //! joins a group as a real consumer would, and sends a burst of that member's requests (sync,
 //! heartbeat, commit, fetch offsets, leave, describe) with its real member id and generation to
-//! its coordinator, so that they get past the coordinator's first checks.
+//! its coordinator, so that they get past the coordinator's first checks. And now and then it
+//! sends the nodes' metrics listeners a hostile scrape instead (see [`scrapes`]).
 //!
 //! Judged: no panic (the simulator turns one into the seed's failure); answers come in the
 //! order the requests were sent; every answer is a whole frame, and every answer to a request whose header is intact carries its correlation id and
@@ -24,7 +25,8 @@
 //! mutations do not all die in the decoder); once the client has finished, no node keeps a
 //! connection of it open for longer than its last requests may take, nor any request bytes
 //! (in the seeds that hold requests within `queued_max_request_bytes`, see [`request_bytes`]);
-//! afterwards the first node answers ApiVersions on a
+//! afterwards every node serves a scrape from the client's address (the hostile scrapes gave
+//! their places back), the first node answers ApiVersions on a
 //! new connection, and every acknowledged record of `precious` reads back at its offset from
 //! the partition's leader.
 //!
@@ -33,6 +35,7 @@
 //! count asks for before it finds the bytes missing.
 
 mod requests;
+mod scrapes;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -49,7 +52,7 @@ use super::Report;
 use crate::client::Client;
 use crate::client::assignment::encode_subscription;
 use crate::client::group::MemberConfig;
-use crate::workload::cluster::{Cluster, ClusterSpec};
+use crate::workload::cluster::{Cluster, ClusterSpec, METRICS_PORT};
 
 /// Requests sent per seed.
 const REQUESTS: usize = 250;
@@ -138,6 +141,9 @@ struct Tally {
     alone: usize,
     alone_answered: usize,
     garbage: Vec<String>,
+    /// Scrapes of the metrics listeners sent, and those of them served (200).
+    scrapes: usize,
+    scrapes_served: usize,
     /// Request frames that waited for request memory on the nodes.
     memory_waits: u64,
 }
@@ -348,6 +354,17 @@ async fn hostile_client(env: Env, addrs: &[SocketAddr], seed: u64, tally: Arc<Mu
     let mut scratch_ids = 0;
     let mut correlation = 0;
     while (correlation as usize) < REQUESTS {
+        if rng.chance(scrapes::SCRAPE_PERCENT) {
+            let addr = SocketAddr::new(addrs[rng.below(addrs.len())].ip(), METRICS_PORT);
+            let scraped = scrapes::scrape(&env, addr, &mut rng).await;
+            let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+            t.scrapes += 1;
+            match scraped {
+                Ok(served) => t.scrapes_served += usize::from(served),
+                Err(e) => t.garbage.push(format!("metrics listener {addr}: {e}")),
+            }
+            continue;
+        }
         if rng.chance(MEMBER_PERCENT) {
             let burst = member_session(&env, addrs, &mut rng, &mut correlation).await;
             if let Some((addr, burst)) = burst {
@@ -385,6 +402,7 @@ pub fn run(seed: u64) -> Report {
     let nodes = if seed.is_multiple_of(2) { 1 } else { 3 };
     let spec = ClusterSpec {
         queued_max_request_bytes: request_bytes(seed),
+        metrics: true,
         ..ClusterSpec::combined(nodes)
     };
     let mut c = Cluster::new(seed, spec);
@@ -406,8 +424,8 @@ pub fn run(seed: u64) -> Report {
             _ => format!("{nodes} node(s), {REQUESTS} hostile requests"),
         },
         counts: format!(
-            "{} sent, {} answered, {} frames waited for request memory",
-            tally.sent, tally.answered, tally.memory_waits
+            "{} sent, {} answered, {} frames waited for request memory, {} scrapes ({} served)",
+            tally.sent, tally.answered, tally.memory_waits, tally.scrapes, tally.scrapes_served
         ),
         acked: PRECIOUS_RECORDS as usize,
         faults: Vec::new(),
@@ -480,6 +498,23 @@ fn drive(c: &mut Cluster, seed: u64, tally: &mut Tally) -> Result<(), String> {
     }
     tally.memory_waits =
         (0..nodes).filter_map(|ix| c.broker(ix)).map(|b| b.request_memory_waits()).sum();
+
+    // Every node still serves a scrape from the client's address: none of its places (four
+    // per address) is still held by the hostile scrapes.
+    for ix in 0..nodes {
+        let addr = SocketAddr::new(c.addr(ix).ip(), METRICS_PORT);
+        let status = c.client_call(scrapes::SCRAPE_WAIT, move |env| async move {
+            let mut conn = env.net.connect(addr).await.ok()?;
+            conn.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.ok()?;
+            let mut answer = Vec::new();
+            conn.read_to_end(&mut answer).await.ok()?;
+            let answer = String::from_utf8_lossy(&answer).into_owned();
+            answer.lines().next().map(str::to_owned)
+        });
+        if status.as_ref().and_then(Option::as_deref) != Some("HTTP/1.1 200 OK") {
+            return Err(format!("node {ix}'s metrics after the hostile scrapes: {status:?}"));
+        }
+    }
 
     // The broker still serves, and what it acknowledged is intact.
     let versions = c.client_call(Duration::from_secs(10), move |env| async move {
