@@ -2,7 +2,8 @@
 //! what the broker and the metadata say: requests counted by API as they are read, and timed
 //! until answered (a consumer's long poll of an empty partition lands in the bucket of its
 //! wait, and every histogram's buckets are cumulative up to its count); a consumer group's
-//! state, members and committed offset reported by its coordinator alone; one active
+//! state, members and committed offset reported by its coordinator alone; the records and bytes
+//! the leader took from the producer, served to its followers and to a consumer; one active
 //! controller across the cluster; every partition led by exactly one broker; each replica's log
 //! end and the leader's high watermark at what was acknowledged; no partition under-replicated
 //! while all replicas are in sync, and the leader's partitions under-replicated (and below
@@ -210,6 +211,39 @@ fn scenario(seed: u64) -> Result<(), String> {
             format!("node {ix}: {TOPIC}-0 starts past 0")
         })?;
     }
+
+    // The leader took the records from the producer, the followers from it; a consumer's
+    // fetch of the whole partition is served exactly the bytes the producer sent.
+    let records_in = partition_series("weir_records_in_total", 0);
+    let bytes_in = get(&scrapes[leader], &partition_series("weir_bytes_in_total", 0))?;
+    for (ix, s) in scrapes.iter().enumerate() {
+        let (records, expected) = (get(s, &records_in)?, if ix == leader { RECORDS } else { 0 });
+        ensure(records == expected as f64, || format!("node {ix}: {records} records in"))?;
+    }
+    let replicated =
+        get(&scrapes[leader], &partition_series("weir_replication_bytes_out_total", 0))?;
+    ensure(bytes_in > 0.0 && replicated >= 2.0 * bytes_in, || {
+        format!("{bytes_in} bytes produced, {replicated} served to the two followers")
+    })?;
+    let out = |s: &BTreeMap<String, f64>| get(s, &partition_series("weir_bytes_out_total", 0));
+    let before = out(&scrapes[leader])?;
+    let addr = c.addr(leader);
+    let fetched = c.client_call(SCRAPE_LIMIT, move |env| async move {
+        let request: FetchRequest = long_poll(TOPIC, Duration::ZERO);
+        let mut client = Client::new(env, addr, "reader");
+        client.call(&request, 12, SCRAPE_LIMIT).await
+    });
+    let fetched = fetched.ok_or("the fetch did not finish")?.map_err(|e| format!("fetch: {e}"))?;
+    let got: usize = fetched
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+        .sum();
+    let served = out(&scrape(&mut c, leader)?)? - before;
+    ensure(got as f64 == bytes_in && served == bytes_in, || {
+        format!("{bytes_in} bytes produced; a fetch of all got {got}, counted as {served} served")
+    })?;
 
     // A consumer's long poll of the empty partition 1 waits out its 2 s: the one request in
     // its leader's Fetch bucket from 1 s to 2.5 s (replicas' fetches wait at most 0.5 s).

@@ -32,6 +32,11 @@ impl ValidBatch {
     pub fn header(&self) -> &BatchHeader {
         &self.header
     }
+
+    /// Its size in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.bytes.len()
+    }
 }
 
 /// What an append did.

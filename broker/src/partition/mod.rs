@@ -11,6 +11,7 @@ pub mod replica;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
@@ -182,6 +183,28 @@ pub struct Partition {
     snapshotting: tokio::sync::Mutex<Option<(Offset, Bytes)>>,
     /// Reads started ahead of consumers reading in order (see [`read_ahead`]).
     pub read_ahead: ReadAhead,
+    /// What clients moved through it since it opened here.
+    pub traffic: Traffic,
+}
+
+/// What clients moved through one partition since it opened here, for the metrics.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Bytes of the batches producers appended (a retry found to be a duplicate is not).
+    pub bytes_in: AtomicU64,
+    /// Records in them.
+    pub records_in: AtomicU64,
+    /// Bytes of batches served to consumers.
+    pub bytes_out: AtomicU64,
+    /// Bytes of batches served to followers.
+    pub replication_bytes_out: AtomicU64,
+}
+
+impl Traffic {
+    /// Adds `n` to `counter`.
+    pub fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
 }
 
 /// The rest of a produce after its append: resolves when the batch may be acknowledged.
@@ -261,6 +284,7 @@ impl Partition {
             follow: tokio::sync::Mutex::new(()),
             snapshotting: tokio::sync::Mutex::new(None),
             read_ahead: ReadAhead::default(),
+            traffic: Traffic::default(),
         })
     }
 
@@ -365,7 +389,10 @@ impl Partition {
                     (Produced { base_offset, log_append_time, log_start }, last_offset, epoch)
                 }
                 Decision::Append => {
+                    let (size, records) = (batch.size_bytes(), header.record_count());
                     let info = self.log.append_valid(batch, epoch).await?;
+                    Traffic::add(&self.traffic.bytes_in, size);
+                    Traffic::add(&self.traffic.records_in, usize::try_from(records).unwrap_or(0));
                     state.record(&info.header, info.base_offset, info.last_offset);
                     self.local_progress();
                     let produced = Produced {

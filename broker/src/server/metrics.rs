@@ -3,7 +3,8 @@
 //! read by API and how long they took to answer, client connections, the partitions hosted and
 //! led, the ones led with too few replicas in sync (under-replicated, and below
 //! `min.insync.replicas`, where acks=all producers are refused), the ones that could not open,
-//! each hosted partition's log start, log end, high watermark and size, and the consumer groups
+//! each hosted partition's log start, log end, high watermark and size and the bytes and
+//! records it took in and served, and the consumer groups
 //! coordinated here with their members and committed offsets.
 //!
 //! Counters are atomics bumped on the request path; everything else is read from the broker's
@@ -164,6 +165,11 @@ fn led(broker: &Broker, image: &MetadataImage, node: BrokerId) -> Led {
     counts
 }
 
+/// A counter's value as a sample.
+fn read(counter: &AtomicU64) -> i64 {
+    i64::try_from(counter.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+}
+
 /// Escapes a label value (topic names may hold only `[a-zA-Z0-9._-]`, but the text format's
 /// rules are applied whatever they hold).
 fn label(value: &str) -> String {
@@ -305,8 +311,28 @@ pub fn render(broker: &Broker) -> String {
             i64::try_from(p.log.size_bytes()).unwrap_or(i64::MAX)
         }),
     ];
-    for (name, help, value) in per_partition {
-        family(&mut out, name, "gauge", help);
+    let counted: [(&str, &str, Value); 4] = [
+        (
+            "weir_bytes_in_total",
+            "Bytes of the batches producers appended to each hosted partition since it opened \
+             here (a retry found to be a duplicate is not counted).",
+            |p| read(&p.traffic.bytes_in),
+        ),
+        ("weir_records_in_total", "Records in those batches.", |p| read(&p.traffic.records_in)),
+        (
+            "weir_bytes_out_total",
+            "Bytes of batches each hosted partition served to consumers since it opened here.",
+            |p| read(&p.traffic.bytes_out),
+        ),
+        (
+            "weir_replication_bytes_out_total",
+            "Bytes of batches each hosted partition served to followers since it opened here.",
+            |p| read(&p.traffic.replication_bytes_out),
+        ),
+    ];
+    let kinds = per_partition.into_iter().map(|f| (f, "gauge"));
+    for ((name, help, value), kind) in kinds.chain(counted.into_iter().map(|f| (f, "counter"))) {
+        family(&mut out, name, kind, help);
         for p in &hosted {
             let _ = writeln!(
                 out,

@@ -28,6 +28,7 @@ use crate::io::timeout;
 use crate::log::ReadError;
 use crate::model::{Offset, TopicId};
 use crate::node::Broker;
+use crate::partition::{Partition, Traffic};
 use crate::protocol::Response;
 use crate::server::Reply;
 
@@ -79,19 +80,35 @@ async fn long_poll(broker: &Arc<Broker>, request: &FetchRequest, version: i16) -
         let notified = broker.appended.notified();
         let mut notified = std::pin::pin!(notified);
         notified.as_mut().enable();
-        let (response, bytes, failed) = read_all(broker, request, version).await;
+        let (response, bytes, failed, served) = read_all(broker, request, version).await;
         let now = clock.now();
         // As in Kafka, never more than the response may hold.
         let min_bytes = request.min_bytes.min(request.max_bytes).max(0) as usize;
         if bytes >= min_bytes || failed || now >= deadline {
+            // Counted once answered: a read that does not end the long poll is read again.
+            for Served { partition, bytes, replica } in served {
+                let traffic = &partition.traffic;
+                let counter =
+                    if replica { &traffic.replication_bytes_out } else { &traffic.bytes_out };
+                Traffic::add(counter, bytes);
+            }
             return response;
         }
         let _ = timeout(&*clock, deadline - now, notified).await;
     }
 }
 
+/// Batches a fetch gives out of one partition.
+struct Served {
+    partition: Arc<Partition>,
+    bytes: usize,
+    /// To a follower.
+    replica: bool,
+}
+
 /// Reads every requested partition once: the response, the bytes it counts towards
-/// `min_bytes`, and whether any partition failed (which ends a long poll early, as in Kafka).
+/// `min_bytes`, whether any partition failed (which ends a long poll early, as in Kafka), and
+/// the batches it gives out of each partition.
 ///
 /// A partition whose read left batches unread below its bound (a limit cut it short, or it
 /// ended with its segment) counts as full, its whole limit, as Kafka's delayed fetch counts
@@ -101,8 +118,9 @@ async fn read_all(
     broker: &Arc<Broker>,
     request: &FetchRequest,
     version: i16,
-) -> (FetchResponse, usize, bool) {
+) -> (FetchResponse, usize, bool, Vec<Served>) {
     let mut response = FetchResponse::default();
+    let mut served = Vec::new();
     let mut budget = request.max_bytes.max(0) as usize;
     let replica =
         if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
@@ -148,6 +166,7 @@ async fn read_all(
                 part,
                 limit,
                 first,
+                &mut served,
             )
             .await;
             failed |= data.error_code != 0;
@@ -159,7 +178,7 @@ async fn read_all(
         }
         response.responses.push(out);
     }
-    (response, counted, failed)
+    (response, counted, failed, served)
 }
 
 /// Who fetches: the request version, and the follower broker's id for a replica fetch.
@@ -196,6 +215,7 @@ async fn read_partition(
     part: &kafka_protocol::messages::fetch_request::FetchPartition,
     limit: usize,
     first: bool,
+    served: &mut Vec<Served>,
 ) -> (PartitionData, bool) {
     let Asker { version, replica, replica_epoch, current, repair } = asker;
     let mut data = PartitionData::default();
@@ -287,6 +307,8 @@ async fn read_partition(
             // partition's first batch larger than what is left waits for a fetch that
             // starts with it.
             if first || result.records.len() <= limit {
+                let (partition, bytes) = (Arc::clone(&partition), result.records.len());
+                served.push(Served { partition, bytes, replica: replica.is_some() });
                 data.records = Some(result.records);
             } else {
                 unread = true;
