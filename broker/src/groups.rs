@@ -15,8 +15,8 @@ use self::append::{append, persist_error};
 use crate::catalog::Topic;
 use crate::controller::image::MetadataImage;
 use crate::coordinator::{
-    CoordinatorConfig, GroupCoordinator, GroupId, Now, Output, PersistError, PersistId, Record,
-    RequestId, Response,
+    CoordinatorConfig, GroupCoordinator, GroupId, GroupsSummary, Now, Output, PersistError,
+    PersistId, Record, RequestId, Response,
 };
 use crate::io::Env;
 use crate::log::{ReadError, records, split};
@@ -372,6 +372,22 @@ impl Groups {
         let count = offsets.as_ref().map(|t| t.partition_count());
         drop(offsets);
         count.is_some_and(|n| self.is_loaded(partition_for(group.as_str(), n)))
+    }
+
+    /// The groups served here (see [`Groups::is_loaded`]), for the metrics: see
+    /// [`GroupCoordinator::figures`].
+    pub fn figures(&self, series_max: usize) -> GroupsSummary {
+        let state = self.lock();
+        let offsets = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
+        let count = offsets.as_ref().map(|t| t.partition_count());
+        drop(offsets);
+        let taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        let loaded: BTreeSet<i32> =
+            taken.iter().filter(|(_, t)| t.serves()).map(|(&index, _)| index).collect();
+        drop(taken);
+        let served =
+            |g: &GroupId| count.is_some_and(|n| loaded.contains(&partition_for(g.as_str(), n)));
+        state.figures(served, series_max)
     }
 
     /// Reads from the coordinator without a request (list).

@@ -2,7 +2,7 @@
 //! node votes in the metadata quorum), and the broker — its membership in the cluster, the
 //! partitions it hosts, producer ids, the group coordinator, background work (retention,
 //! compaction, checkpoints, interval flushes), the client and metrics listeners, and the loops
-//! that follow the metadata (in [`metadata_loops`]). The same wiring runs in production and in
+//! that follow the metadata (in `metadata_loops`). The same wiring runs in production and in
 //! the simulator.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -23,12 +23,21 @@ use crate::model::{Offset, TopicPartition};
 pub struct GroupFigures {
     /// The group's id.
     pub id: GroupId,
-    /// Its state.
-    pub state: GroupState,
     /// Its members.
     pub members: usize,
-    /// Its committed offsets, by partition.
+    /// Its committed offsets, by partition (as many as the series limit left room for).
     pub offsets: Vec<(TopicPartition, Offset)>,
+}
+
+/// The groups as the metrics report them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupsSummary {
+    /// How many groups are in each state but Dead.
+    pub states: [(GroupState, usize); 4],
+    /// The groups, in id order, with their members and offsets, up to the series limit.
+    pub groups: Vec<GroupFigures>,
+    /// Series (a group's members, or one of its committed offsets) left out past the limit.
+    pub omitted: usize,
 }
 
 impl GroupCoordinator {
@@ -76,21 +85,46 @@ impl GroupCoordinator {
             .collect()
     }
 
-    /// Every group not being deleted, in id order, with its members and committed offsets.
-    pub fn figures(&self) -> Vec<GroupFigures> {
-        let listed = self.groups.values().filter(|g| !g.is(GroupState::Dead));
-        listed
-            .map(|g| GroupFigures {
+    /// The groups not being deleted that `served` picks: how many are in each state, and each
+    /// one's members and committed offsets, as one series each, up to `series_max` series.
+    pub fn figures(&self, served: impl Fn(&GroupId) -> bool, series_max: usize) -> GroupsSummary {
+        let mut summary = GroupsSummary {
+            states: [
+                (GroupState::Empty, 0),
+                (GroupState::PreparingRebalance, 0),
+                (GroupState::CompletingRebalance, 0),
+                (GroupState::Stable, 0),
+            ],
+            groups: Vec::new(),
+            omitted: 0,
+        };
+        let mut room = series_max;
+        for g in self.groups.values().filter(|g| !g.is(GroupState::Dead) && served(&g.id)) {
+            if let Some((_, count)) = summary.states.iter_mut().find(|(s, _)| *s == g.state) {
+                *count += 1;
+            }
+            let offsets = self.offsets.group(&g.id);
+            let committed = offsets.map_or(0, |o| o.len());
+            if room == 0 {
+                summary.omitted += 1 + committed;
+                continue;
+            }
+            room -= 1;
+            let taken = committed.min(room);
+            room -= taken;
+            summary.omitted += committed - taken;
+            summary.groups.push(GroupFigures {
                 id: g.id.clone(),
-                state: g.state,
                 members: g.members.len(),
-                offsets: self
-                    .offsets
-                    .group(&g.id)
-                    .map(|o| o.iter().map(|(tp, c)| (tp.clone(), c.offset)).collect())
-                    .unwrap_or_default(),
-            })
-            .collect()
+                offsets: offsets
+                    .into_iter()
+                    .flatten()
+                    .take(taken)
+                    .map(|(tp, c)| (tp.clone(), c.offset))
+                    .collect(),
+            });
+        }
+        summary
     }
 
     /// ListGroups: every group (in id order) whose state is in `states`, or all if `states`

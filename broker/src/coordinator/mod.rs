@@ -48,7 +48,7 @@ mod types;
 #[cfg(test)]
 mod test_support;
 
-pub use admin::GroupFigures;
+pub use admin::{GroupFigures, GroupsSummary};
 pub use codec::{DecodeError, EncodeError};
 pub use config::CoordinatorConfig;
 pub use coordinator::GroupCoordinator;

@@ -383,3 +383,37 @@ fn a_commit_to_a_topic_deleted_since_it_was_checked_is_refused() {
     assert_eq!(fetched(&h, "g", tp("t", 1)), Some(5));
     assert_eq!(fetched(&h, "g", tp("gone", 0)), None);
 }
+
+#[test]
+fn figures_count_every_served_group_and_list_series_up_to_the_limit() {
+    let mut h = Harness::new();
+    let (a, generation) = h.stable_single("stable");
+    for p in 0..3 {
+        let id = h.commit("stable", &a, generation, tp("t", p), 10 + i64::from(p));
+        assert_eq!(h.commit_error(id), None);
+    }
+    for group in ["simple-1", "simple-2"] {
+        let id = h.commit(group, &MemberId::unknown(), Generation::NONE, tp("t", 0), 5);
+        assert_eq!(h.commit_error(id), None);
+    }
+    let all = h.c.figures(|_| true, 100);
+    let states: Vec<usize> = all.states.iter().map(|&(_, n)| n).collect();
+    assert_eq!(states, vec![2, 0, 0, 1], "Empty, PreparingRebalance, CompletingRebalance, Stable");
+    let listed: Vec<(&str, usize, usize)> =
+        all.groups.iter().map(|g| (g.id.as_str(), g.members, g.offsets.len())).collect();
+    assert_eq!(listed, vec![("simple-1", 0, 1), ("simple-2", 0, 1), ("stable", 1, 3)]);
+    assert_eq!(all.groups[2].offsets[1], (tp("t", 1), Offset(11)));
+    assert_eq!(all.omitted, 0);
+    // Five series: simple-1's two, simple-2's two, and stable's members; its offsets are left
+    // out, and counted.
+    let capped = h.c.figures(|_| true, 5);
+    let listed: Vec<usize> = capped.groups.iter().map(|g| g.offsets.len()).collect();
+    assert_eq!((listed, capped.omitted), (vec![1, 1, 0], 3));
+    assert_eq!(capped.states, all.states, "states count every group, listed or not");
+    let none = h.c.figures(|_| true, 0);
+    assert_eq!((none.groups.len(), none.omitted), (0, 8));
+    // Groups not served here are neither counted nor listed.
+    let served = h.c.figures(|g| g.as_str() == "stable", 100);
+    let states: Vec<usize> = served.states.iter().map(|&(_, n)| n).collect();
+    assert_eq!((states, served.groups.len()), (vec![0, 0, 0, 1], 1));
+}

@@ -147,7 +147,8 @@ pub(super) async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) 
 }
 
 /// Follows the membership's image: opens and removes partitions, starts loading the group state
-/// of offsets partitions as they open (see [`Groups::lead_partitions`]), and records how far it got.
+/// of offsets partitions as they open (see [`crate::groups::Groups::lead_partitions`]), and
+/// records how far it got.
 pub(super) async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
     let mut strays_removed = false;
     // Whether some partition failed to open in the last pass.

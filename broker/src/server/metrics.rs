@@ -28,7 +28,7 @@ use super::accept::Acceptor;
 use crate::config::Role;
 use crate::controller::image::MetadataImage;
 use crate::controller::records::BrokerId;
-use crate::coordinator::{GroupFigures, GroupState};
+use crate::coordinator::GroupsSummary;
 use crate::io::{Conn, Listener, timeout};
 use crate::node::Broker;
 
@@ -49,6 +49,10 @@ pub const SCRAPES_MAX: usize = 16;
 /// Scrape connections served at once from any one address (so that one peer holding
 /// connections open cannot take every place).
 pub const SCRAPES_PER_IP_MAX: usize = 4;
+/// The most group series (a group's members, or one of its committed offsets) a scrape
+/// reports: any client may create groups and commit offsets, so their number has no bound of
+/// its own, and they are copied under the group coordinator's lock.
+pub const GROUP_SERIES_MAX: usize = 10_000;
 /// API keys are counted below this (Kafka's are under 100).
 const API_KEYS: usize = 128;
 
@@ -110,10 +114,11 @@ impl Metrics {
     }
 
     /// A request of `key` had its answer ready (or, sent with acks=0, its work done) `took`
-    /// after it was read.
+    /// after it was read. Counted in whole microseconds, rounded up, so that a duration just
+    /// past a bound is not counted within it.
     pub fn answered(&self, key: ApiKey, took: Duration) {
         let Some(durations) = index(key).and_then(|k| self.durations.get(k)) else { return };
-        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let us = u64::try_from(took.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
         let bucket = DURATION_BOUNDS_US.partition_point(|&bound| bound < us);
         if let Some(count) = durations.buckets.get(bucket) {
             count.fetch_add(1, Ordering::Relaxed);
@@ -170,8 +175,8 @@ fn read(counter: &AtomicU64) -> i64 {
     i64::try_from(counter.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
 }
 
-/// Escapes a label value (topic names may hold only `[a-zA-Z0-9._-]`, but the text format's
-/// rules are applied whatever they hold).
+/// Escapes a label value as the text format asks (backslash, double quote and line feed):
+/// topic names hold only `[a-zA-Z0-9._-]`, but a group id may hold anything.
 fn label(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
@@ -196,9 +201,10 @@ pub fn render(broker: &Broker) -> String {
         &mut out,
         "weir_request_duration_seconds",
         "histogram",
-        "Time from a request read to its answer ready, by API, for the APIs asked so far: a \
-         long-polling fetch's wait, an acks=all produce's replication and a sync under \
-         flush.policy=ack are part of it.",
+        "Time from a request read until its answer is ready and next to be written (a \
+         connection's answers go out in request order), by API, for the APIs answered so far: \
+         a long-polling fetch's wait, an acks=all produce's replication and a sync under \
+         flush.policy=ack are part of it; writing the answer is not.",
     );
     for (key, _) in crate::protocol::api::SUPPORTED_APIS {
         let (buckets, sum_us) = broker.metrics.durations(*key);
@@ -294,7 +300,7 @@ pub fn render(broker: &Broker) -> String {
     );
     let _ = writeln!(out, "weir_offline_partitions {}", broker.catalog.unopened().len());
 
-    groups(&mut out, &broker.groups.read(|c| c.figures()));
+    groups(&mut out, &broker.groups.figures(GROUP_SERIES_MAX));
 
     type Value = fn(&crate::partition::Partition) -> i64;
     let per_partition: [(&str, &str, Value); 4] = [
@@ -347,20 +353,15 @@ pub fn render(broker: &Broker) -> String {
 }
 
 /// The consumer groups this broker coordinates: how many in each state, each one's members and
-/// committed offsets (a group's lag is the partition's high watermark less its offset).
-fn groups(out: &mut String, figures: &[GroupFigures]) {
+/// committed offsets (a group's lag is the partition's high watermark less its offset), and
+/// how many of those series were left out past [`GROUP_SERIES_MAX`].
+fn groups(out: &mut String, summary: &GroupsSummary) {
     family(out, "weir_groups", "gauge", "Consumer groups coordinated here, by state.");
-    for state in [
-        GroupState::Empty,
-        GroupState::PreparingRebalance,
-        GroupState::CompletingRebalance,
-        GroupState::Stable,
-    ] {
-        let count = figures.iter().filter(|g| g.state == state).count();
+    for (state, count) in summary.states {
         let _ = writeln!(out, "weir_groups{{state=\"{}\"}} {count}", state.as_str());
     }
     family(out, "weir_group_members", "gauge", "Members of each consumer group coordinated here.");
-    for g in figures {
+    for g in &summary.groups {
         let _ =
             writeln!(out, "weir_group_members{{group=\"{}\"}} {}", label(g.id.as_str()), g.members);
     }
@@ -371,7 +372,7 @@ fn groups(out: &mut String, figures: &[GroupFigures]) {
         "Each consumer group's committed offset of each partition, for the groups coordinated \
          here.",
     );
-    for g in figures {
+    for g in &summary.groups {
         for (tp, offset) in &g.offsets {
             let _ = writeln!(
                 out,
@@ -383,6 +384,12 @@ fn groups(out: &mut String, figures: &[GroupFigures]) {
             );
         }
     }
+    let help = format!(
+        "Group series (a group's members, or one committed offset) left out of this scrape, \
+         past the limit of {GROUP_SERIES_MAX}."
+    );
+    family(out, "weir_group_series_omitted", "gauge", &help);
+    let _ = writeln!(out, "weir_group_series_omitted {}", summary.omitted);
 }
 
 /// What a scrape's request asked for.
@@ -626,12 +633,14 @@ mod tests {
     fn durations_fall_in_the_first_bucket_whose_bound_they_do_not_pass() {
         let m = Metrics::default();
         let us = Duration::from_micros;
-        for took in [us(0), us(100), us(101), us(1_000_000), us(30_000_001), Duration::MAX] {
+        let just_past = Duration::from_nanos(100_001);
+        for took in [us(0), us(100), just_past, us(1_000_000), us(30_000_001), Duration::MAX] {
             m.answered(ApiKey::Fetch, took);
         }
         let (buckets, sum_us) = m.durations(ApiKey::Fetch);
         let mut expected = [0; DURATION_BOUNDS_US.len() + 1];
-        // 0 and 100 µs within 100 µs; 101 µs within 250 µs; 1 s within 1 s; past 30 s beyond.
+        // 0 and 100 µs within 100 µs; a nanosecond past it within 250 µs; 1 s within 1 s; past
+        // 30 s beyond.
         expected[0] = 2;
         expected[1] = 1;
         expected[12] = 1;
@@ -639,5 +648,42 @@ mod tests {
         assert_eq!(buckets, expected);
         assert_eq!(sum_us, u64::MAX, "the sum saturates rather than wraps");
         assert_eq!(m.durations(ApiKey::Produce), ([0; DURATION_BOUNDS_US.len() + 1], 0));
+    }
+
+    #[test]
+    fn groups_are_rendered_with_their_ids_escaped_and_the_omitted_series_counted() {
+        use crate::coordinator::{GroupFigures, GroupId, GroupState};
+        use crate::model::{Offset, TopicPartition};
+        let summary = GroupsSummary {
+            states: [
+                (GroupState::Empty, 1),
+                (GroupState::PreparingRebalance, 0),
+                (GroupState::CompletingRebalance, 0),
+                (GroupState::Stable, 2),
+            ],
+            groups: vec![GroupFigures {
+                id: GroupId::from("a\"b\\c\nd\re f"),
+                members: 2,
+                offsets: vec![(TopicPartition::new("t", 3), Offset(7))],
+            }],
+            omitted: 4,
+        };
+        let mut out = String::new();
+        groups(&mut out, &summary);
+        let escaped = "a\\\"b\\\\c\\nd\re f";
+        for line in [
+            "weir_groups{state=\"Empty\"} 1".to_owned(),
+            "weir_groups{state=\"Stable\"} 2".to_owned(),
+            format!("weir_group_members{{group=\"{escaped}\"}} 2"),
+            format!(
+                "weir_group_committed_offset{{group=\"{escaped}\",topic=\"t\",partition=\"3\"}} 7"
+            ),
+            "weir_group_series_omitted 4".to_owned(),
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} not in:\n{out}");
+        }
+        // Every line is a comment or one series: no id broke a line.
+        let series = out.lines().filter(|l| !l.starts_with('#')).count();
+        assert_eq!(series, 4 + 1 + 1 + 1);
     }
 }

@@ -50,7 +50,9 @@ pub enum Reply {
     Silent(Option<BoxFuture<'static, bool>>),
 }
 
-/// A request being timed for the metrics, from when it was read.
+/// A request being timed for the metrics: from when it was read until the writer, taking the
+/// connection's answers in request order, finds its answer ready (every kind of answer is
+/// timed at that same point, whether it was ready at once or waited).
 struct Timed {
     metrics: Arc<metrics::Metrics>,
     clock: Arc<dyn crate::io::Clock>,
@@ -65,7 +67,10 @@ impl Timed {
         Timed { metrics: Arc::clone(&broker.metrics), clock, key, started }
     }
 
-    /// The request's answer is ready (a request whose answer is dropped is not counted).
+    /// The request's answer is ready, and its turn to be written has come (or, for one whose
+    /// client left while it was being answered, its work is done). Requests whose answers are
+    /// dropped unfinished — a fetch whose client left, those queued behind the one being
+    /// answered when a connection closes — are not counted.
     fn done(self) {
         self.metrics.answered(self.key, self.clock.now() - self.started);
     }
@@ -275,9 +280,11 @@ pub async fn serve_connection(
         let answer: BoxFuture<'static, Option<Outgoing>> =
             match handlers::handle(&broker, decoded, peer).await {
                 Reply::Now(response) => {
-                    timed.done();
                     let out = Outgoing::encode(&header, &response);
-                    Box::pin(async move { Some(out) })
+                    Box::pin(async move {
+                        timed.done();
+                        Some(out)
+                    })
                 }
                 Reply::Later(later) => Box::pin(async move {
                     let response = later.await;

@@ -158,7 +158,7 @@ async fn read_all(
                 (None, Some(named)) => named.as_str(),
                 (None, None) => wanted.topic.0.as_str(),
             };
-            let (data, unread) = read_partition(
+            let (data, unread, gave) = read_partition(
                 broker,
                 name,
                 topic.as_ref(),
@@ -166,7 +166,6 @@ async fn read_all(
                 part,
                 limit,
                 first,
-                &mut served,
             )
             .await;
             failed |= data.error_code != 0;
@@ -174,6 +173,7 @@ async fn read_all(
             total += len;
             counted += if unread { len.max(limit) } else { len };
             budget = budget.saturating_sub(len);
+            served.extend(gave);
             out.partitions.push(data);
         }
         response.responses.push(out);
@@ -207,6 +207,8 @@ fn current_run(broker: &Broker, follower: i32, epoch: Option<BrokerEpoch>) -> bo
         .is_some_and(|b| b.registration.incarnation.epoch() == epoch)
 }
 
+/// Reads one partition for a fetch: its part of the response, whether batches were left
+/// unread below its bound, and what it gives out.
 async fn read_partition(
     broker: &Broker,
     name: &str,
@@ -215,8 +217,7 @@ async fn read_partition(
     part: &kafka_protocol::messages::fetch_request::FetchPartition,
     limit: usize,
     first: bool,
-    served: &mut Vec<Served>,
-) -> (PartitionData, bool) {
+) -> (PartitionData, bool, Option<Served>) {
     let Asker { version, replica, replica_epoch, current, repair } = asker;
     let mut data = PartitionData::default();
     data.partition_index = part.partition;
@@ -237,7 +238,7 @@ async fn read_partition(
         && let Some(error) = leadership_error(broker, name, part.partition)
     {
         data.error_code = code(error);
-        return (data, false);
+        return (data, false, None);
     }
     let Some(topic) = topic else {
         // A topic the metadata has but this broker has not opened yet (it was just made, or
@@ -245,15 +246,15 @@ async fn read_partition(
         let known = !name.is_empty() && image_of(broker).topic(name).is_some();
         let error = if known { ResponseError::NotLeaderOrFollower } else { unknown };
         data.error_code = code(error);
-        return (data, false);
+        return (data, false, None);
     };
     let Some(partition) = topic.partition(part.partition) else {
         data.error_code = code(absent_error(broker, &topic.name, part.partition));
-        return (data, false);
+        return (data, false, None);
     };
     if let Err(error) = epoch_check(part.current_leader_epoch, partition.leader_epoch()) {
         data.error_code = code(error);
-        return (data, false);
+        return (data, false, None);
     }
     let offset = Offset(part.fetch_offset);
     let (hw, upto) = match replica {
@@ -261,7 +262,7 @@ async fn read_partition(
         // its high watermark then is a follower's, possibly behind what was acknowledged.
         None if !partition.leads() => {
             data.error_code = code(ResponseError::NotLeaderOrFollower);
-            return (data, false);
+            return (data, false, None);
         }
         None => (partition.high_watermark(), partition.high_watermark()),
         Some(_) if !current => {
@@ -279,7 +280,7 @@ async fn read_partition(
                 Err(error) => {
                     tracing::debug!(partition = %partition.tp, follower, "refused a replica fetch: {error}");
                     data.error_code = code(ResponseError::NotLeaderOrFollower);
-                    return (data, false);
+                    return (data, false, None);
                 }
             }
         }
@@ -290,7 +291,7 @@ async fn read_partition(
     // A later partition gets nothing once the total budget is spent; the first always gets at
     // least one whole batch.
     if limit == 0 && !first {
-        return (data, false);
+        return (data, false, None);
     }
     let read = match replica {
         None if !repair => {
@@ -298,7 +299,7 @@ async fn read_partition(
         }
         _ => partition.log.read(offset, limit.max(1), upto).await,
     };
-    let mut unread = false;
+    let (mut unread, mut gave) = (false, None);
     match read {
         Ok(result) => {
             data.log_start_offset = result.log_start.0;
@@ -308,7 +309,7 @@ async fn read_partition(
             // starts with it.
             if first || result.records.len() <= limit {
                 let (partition, bytes) = (Arc::clone(&partition), result.records.len());
-                served.push(Served { partition, bytes, replica: replica.is_some() });
+                gave = Some(Served { partition, bytes, replica: replica.is_some() });
                 data.records = Some(result.records);
             } else {
                 unread = true;
@@ -337,5 +338,5 @@ async fn read_partition(
             data.error_code = code(ResponseError::KafkaStorageError);
         }
     }
-    (data, unread)
+    (data, unread, gave)
 }

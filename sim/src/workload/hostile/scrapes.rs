@@ -6,8 +6,13 @@
 //!
 //! Judged: the listener closes every connection within [`SCRAPE_WAIT`]; whatever it answers is
 //! one HTTP/1.1 response with one of the listener's statuses, a `Content-Length` matching its
-//! body, and for a 200 a body in Prometheus' text format (comments, or a series and a number);
-//! and a request left as built is answered as built (200 for `GET /metrics`, else its refusal).
+//! body, and for a 200 a body in Prometheus' text format (comments, or a series: a name, its
+//! labels with their values escaped, and a number); and a request left as built is answered as
+//! built (200 for `GET /metrics`, else its refusal).
+//!
+//! Not judged: that a refusal reaches a peer which sent more than the listener read (the
+//! listener drains such bytes before it closes, because a real network resets a connection
+//! closed with bytes unread; the simulator's connections do not reset).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -120,6 +125,7 @@ fn judged(answer: &[u8]) -> Result<&str, String> {
         "HTTP/1.1 404 Not Found",
         "HTTP/1.1 405 Method Not Allowed",
         "HTTP/1.1 431 Request Header Fields Too Large",
+        "HTTP/1.1 503 Service Unavailable",
     ];
     if !statuses.contains(&status) {
         return Err(format!("the status line {status:?}"));
@@ -133,12 +139,89 @@ fn judged(answer: &[u8]) -> Result<&str, String> {
         return Err(format!("Content-Length {length} and a body of {} bytes", body.len()));
     }
     if status == statuses[0] {
-        for line in body.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
-            let value = line.rsplit_once(' ').map(|(_, v)| v.parse::<f64>());
-            if !matches!(value, Some(Ok(_))) {
+        for line in body.split('\n').filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            if !series_line(line) {
                 return Err(format!("the series line {line:?}"));
             }
         }
     }
     Ok(status)
+}
+
+/// Whether `line` is one series of the text format: a metric name, optionally labels (each a
+/// name, `=`, and a quoted value in which only `\\`, `\"` and `\n` are escapes and no quote
+/// or line feed stands bare), a space and a number.
+fn series_line(line: &str) -> bool {
+    let named = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let name_end = line.find(|c: char| !named(c)).unwrap_or(line.len());
+    if name_end == 0 {
+        return false;
+    }
+    let mut rest = &line[name_end..];
+    if let Some(labels) = rest.strip_prefix('{') {
+        rest = labels;
+        loop {
+            let Some((label, value)) = rest.split_once("=\"") else { return false };
+            if label.is_empty() || !label.chars().all(named) {
+                return false;
+            }
+            let mut chars = value.char_indices();
+            let close = loop {
+                match chars.next() {
+                    Some((_, '\\')) => {
+                        if !matches!(chars.next(), Some((_, '\\' | '"' | 'n'))) {
+                            return false;
+                        }
+                    }
+                    Some((at, '"')) => break at,
+                    Some((_, '\n')) | None => return false,
+                    Some(_) => {}
+                }
+            };
+            rest = &value[close + 1..];
+            if let Some(more) = rest.strip_prefix(',') {
+                rest = more;
+            } else if let Some(end) = rest.strip_prefix('}') {
+                rest = end;
+                break;
+            } else {
+                return false;
+            }
+        }
+    }
+    rest.strip_prefix(' ').is_some_and(|value| value.parse::<f64>().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::series_line;
+
+    #[test]
+    fn series_lines_are_read_as_the_text_format_writes_them() {
+        for good in [
+            "weir_fenced 0",
+            "weir_groups{state=\"Stable\"} 2",
+            r#"weir_group_members{group="a\"b\\c\nd e"} 1"#,
+            "weir_request_duration_seconds_bucket{api=\"Fetch\",le=\"+Inf\"} 3",
+            "weir_request_duration_seconds_sum{api=\"Fetch\"} 0.25",
+        ] {
+            assert!(series_line(good), "{good}");
+        }
+        for bad in [
+            "",
+            " 1",
+            "weir_fenced",
+            "weir_fenced x",
+            "weir groups 1",
+            "weir_groups{state=\"Stable} 2",
+            "weir_groups{state=Stable} 2",
+            "weir_groups{state=\"a\"b\"} 2",
+            r#"weir_groups{state="a\qb"} 2"#,
+            "weir_groups{=\"a\"} 2",
+            "weir_groups{state=\"a\"} 2 3",
+            "weir_groups{state=\"a\"}2",
+        ] {
+            assert!(!series_line(bad), "{bad}");
+        }
+    }
 }
