@@ -51,7 +51,8 @@ pub const SCRAPES_MAX: usize = 16;
 pub const SCRAPES_PER_IP_MAX: usize = 4;
 /// The most group series (a group's members, or one of its committed offsets) a scrape
 /// reports: any client may create groups and commit offsets, so their number has no bound of
-/// its own, and they are copied under the group coordinator's lock.
+/// its own, and they are copied under the group coordinator's lock. The groups past it (in id
+/// order) are still counted, by a walk under that lock that copies nothing.
 pub const GROUP_SERIES_MAX: usize = 10_000;
 /// API keys are counted below this (Kafka's are under 100).
 const API_KEYS: usize = 128;
@@ -321,7 +322,8 @@ pub fn render(broker: &Broker) -> String {
         (
             "weir_bytes_in_total",
             "Bytes of the batches producers appended to each hosted partition since it opened \
-             here (a retry found to be a duplicate is not counted).",
+             here (a retry found to be a duplicate is not counted; on __consumer_offsets, the \
+             group coordinator's own records are counted too).",
             |p| read(&p.traffic.bytes_in),
         ),
         ("weir_records_in_total", "Records in those batches.", |p| read(&p.traffic.records_in)),
@@ -332,7 +334,8 @@ pub fn render(broker: &Broker) -> String {
         ),
         (
             "weir_replication_bytes_out_total",
-            "Bytes of batches each hosted partition served to followers since it opened here.",
+            "Bytes of batches each hosted partition served to followers since it opened here \
+             (their repair reads included).",
             |p| read(&p.traffic.replication_bytes_out),
         ),
     ];

@@ -94,6 +94,8 @@ async fn long_poll(broker: &Arc<Broker>, request: &FetchRequest, version: i16) -
             }
             return response;
         }
+        // Read afresh once woken: what this read holds is given back while the poll waits.
+        drop((response, served));
         let _ = timeout(&*clock, deadline - now, notified).await;
     }
 }
@@ -309,7 +311,9 @@ async fn read_partition(
             // starts with it.
             if first || result.records.len() <= limit {
                 let (partition, bytes) = (Arc::clone(&partition), result.records.len());
-                gave = Some(Served { partition, bytes, replica: replica.is_some() });
+                // A replica's read to repair its copy is replication too, asked as a consumer.
+                let replica = replica.is_some() || repair;
+                gave = Some(Served { partition, bytes, replica });
                 data.records = Some(result.records);
             } else {
                 unread = true;

@@ -8,7 +8,7 @@
 //! one HTTP/1.1 response with one of the listener's statuses, a `Content-Length` matching its
 //! body, and for a 200 a body in Prometheus' text format (comments, or a series: a name, its
 //! labels with their values escaped, and a number); and a request left as built is answered as
-//! built (200 for `GET /metrics`, else its refusal).
+//! built (200 for `GET /metrics`, with the whole text, else its refusal).
 //!
 //! Not judged: that a refusal reaches a peer which sent more than the listener read (the
 //! listener drains such bytes before it closes, because a real network resets a connection
@@ -109,6 +109,23 @@ pub(super) async fn scrape(env: &Env, addr: SocketAddr, rng: &mut Rng) -> Result
     let status = judged(&answer).map_err(|why| format!("{:?}… answered {why}", what()))?;
     if pristine && !expected.is_empty() && status != expected {
         return Err(format!("{:?}… as built answered {status:?}, not {expected:?}", what()));
+    }
+    // A scrape served as built holds the whole text: a body cut at a line's end would pass the
+    // line checks.
+    let whole = |body: &str| {
+        body.ends_with('\n')
+            && body.split('\n').any(|l| l == "weir_fenced 0" || l == "weir_fenced 1")
+    };
+    if pristine && status == "HTTP/1.1 200 OK" {
+        let body = String::from_utf8_lossy(&answer);
+        let body = body.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        if !whole(body) {
+            return Err(format!(
+                "{:?}… as built served {} bytes without weir_fenced",
+                what(),
+                body.len()
+            ));
+        }
     }
     Ok(status == "HTTP/1.1 200 OK")
 }
