@@ -170,6 +170,7 @@ fn commit_req(
         generation,
         member_id: member.clone(),
         instance_id: instance.map(InstanceId::from),
+        retention_ms: None,
         offsets: vec![OffsetCommit {
             partition: TopicPartition::new("orders", partition),
             offset: Offset(offset),

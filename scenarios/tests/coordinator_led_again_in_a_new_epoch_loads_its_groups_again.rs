@@ -48,6 +48,7 @@ fn scenario(seed: u64) -> Result<(), String> {
             leader_epoch: LeaderEpoch::NONE,
             metadata: String::new(),
             commit_timestamp: TimestampMs(0),
+            expire_timestamp: None,
         }),
     };
     let spec = RecordSpec {

@@ -39,6 +39,7 @@ fn scenario(seed: u64) -> Result<(), String> {
         generation: Generation::NONE,
         member_id: MemberId::from(""),
         instance_id: None,
+        retention_ms: None,
         offsets: vec![OffsetCommit {
             partition: TopicPartition::new("data", 0),
             offset: Offset(SECOND),

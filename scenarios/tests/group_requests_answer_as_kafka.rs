@@ -11,6 +11,9 @@
 //! - SyncGroup v5+ without a protocol type or name is INCONSISTENT_GROUP_PROTOCOL.
 //! - Asked for them, DescribeGroups, Metadata and DescribeCluster report the operations a client
 //!   may perform (all that Kafka's ACLs know: there is no authorizer), instead of "not given".
+//! - OffsetCommit v2–v4's `retention_time_ms` keeps the offsets that long after the commit, as
+//!   in Kafka, where before it was ignored and they were kept for `offsets.retention.minutes`;
+//!   −1 still means the broker's retention.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -19,12 +22,15 @@ use std::time::Duration;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
 use kafka_protocol::messages::{
     DescribeClusterRequest, DescribeGroupsRequest, GroupId, JoinGroupRequest, MetadataRequest,
-    OffsetDeleteRequest, SyncGroupRequest, TopicName,
+    OffsetCommitRequest, OffsetDeleteRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_scenarios::group::{commit_simple, committed_simple, find};
@@ -38,6 +44,8 @@ const INVALID_GROUP_ID: i16 = 24;
 /// Kafka's `AclOperation` READ, as a bit.
 const READ: i32 = 1 << 3;
 const LIMIT: Duration = Duration::from_secs(30);
+/// The retention time an OffsetCommit v2 gives its offset.
+const RETAINED_MS: i64 = 60_000;
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
@@ -191,6 +199,37 @@ fn scenario(seed: u64) -> Result<(), String> {
     ensure(cluster_ops != i32::MIN && cluster_ops == described_cluster_ops, || {
         format!("cluster operations: {operations:?}")
     })?;
+
+    // OffsetCommit v2's retention time: a simple group's offset kept for a minute is gone at
+    // the first retention check after that minute (one every 10 minutes by default), while
+    // one committed with −1 keeps the broker's retention (7 days).
+    let kept = [("kept-a-minute", RETAINED_MS), ("kept-by-default", -1)];
+    for (name, retention_ms) in kept {
+        let home = coordinator_of(&mut c, name)?;
+        let committed = with_client(&mut c, addrs[home], move |mut client| async move {
+            let mut partition = OffsetCommitRequestPartition::default();
+            partition.partition_index = 0;
+            partition.committed_offset = 9;
+            let mut topic = OffsetCommitRequestTopic::default();
+            topic.name = TopicName(text("t"));
+            topic.partitions = vec![partition];
+            let mut request = OffsetCommitRequest::default();
+            request.group_id = GroupId(text(name));
+            request.generation_id_or_member_epoch = -1;
+            request.retention_time_ms = retention_ms;
+            request.topics = vec![topic];
+            let answer = client.call(&request, 2, LIMIT).await.map_err(|e| e.to_string())?;
+            let codes = answer.topics.iter().flat_map(|t| &t.partitions).map(|p| p.error_code);
+            Ok(codes.collect::<Vec<i16>>())
+        })?;
+        ensure(committed == [0], || format!("OffsetCommit v2 to {name}: {committed:?}"))?;
+    }
+    c.run_for(Duration::from_secs(11 * 60));
+    for ((name, _), want) in kept.into_iter().zip([-1, 9]) {
+        let home = coordinator_of(&mut c, name)?;
+        let got = committed_simple(&mut c, addrs[home], name, &t0)?;
+        ensure(got == want, || format!("{name}'s offset after 11 minutes is {got}, want {want}"))?;
+    }
     c.watch_verdict()
 }
 

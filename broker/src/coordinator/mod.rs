@@ -18,9 +18,9 @@
 //! leaves a choice to hash-map order, Weir chooses deterministically; where Kafka drops a
 //! superseded request, Weir answers it, so every request gets exactly one reply.
 //!
-//! Not here: the KIP-848 consumer protocol, transactional offset commits, per-commit
-//! retention (OffsetCommit v2–4 `retention_time_ms`), and finding the coordinator — the caller
-//! routes groups to the `__consumer_offsets` partition that owns them.
+//! Not here: the KIP-848 consumer protocol, transactional offset commits, and finding the
+//! coordinator — the caller routes groups to the `__consumer_offsets` partition that owns
+//! them.
 
 mod admin;
 mod codec;

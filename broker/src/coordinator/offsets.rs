@@ -127,6 +127,9 @@ impl GroupCoordinator {
                     leader_epoch: o.leader_epoch,
                     metadata,
                     commit_timestamp: fx.now.wall,
+                    expire_timestamp: req
+                        .retention_ms
+                        .map(|ms| TimestampMs(fx.now.wall.0.saturating_add(ms))),
                 };
                 let partition = o.partition.clone();
                 fx.persist(Record::Offset {
@@ -238,9 +241,14 @@ impl GroupCoordinator {
             if let Some(offsets) = self.offsets.group(id) {
                 let base = ExpiryBase::of(g);
                 for (tp, o) in offsets {
+                    // As in Kafka: an offset committed with its own retention time expires
+                    // then, any other `offsets.retention.minutes` after its base.
                     let aged = |base: ExpiryBase| {
-                        let age_ms = now.0.saturating_sub(base.start(o).0);
-                        !g.is_subscribed_to(&tp.topic) && age_ms >= retention_ms
+                        let due = match o.expire_timestamp {
+                            Some(at) => now >= at,
+                            None => now.0.saturating_sub(base.start(o).0) >= retention_ms,
+                        };
+                        !g.is_subscribed_to(&tp.topic) && due
                     };
                     if in_flight.contains(tp) {
                         // Its newer value is being written.

@@ -2,7 +2,7 @@
 
 use crate::coordinator::test_support::*;
 use crate::coordinator::*;
-use crate::model::{Offset, TopicId, TopicPartition};
+use crate::model::{LeaderEpoch, Offset, TopicId, TopicPartition};
 
 fn tp(topic: &str, p: i32) -> TopicPartition {
     TopicPartition::new(topic, p)
@@ -197,6 +197,61 @@ fn simple_group_offsets_expire_by_commit_time() {
     assert_eq!(fetched(&h, "s", tp("t", 0)), None);
     assert_eq!(fetched(&h, "s", tp("t", 1)), Some(1));
     assert_eq!(h.state("s"), GroupState::Empty);
+}
+
+/// OffsetCommit v2–v4's `retention_time_ms`: an offset committed with one expires that long
+/// after its commit, not `offsets.retention.minutes` after its base, but still only while its
+/// group is one whose offsets expire.
+#[test]
+fn offsets_committed_with_a_retention_time_expire_then() {
+    let mut config = CoordinatorConfig::for_tests();
+    config.offsets_retention_ms = 600_000;
+    config.offsets_retention_check_interval_ms = 1_000;
+    let mut h = Harness::with_config(config);
+    let entry = |partition: i32| OffsetCommit {
+        partition: tp("t", partition),
+        offset: Offset(5),
+        leader_epoch: LeaderEpoch(0),
+        metadata: None,
+        topic_id: None,
+    };
+    // A simple group: one offset kept 10 s, one by the broker's retention.
+    let (none, unknown) = (Generation::NONE, MemberId::unknown());
+    let c = h.commit_retained("s", &unknown, none, vec![entry(0)], Some(10_000));
+    h.commit_error(c);
+    let c = h.commit_retained("s", &unknown, none, vec![entry(1)], None);
+    h.commit_error(c);
+    h.advance(9_000);
+    assert_eq!(fetched(&h, "s", tp("t", 0)), Some(5), "not yet");
+    h.advance(2_000);
+    assert_eq!(fetched(&h, "s", tp("t", 0)), None);
+    assert_eq!(fetched(&h, "s", tp("t", 1)), Some(5), "kept by the broker's retention");
+
+    // A group with a live member keeps its offsets past their expiry; once it is Empty, they
+    // go at the next check rather than the broker's retention after it emptied.
+    let (a, generation) = h.stable_single("g");
+    let c = h.commit_retained("g", &a, generation, vec![entry(0)], Some(10_000));
+    h.commit_error(c);
+    for _ in 0..6 {
+        h.advance(5_000);
+        assert_eq!(h.heartbeat("g", &a, generation), None);
+    }
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(5), "kept while the group is Stable");
+    let id = h.request_id();
+    let leave = LeaveRequest {
+        group_id: GroupId::from("g"),
+        members: vec![LeavingMember { member_id: a, instance_id: None, reason: None }],
+    };
+    let out = h.c.leave(id, leave, h.now());
+    h.absorb(out);
+    assert_eq!(h.state("g"), GroupState::Empty);
+    h.advance(1_500);
+    assert_eq!(fetched(&h, "g", tp("t", 0)), None);
+    // The expiry is written with the offset, for a coordinator that loads the group later.
+    let expiring = h.log.iter().any(
+        |r| matches!(r, Record::Offset { value: Some(v), .. } if v.expire_timestamp.is_some()),
+    );
+    assert!(expiring, "no offset record carries its expiry");
 }
 
 #[test]

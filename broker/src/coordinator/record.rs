@@ -3,8 +3,8 @@
 //!
 //! The coordinator never writes anything itself: it emits [`Record`]s, the caller appends them
 //! and reports back, and on fail-over [`super::GroupCoordinator::load`] replays them. Keys and
-//! values use exactly Kafka's layouts (OffsetCommitKey v1 / OffsetCommitValue v3,
-//! GroupMetadataKey v2 / GroupMetadataValue v3, classic big-endian encoding with an `i16`
+//! values use exactly Kafka's layouts (OffsetCommitKey v1 / OffsetCommitValue v3, or v1 for an
+//! offset with its own expiry time, GroupMetadataKey v2 / GroupMetadataValue v3, classic big-endian encoding with an `i16`
 //! version first), so Kafka's own tools could read the topic — though only Weir needs to.
 //! Compaction keeps the newest value per key; a key with no value is a tombstone.
 
@@ -21,6 +21,9 @@ const OFFSET_KEY_VERSION: i16 = 1;
 const GROUP_KEY_VERSION: i16 = 2;
 /// OffsetCommitValue version: offset, leader epoch, metadata, commit timestamp.
 const OFFSET_VALUE_VERSION: i16 = 3;
+/// OffsetCommitValue version with an expiry time: offset, metadata, commit timestamp, expire
+/// timestamp (no leader epoch). Kafka writes it for a commit that gives a retention time.
+const OFFSET_VALUE_EXPIRING_VERSION: i16 = 1;
 /// GroupMetadataValue version: v2 plus static members' instance ids.
 const GROUP_VALUE_VERSION: i16 = 3;
 
@@ -120,13 +123,23 @@ impl Record {
     pub fn encode_value(&self) -> Result<Option<Bytes>, EncodeError> {
         let mut w = Writer::default();
         match self {
-            Record::Offset { value: Some(v), .. } => {
-                w.i16(OFFSET_VALUE_VERSION);
-                w.i64(v.offset.0);
-                w.i32(v.leader_epoch.0);
-                w.str(&v.metadata)?;
-                w.i64(v.commit_timestamp.0);
-            }
+            Record::Offset { value: Some(v), .. } => match v.expire_timestamp {
+                None => {
+                    w.i16(OFFSET_VALUE_VERSION);
+                    w.i64(v.offset.0);
+                    w.i32(v.leader_epoch.0);
+                    w.str(&v.metadata)?;
+                    w.i64(v.commit_timestamp.0);
+                }
+                // As Kafka's: the layout with an expiry has no room for the leader epoch.
+                Some(expire) => {
+                    w.i16(OFFSET_VALUE_EXPIRING_VERSION);
+                    w.i64(v.offset.0);
+                    w.str(&v.metadata)?;
+                    w.i64(v.commit_timestamp.0);
+                    w.i64(expire.0);
+                }
+            },
             Record::Group { value: Some(v), .. } => encode_group(&mut w, v)?,
             Record::Offset { value: None, .. } | Record::Group { value: None, .. } => {
                 return Ok(None);
@@ -186,14 +199,24 @@ fn encode_group(w: &mut Writer, v: &GroupMetadata) -> Result<(), EncodeError> {
 fn decode_offset(value: &[u8]) -> Result<CommittedOffset, DecodeError> {
     let mut r = Reader::new(value);
     let version = r.i16()?;
-    if version != OFFSET_VALUE_VERSION {
-        return Err(DecodeError::UnknownVersion { what: "offset commit value", version });
-    }
-    let v = CommittedOffset {
-        offset: Offset(r.i64()?),
-        leader_epoch: LeaderEpoch(r.i32()?),
-        metadata: r.str()?,
-        commit_timestamp: TimestampMs(r.i64()?),
+    let v = match version {
+        OFFSET_VALUE_VERSION => CommittedOffset {
+            offset: Offset(r.i64()?),
+            leader_epoch: LeaderEpoch(r.i32()?),
+            metadata: r.str()?,
+            commit_timestamp: TimestampMs(r.i64()?),
+            expire_timestamp: None,
+        },
+        OFFSET_VALUE_EXPIRING_VERSION => CommittedOffset {
+            offset: Offset(r.i64()?),
+            leader_epoch: LeaderEpoch(-1),
+            metadata: r.str()?,
+            commit_timestamp: TimestampMs(r.i64()?),
+            expire_timestamp: Some(TimestampMs(r.i64()?)),
+        },
+        version => {
+            return Err(DecodeError::UnknownVersion { what: "offset commit value", version });
+        }
     };
     r.end()?;
     Ok(v)
@@ -257,6 +280,7 @@ mod tests {
                 leader_epoch: LeaderEpoch(3),
                 metadata: "m".into(),
                 commit_timestamp: TimestampMs(1_000),
+                expire_timestamp: None,
             }),
         };
         // OffsetCommitKey v1: version, group, topic, partition.
@@ -266,6 +290,37 @@ mod tests {
         assert_eq!(&value[..2], &[0, 3]);
         assert_eq!(value.len(), 2 + 8 + 4 + 3 + 8);
         assert_eq!(round_trip(&record), record);
+    }
+
+    /// An offset committed with a retention time is written as Kafka writes it, in
+    /// OffsetCommitValue v1, which has an expire timestamp and no leader epoch.
+    #[test]
+    fn an_expiring_offset_commit_matches_kafkas_layout() {
+        let record = Record::Offset {
+            group: GroupId::from("g"),
+            partition: TopicPartition::new("t", 7),
+            value: Some(CommittedOffset {
+                offset: Offset(42),
+                leader_epoch: LeaderEpoch(-1),
+                metadata: "m".into(),
+                commit_timestamp: TimestampMs(1_000),
+                expire_timestamp: Some(TimestampMs(61_000)),
+            }),
+        };
+        let value = record.encode_value().unwrap().unwrap();
+        let mut want = vec![0, 1, 0, 0, 0, 0, 0, 0, 0, 42, 0, 1, b'm'];
+        want.extend_from_slice(&1_000i64.to_be_bytes());
+        want.extend_from_slice(&61_000i64.to_be_bytes());
+        assert_eq!(&value[..], &want[..]);
+        assert_eq!(round_trip(&record), record);
+        // Any other value version is refused, not misread.
+        let mut other = want.clone();
+        other[1] = 2;
+        let key = record.encode_key().unwrap();
+        assert!(matches!(
+            Record::decode(&key, Some(&other)),
+            Err(DecodeError::UnknownVersion { version: 2, .. })
+        ));
     }
 
     #[test]

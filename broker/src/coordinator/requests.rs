@@ -119,6 +119,12 @@ pub struct CommitRequest {
     pub member_id: MemberId,
     /// Its `group.instance.id`, if static.
     pub instance_id: Option<InstanceId>,
+    /// How long to keep these offsets, from the commit (OffsetCommit v2–v4's
+    /// `retention_time_ms` when not −1, the broker's default): they then expire at that time
+    /// instead of `offsets.retention.minutes` after the group emptied (or the commit, in a
+    /// group with no members). Either way only while the group is one whose offsets expire:
+    /// an Empty group's or a simple one's, and never a topic the group subscribes to.
+    pub retention_ms: Option<i64>,
     /// The offsets.
     pub offsets: Vec<OffsetCommit>,
 }

@@ -225,6 +225,9 @@ pub struct CommittedOffset {
     pub metadata: String,
     /// When the commit was accepted (coordinator wall time).
     pub commit_timestamp: TimestampMs,
+    /// When it expires, if its commit gave a retention time (OffsetCommit v2–v4); else it
+    /// expires by `offsets.retention.minutes`.
+    pub expire_timestamp: Option<TimestampMs>,
 }
 
 /// One member in DescribeGroups.

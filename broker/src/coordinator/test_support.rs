@@ -229,13 +229,27 @@ impl Harness {
         generation: Generation,
         offsets: Vec<OffsetCommit>,
     ) -> RequestId {
+        self.commit_retained(group, member, generation, offsets, None)
+    }
+
+    /// An OffsetCommit of `offsets` to `group` by `member`, with a retention time (v2) or
+    /// without (v8); the request's id.
+    pub fn commit_retained(
+        &mut self,
+        group: &str,
+        member: &MemberId,
+        generation: Generation,
+        offsets: Vec<OffsetCommit>,
+        retention_ms: Option<i64>,
+    ) -> RequestId {
         let id = self.request_id();
         let req = CommitRequest {
-            version: 8,
+            version: if retention_ms.is_some() { 2 } else { 8 },
             group_id: GroupId::from(group),
             generation,
             member_id: member.clone(),
             instance_id: None,
+            retention_ms,
             offsets,
         };
         let outputs = self.c.commit(id, req, self.now());

@@ -86,15 +86,19 @@ pub async fn create_topics(
 ) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
     let deadline = Deadline::of(broker, request.timeout_ms);
-    let repeated = repeated_names(request.topics.iter().map(|t| t.name.0.as_str()));
+    let mut repeated = Repeated::of(request.topics.iter().map(|t| t.name.0.to_string()));
     for wanted in request.topics {
+        let named = repeated.entry(&wanted.name.0.to_string());
+        if named == Named::Again {
+            continue;
+        }
         let mut result = CreatableTopicResult::default();
         result.name = wanted.name.clone();
         result.num_partitions = -1;
         result.replication_factor = -1;
-        // As in Kafka: a topic named twice is created by neither entry, and a setting without
-        // a value is an error, not a setting left out.
-        let refused = if repeated.contains(wanted.name.0.as_str()) {
+        // As in Kafka: a topic named twice is created by neither entry (and refused once), and
+        // a setting without a value is an error, not a setting left out.
+        let refused = if named == Named::First {
             Some((ResponseError::InvalidRequest, "the topic is named more than once".to_owned()))
         } else {
             wanted.configs.iter().find(|c| c.value.is_none()).map(|c| {
@@ -188,29 +192,35 @@ pub async fn delete_topics(
         request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
     );
     // As in Kafka: a topic named twice, or given by the same id twice, is deleted by neither
-    // entry.
-    let repeated = repeated_names(wanted.iter().filter_map(|(name, _)| name.as_deref()));
-    let mut seen = BTreeSet::new();
-    let repeated_ids: BTreeSet<Uuid> = wanted
-        .iter()
-        .filter(|(name, id)| name.is_none() && !id.is_nil())
-        .map(|(_, id)| *id)
-        .filter(|id| !seen.insert(*id))
-        .collect();
+    // entry, and refused once.
+    let mut repeated =
+        Repeated::of(wanted.iter().filter(|(_, id)| id.is_nil()).filter_map(|(n, _)| n.clone()));
+    let mut repeated_ids = Repeated::of(
+        wanted.iter().filter(|(name, id)| name.is_none() && !id.is_nil()).map(|(_, id)| *id),
+    );
     let given_ids: BTreeSet<Uuid> = wanted
         .iter()
         .filter(|(name, id)| name.is_none() && !id.is_nil())
         .map(|(_, id)| *id)
         .collect();
     for (name, id) in wanted {
+        let named = match &name {
+            Some(name) if id.is_nil() => repeated.entry(name),
+            None if !id.is_nil() => repeated_ids.entry(&id),
+            _ => Named::Once,
+        };
+        if named == Named::Again {
+            continue;
+        }
         let mut result = DeletableTopicResult::default();
         result.topic_id = id;
-        // As Kafka refuses them: an entry with both a name and an id, or neither; an id given
-        // twice; a name whose topic's id is given too (the entry by id deletes it).
+        // As Kafka refuses them: an entry with both a name and an id, or neither; a name or an
+        // id given twice; a name whose topic's id is given too (the entry by id deletes it).
         let refusal = match &name {
             Some(_) if !id.is_nil() => Some("a topic name and a topic id were both given"),
             None if id.is_nil() => Some("neither a topic name nor a topic id was given"),
-            None if repeated_ids.contains(&id) => Some("the topic id is given more than once"),
+            None if named == Named::First => Some("the topic id is given more than once"),
+            Some(_) if named == Named::First => Some("the topic is named more than once"),
             Some(name)
                 if super::metadata::image_of(broker)
                     .topic(name)
@@ -224,14 +234,6 @@ pub async fn delete_topics(
             result.name = name.map(|n| TopicName(StrBytes::from_string(n)));
             result.error_code = code(ResponseError::InvalidRequest);
             result.error_message = Some(StrBytes::from_static_str(why));
-            response.responses.push(result);
-            continue;
-        }
-        if let Some(name) = name.as_ref().filter(|n| repeated.contains(n.as_str())) {
-            result.name = Some(TopicName(StrBytes::from_string(name.clone())));
-            result.error_code = code(ResponseError::InvalidRequest);
-            result.error_message =
-                Some(StrBytes::from_static_str("the topic is named more than once"));
             response.responses.push(result);
             continue;
         }
@@ -264,10 +266,44 @@ pub async fn delete_topics(
     response
 }
 
-/// The names `names` holds more than once.
-fn repeated_names<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
-    let mut seen = BTreeSet::new();
-    names.filter(|n| !seen.insert(*n)).map(str::to_owned).collect()
+/// The topic names (or ids) a request gives more than once. As Kafka's controller does, such a
+/// topic is acted on under none of its entries and refused once, at its first entry; its
+/// other entries get no answer of their own.
+struct Repeated<T> {
+    /// Given more than once.
+    repeated: BTreeSet<T>,
+    /// Those of `repeated` whose first entry has been met.
+    met: BTreeSet<T>,
+}
+
+/// How a request's entry names its topic (see [`Repeated`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Named {
+    /// No other entry names it.
+    Once,
+    /// The first of several entries naming it: answered with the refusal.
+    First,
+    /// A later one: not answered.
+    Again,
+}
+
+impl<T: Ord + Clone> Repeated<T> {
+    fn of(given: impl Iterator<Item = T>) -> Repeated<T> {
+        let mut seen = BTreeSet::new();
+        let repeated = given.filter(|t| !seen.insert(t.clone())).collect();
+        Repeated { repeated, met: BTreeSet::new() }
+    }
+
+    /// How the next entry, naming `topic`, names it.
+    fn entry(&mut self, topic: &T) -> Named {
+        if !self.repeated.contains(topic) {
+            Named::Once
+        } else if self.met.insert(topic.clone()) {
+            Named::First
+        } else {
+            Named::Again
+        }
+    }
 }
 
 /// A CreateTopics entry's explicit assignments, in partition order (empty if it gives none),
@@ -300,12 +336,16 @@ pub async fn create_partitions(
 ) -> CreatePartitionsResponse {
     let mut response = CreatePartitionsResponse::default();
     let deadline = Deadline::of(broker, request.timeout_ms);
-    let repeated = repeated_names(request.topics.iter().map(|t| t.name.0.as_str()));
+    let mut repeated = Repeated::of(request.topics.iter().map(|t| t.name.0.to_string()));
     for wanted in request.topics {
+        let named = repeated.entry(&wanted.name.0.to_string());
+        if named == Named::Again {
+            continue;
+        }
         let mut result = CreatePartitionsTopicResult::default();
         result.name = wanted.name.clone();
-        if repeated.contains(wanted.name.0.as_str()) {
-            // As in Kafka: a topic named twice is grown by neither entry.
+        if named == Named::First {
+            // As in Kafka: a topic named twice is grown by neither entry, and refused once.
             result.error_code = code(ResponseError::InvalidRequest);
             result.error_message = Some(StrBytes::from_static_str("duplicate topic in request"));
             response.results.push(result);

@@ -19,6 +19,10 @@ use crate::coordinator::{
 use crate::model::{LeaderEpoch, Offset, TopicPartition};
 use crate::node::Broker;
 
+/// OffsetCommit v2–v4's `retention_time_ms` that asks for the broker's own retention
+/// (`offsets.retention.minutes`).
+const RETENTION_DEFAULT: i64 = -1;
+
 /// Answers OffsetCommit.
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -77,6 +81,9 @@ pub async fn handle(
             generation: Generation(request.generation_id_or_member_epoch),
             member_id: MemberId(string(&request.member_id)),
             instance_id: from_opt(&request.group_instance_id).map(InstanceId),
+            // v2–v4 may give the offsets a retention time; −1 is the broker's default.
+            retention_ms: Some(request.retention_time_ms)
+                .filter(|&ms| (2..=4).contains(&version) && ms != RETENTION_DEFAULT),
             offsets,
         };
         let group = [req.group_id.clone()];
