@@ -18,9 +18,9 @@
 //!   nothing grows then. Before, assignments were always refused.
 //! - DeleteTopics naming a topic twice, or giving its id twice, deletes it under neither entry
 //!   (INVALID_REQUEST, once per name or id); an entry with both a name and an id, or neither,
-//!   is INVALID_REQUEST;
-//!   a name whose topic is also given by id is INVALID_REQUEST, and the id deletes it. Before,
-//!   a topic given twice by id was deleted.
+//!   is INVALID_REQUEST, and does not count as naming the topic; a name whose topic is also
+//!   given by id is INVALID_REQUEST, and the id deletes it. Before, a topic given twice by id
+//!   was deleted.
 
 use std::time::Duration;
 
@@ -107,14 +107,17 @@ fn create_partitions(
     Ok(response.results.iter().map(|r| r.error_code).collect())
 }
 
+/// One DeleteTopics answer: the topic's name and id as answered, and the error code.
+type Deleted = (Option<String>, Uuid, i16);
+
 /// DeleteTopics of `names` (by name, v5) or else `topics` (v6, by name or id) at node `ix`:
-/// each entry's error code.
+/// its answers.
 fn delete(
     c: &mut Cluster,
     ix: usize,
     names: Vec<TopicName>,
     topics: Vec<DeleteTopicState>,
-) -> Result<Vec<i16>, String> {
+) -> Result<Vec<Deleted>, String> {
     ensure(names.is_empty() || topics.is_empty(), || {
         "names and entries: no one version has both".into()
     })?;
@@ -124,7 +127,10 @@ fn delete(
     request.topics = topics;
     request.timeout_ms = 10_000;
     let response = call(c, ix, request, version)?;
-    Ok(response.responses.iter().map(|r| r.error_code).collect())
+    let answers = response.responses.iter();
+    Ok(answers
+        .map(|r| (r.name.as_ref().map(|n| n.0.to_string()), r.topic_id, r.error_code))
+        .collect())
 }
 
 /// CreateTopics of `topic` with `assignments` and `partitions` at node `ix`: its error code.
@@ -253,7 +259,8 @@ fn scenario(seed: u64) -> Result<(), String> {
     // DeleteTopics naming "placed" three times: one answer.
     let placed = TopicName(StrBytes::from_static_str("placed"));
     let answers = delete(&mut c, via, vec![placed.clone(), placed.clone(), placed], Vec::new())?;
-    ensure(answers == [INVALID_REQUEST], || {
+    let name = |n: &str| Some(n.to_owned());
+    ensure(answers == [(name("placed"), Uuid::nil(), INVALID_REQUEST)], || {
         format!("DeleteTopics of a name twice answered {answers:?}")
     })?;
     c.run_for(Duration::from_secs(1));
@@ -270,17 +277,22 @@ fn scenario(seed: u64) -> Result<(), String> {
         entry
     };
     let placed_id = Uuid::from_bytes(id.0);
-    // Each refusal, with how many answers it gets.
+    // Each refusal, with its answers: one per name or id given twice, one per entry else.
+    let nil = Uuid::nil();
     let refusals = [
-        (vec![by_id(placed_id, None), by_id(placed_id, None)], 1),
-        (vec![by_id(placed_id, Some("placed"))], 1),
-        (vec![by_id(Uuid::nil(), None), by_id(Uuid::nil(), None)], 2),
+        (vec![by_id(placed_id, None), by_id(placed_id, None)], vec![(None, placed_id)]),
+        (vec![by_id(placed_id, Some("placed"))], vec![(name("placed"), placed_id)]),
+        (vec![by_id(nil, None), by_id(nil, None)], vec![(None, nil), (None, nil)]),
+        (vec![by_id(nil, Some("placed")), by_id(nil, Some("placed"))], vec![(name("placed"), nil)]),
     ];
     for (topics, want) in refusals {
         let entries = topics.len();
         let answers = delete(&mut c, via, Vec::new(), topics)?;
-        ensure(answers.len() == want && answers.iter().all(|&a| a == INVALID_REQUEST), || {
-            format!("DeleteTopics v6 refusal of {entries} entries answered {answers:?}")
+        let want: Vec<Deleted> = want.into_iter().map(|(n, id)| (n, id, INVALID_REQUEST)).collect();
+        ensure(answers == want, || {
+            format!(
+                "DeleteTopics v6 refusal of {entries} entries answered {answers:?}, want {want:?}"
+            )
         })?;
     }
     c.run_for(Duration::from_secs(1));
@@ -292,12 +304,28 @@ fn scenario(seed: u64) -> Result<(), String> {
         Vec::new(),
         vec![by_id(Uuid::nil(), Some("placed")), by_id(placed_id, None)],
     )?;
-    ensure(answers == [INVALID_REQUEST, 0], || {
+    let want = [(name("placed"), nil, INVALID_REQUEST), (name("placed"), placed_id, 0)];
+    ensure(answers == want, || {
         format!("DeleteTopics of placed by name and by id answered {answers:?}")
     })?;
     c.run_for(Duration::from_secs(1));
     let gone = c.committed_image().is_some_and(|i| i.topic("placed").is_none());
     ensure(gone, || "placed was not deleted by its id".to_string())?;
+
+    // An entry with both a name and an id is refused and does not count as naming its topic:
+    // the entry by name alone deletes it, as in Kafka.
+    let error = create(&mut c, via, "other", 1, &[])?;
+    ensure(error == 0, || format!("CreateTopics of other answered {error}"))?;
+    c.run_for(Duration::from_secs(1));
+    let id = c.committed_image().and_then(|i| i.topic("other").map(|t| t.id)).ok_or("no id")?;
+    let other_id = Uuid::from_bytes(id.0);
+    let both = vec![by_id(nil, Some("other")), by_id(other_id, Some("other"))];
+    let answers = delete(&mut c, via, Vec::new(), both)?;
+    let want = [(name("other"), other_id, 0), (name("other"), other_id, INVALID_REQUEST)];
+    ensure(answers == want, || format!("DeleteTopics of other answered {answers:?}"))?;
+    c.run_for(Duration::from_secs(1));
+    let gone = c.committed_image().is_some_and(|i| i.topic("other").is_none());
+    ensure(gone, || "other was not deleted by its name".to_string())?;
     c.watch_verdict()
 }
 

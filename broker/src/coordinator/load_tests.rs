@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use crate::coordinator::test_support::*;
 use crate::coordinator::*;
-use crate::model::TopicPartition;
+use crate::model::{LeaderEpoch, Offset, TopicPartition};
 
 /// A fresh coordinator rebuilt from `h`'s durable log, via the byte encoding.
 fn reload(h: &Harness) -> Harness {
@@ -23,6 +23,36 @@ fn reload(h: &Harness) -> Harness {
     let out = fresh.c.load(records, fresh.now());
     fresh.absorb(out);
     fresh
+}
+
+/// An offset committed with a retention time keeps its expiry through a reload (in the layout
+/// that carries one), and reads back as it did before, with no leader epoch.
+#[test]
+fn an_offsets_expiry_survives_a_reload() {
+    let mut h = Harness::new();
+    let (none, unknown) = (Generation::NONE, MemberId::unknown());
+    let (kept, expiring) = (TopicPartition::new("kept", 0), TopicPartition::new("expiring", 0));
+    for (tp, retention_ms) in [(&kept, None), (&expiring, Some(60_000))] {
+        let entry = OffsetCommit {
+            partition: tp.clone(),
+            offset: Offset(5),
+            leader_epoch: LeaderEpoch(3),
+            metadata: None,
+            topic_id: None,
+        };
+        let c = h.commit_retained("s", &unknown, none, vec![entry], retention_ms);
+        assert_eq!(h.commit_error(c), None);
+    }
+    let fetch = |h: &Harness| h.c.fetch_offsets(&GroupId::from("s"), None);
+    let before = fetch(&h);
+    let mut r = reload(&h);
+    assert_eq!(fetch(&r), before, "the same offsets, epochs and expiry after the reload");
+    let epochs: Vec<i32> = before.iter().map(|(_, o)| o.as_ref().unwrap().leader_epoch.0).collect();
+    assert_eq!(epochs, [-1, 3], "an expiring offset has no leader epoch, in memory as in the log");
+    // The default check interval is 10 minutes, the broker's retention a week.
+    r.advance(11 * 60_000);
+    assert_eq!(committed(&r, "s", &expiring), None);
+    assert_eq!(committed(&r, "s", &kept), Some(5));
 }
 
 #[test]

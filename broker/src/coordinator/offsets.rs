@@ -20,7 +20,7 @@ use super::responses::{
     CommitResponse, CommittedOffset, DeleteOffsetsResponse, Output, PartitionResult, Response,
 };
 use super::types::{Generation, GroupId, GroupState, InstanceId, MemberId, Now, RequestId};
-use crate::model::{TimestampMs, TopicId, TopicPartition};
+use crate::model::{LeaderEpoch, TimestampMs, TopicId, TopicPartition};
 
 /// OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a missing group (older: ILLEGAL_GENERATION).
 const COMMIT_VERSION_GROUP_ID_NOT_FOUND: i16 = 9;
@@ -122,14 +122,22 @@ impl GroupCoordinator {
             } else if o.partition.topic.len() > STRING_BYTES_MAX {
                 Some(GroupError::InvalidRequest)
             } else {
+                // Never before the epoch (a negative retention expires the offset at the next
+                // check), and never past the end of time, where Kafka's sum would wrap round.
+                let expire_timestamp =
+                    req.retention_ms.map(|ms| TimestampMs(fx.now.wall.0.saturating_add(ms).max(0)));
                 let value = CommittedOffset {
                     offset: o.offset,
-                    leader_epoch: o.leader_epoch,
+                    // The layout that holds an expiry time has no leader epoch (and the
+                    // versions that give one, v2–v4, carry none): held as the log holds it.
+                    leader_epoch: if expire_timestamp.is_some() {
+                        LeaderEpoch::NONE
+                    } else {
+                        o.leader_epoch
+                    },
                     metadata,
                     commit_timestamp: fx.now.wall,
-                    expire_timestamp: req
-                        .retention_ms
-                        .map(|ms| TimestampMs(fx.now.wall.0.saturating_add(ms))),
+                    expire_timestamp,
                 };
                 let partition = o.partition.clone();
                 fx.persist(Record::Offset {

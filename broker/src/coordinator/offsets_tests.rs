@@ -208,35 +208,37 @@ fn offsets_committed_with_a_retention_time_expire_then() {
     config.offsets_retention_ms = 600_000;
     config.offsets_retention_check_interval_ms = 1_000;
     let mut h = Harness::with_config(config);
-    let entry = |partition: i32| OffsetCommit {
-        partition: tp("t", partition),
+    let entry = |topic: &str| OffsetCommit {
+        partition: tp(topic, 0),
         offset: Offset(5),
-        leader_epoch: LeaderEpoch(0),
+        leader_epoch: LeaderEpoch(7),
         metadata: None,
         topic_id: None,
     };
     // A simple group: one offset kept 10 s, one by the broker's retention.
     let (none, unknown) = (Generation::NONE, MemberId::unknown());
-    let c = h.commit_retained("s", &unknown, none, vec![entry(0)], Some(10_000));
+    let c = h.commit_retained("s", &unknown, none, vec![entry("t")], Some(10_000));
     h.commit_error(c);
-    let c = h.commit_retained("s", &unknown, none, vec![entry(1)], None);
+    let c = h.commit_retained("s", &unknown, none, vec![entry("u")], None);
     h.commit_error(c);
     h.advance(9_000);
     assert_eq!(fetched(&h, "s", tp("t", 0)), Some(5), "not yet");
     h.advance(2_000);
     assert_eq!(fetched(&h, "s", tp("t", 0)), None);
-    assert_eq!(fetched(&h, "s", tp("t", 1)), Some(5), "kept by the broker's retention");
+    assert_eq!(fetched(&h, "s", tp("u", 0)), Some(5), "kept by the broker's retention");
 
-    // A group with a live member keeps its offsets past their expiry; once it is Empty, they
-    // go at the next check rather than the broker's retention after it emptied.
+    // A Stable consumer group keeps the offsets of the topic it subscribes to past their
+    // expiry, and not those of another; once it is Empty, the rest go at the next check
+    // rather than the broker's retention after it emptied.
     let (a, generation) = h.stable_single("g");
-    let c = h.commit_retained("g", &a, generation, vec![entry(0)], Some(10_000));
+    let c = h.commit_retained("g", &a, generation, vec![entry("t"), entry("x")], Some(10_000));
     h.commit_error(c);
     for _ in 0..6 {
         h.advance(5_000);
         assert_eq!(h.heartbeat("g", &a, generation), None);
     }
-    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(5), "kept while the group is Stable");
+    assert_eq!(fetched(&h, "g", tp("t", 0)), Some(5), "kept while subscribed to");
+    assert_eq!(fetched(&h, "g", tp("x", 0)), None, "not subscribed to");
     let id = h.request_id();
     let leave = LeaveRequest {
         group_id: GroupId::from("g"),

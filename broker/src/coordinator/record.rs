@@ -3,9 +3,10 @@
 //!
 //! The coordinator never writes anything itself: it emits [`Record`]s, the caller appends them
 //! and reports back, and on fail-over [`super::GroupCoordinator::load`] replays them. Keys and
-//! values use exactly Kafka's layouts (OffsetCommitKey v1 / OffsetCommitValue v3, or v1 for an
-//! offset with its own expiry time, GroupMetadataKey v2 / GroupMetadataValue v3, classic big-endian encoding with an `i16`
-//! version first), so Kafka's own tools could read the topic — though only Weir needs to.
+//! values use exactly Kafka's layouts (OffsetCommitKey v1; OffsetCommitValue v3, or v1 when the
+//! offset has its own expiry time; GroupMetadataKey v2 / GroupMetadataValue v3; classic
+//! big-endian encoding with an `i16` version first), so Kafka's own tools could read the topic —
+//! though only Weir needs to.
 //! Compaction keeps the newest value per key; a key with no value is a tombstone.
 
 use bytes::Bytes;
@@ -24,6 +25,8 @@ const OFFSET_VALUE_VERSION: i16 = 3;
 /// OffsetCommitValue version with an expiry time: offset, metadata, commit timestamp, expire
 /// timestamp (no leader epoch). Kafka writes it for a commit that gives a retention time.
 const OFFSET_VALUE_EXPIRING_VERSION: i16 = 1;
+/// An OffsetCommitValue v1 expire timestamp that means none.
+const NO_EXPIRY: i64 = -1;
 /// GroupMetadataValue version: v2 plus static members' instance ids.
 const GROUP_VALUE_VERSION: i16 = 3;
 
@@ -209,10 +212,11 @@ fn decode_offset(value: &[u8]) -> Result<CommittedOffset, DecodeError> {
         },
         OFFSET_VALUE_EXPIRING_VERSION => CommittedOffset {
             offset: Offset(r.i64()?),
-            leader_epoch: LeaderEpoch(-1),
+            leader_epoch: LeaderEpoch::NONE,
             metadata: r.str()?,
             commit_timestamp: TimestampMs(r.i64()?),
-            expire_timestamp: Some(TimestampMs(r.i64()?)),
+            // As Kafka reads it: −1 is no expiry time (Weir never writes it).
+            expire_timestamp: Some(TimestampMs(r.i64()?)).filter(|t| t.0 != NO_EXPIRY),
         },
         version => {
             return Err(DecodeError::UnknownVersion { what: "offset commit value", version });
@@ -313,10 +317,18 @@ mod tests {
         want.extend_from_slice(&61_000i64.to_be_bytes());
         assert_eq!(&value[..], &want[..]);
         assert_eq!(round_trip(&record), record);
+        let key = record.encode_key().unwrap();
+        // As Kafka reads it, an expire timestamp of −1 is none.
+        let mut unset = want.clone();
+        let at = unset.len() - 8;
+        unset[at..].copy_from_slice(&(-1i64).to_be_bytes());
+        let read = Record::decode(&key, Some(&unset)).unwrap();
+        assert!(
+            matches!(read, Record::Offset { value: Some(v), .. } if v.expire_timestamp.is_none())
+        );
         // Any other value version is refused, not misread.
         let mut other = want.clone();
         other[1] = 2;
-        let key = record.encode_key().unwrap();
         assert!(matches!(
             Record::decode(&key, Some(&other)),
             Err(DecodeError::UnknownVersion { version: 2, .. })

@@ -121,9 +121,11 @@ pub struct CommitRequest {
     pub instance_id: Option<InstanceId>,
     /// How long to keep these offsets, from the commit (OffsetCommit v2–v4's
     /// `retention_time_ms` when not −1, the broker's default): they then expire at that time
-    /// instead of `offsets.retention.minutes` after the group emptied (or the commit, in a
-    /// group with no members). Either way only while the group is one whose offsets expire:
-    /// an Empty group's or a simple one's, and never a topic the group subscribes to.
+    /// instead of `offsets.retention.minutes` after their base (the commit, or when the group
+    /// emptied). Either way only while the group's offsets may expire — it is simple, Empty,
+    /// or a Stable consumer group that knows its subscriptions — and never those of a topic
+    /// the group subscribes to. A retention past the end of time never expires (Kafka's sum
+    /// would wrap round and expire it at once); a negative one expires at the next check.
     pub retention_ms: Option<i64>,
     /// The offsets.
     pub offsets: Vec<OffsetCommit>,

@@ -214,7 +214,7 @@ pub struct DeleteOffsetsResponse {
     pub partitions: Vec<PartitionResult>,
 }
 
-/// A committed offset, as OffsetFetch returns it.
+/// A committed offset: what OffsetFetch returns, and when it expires.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommittedOffset {
     /// The committed offset.
