@@ -82,6 +82,25 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9093")]
         listen: std::net::SocketAddr,
     },
+    /// One producer with the throughput settings against a broker already listening, for
+    /// profiling that broker alone; prints the rate.
+    Load {
+        /// The broker.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// The topic.
+        #[arg(long, default_value = "weir-bench-load")]
+        topic: String,
+        /// MiB of record values to send.
+        #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+        mib: u64,
+        /// The producer's `acks`.
+        #[arg(long, default_value = "1", value_parser = ["0", "1", "all"])]
+        acks: String,
+        /// Each record's value size in bytes.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+        record_bytes: u32,
+    },
 }
 
 #[derive(Args)]
@@ -134,6 +153,16 @@ fn run(cli: Cli) -> Result<()> {
                 std::thread::park();
             }
         }
+        Command::Load { bootstrap, topic, mib, acks, record_bytes } => {
+            let load = broker::load::Load {
+                bootstrap,
+                topic,
+                mib: *mib,
+                acks,
+                record_bytes: *record_bytes as usize,
+            };
+            return broker::load::run(&load);
+        }
         Command::Baselines(common) => common,
         Command::Log { common, .. }
         | Command::Broker { common, .. }
@@ -181,7 +210,7 @@ fn run(cli: Cli) -> Result<()> {
                 broker::Options { dir: &scratch, peer: peer.clone(), quick: common.quick };
             broker::run(&options, &mut report)
         }
-        Command::Sink { .. } => Ok(()),
+        Command::Sink { .. } | Command::Load { .. } => Ok(()),
     };
     let _ = std::fs::remove_dir_all(&scratch);
     outcome?;

@@ -4,6 +4,7 @@
 //! acceptance targets judged.
 
 pub mod client;
+pub mod load;
 pub mod sink;
 pub mod target;
 pub mod workload;
