@@ -95,13 +95,7 @@ fn restored_members_that_stay_silent_expire() {
 fn an_emptied_group_comes_back_empty_with_its_generation() {
     let mut h = Harness::new();
     let (a, generation) = h.stable_single("g");
-    let id = h.request_id();
-    let leave = LeaveRequest {
-        group_id: GroupId::from("g"),
-        members: vec![LeavingMember { member_id: a, instance_id: None, reason: None }],
-    };
-    let out = h.c.leave(id, leave, h.now());
-    h.absorb(out);
+    h.leave_alone("g", a);
     let mut r = reload(&h);
     assert_eq!(r.state("g"), GroupState::Empty);
     assert_eq!(r.generation("g"), Generation(generation.0 + 1));

@@ -166,13 +166,7 @@ fn empty_group_offsets_expire_after_retention_since_it_emptied() {
         assert_eq!(h.heartbeat("g", &a, generation), None);
     }
     assert_eq!(fetched(&h, "g", tp("t", 0)), Some(9));
-    let id = h.request_id();
-    let leave = LeaveRequest {
-        group_id: GroupId::from("g"),
-        members: vec![LeavingMember { member_id: a, instance_id: None, reason: None }],
-    };
-    let out = h.c.leave(id, leave, h.now());
-    h.absorb(out);
+    h.leave_alone("g", a);
     assert_eq!(h.state("g"), GroupState::Empty);
     h.advance(59_000);
     assert_eq!(fetched(&h, "g", tp("t", 0)), Some(9), "not yet");
@@ -239,13 +233,7 @@ fn offsets_committed_with_a_retention_time_expire_then() {
     }
     assert_eq!(fetched(&h, "g", tp("t", 0)), Some(5), "kept while subscribed to");
     assert_eq!(fetched(&h, "g", tp("x", 0)), None, "not subscribed to");
-    let id = h.request_id();
-    let leave = LeaveRequest {
-        group_id: GroupId::from("g"),
-        members: vec![LeavingMember { member_id: a, instance_id: None, reason: None }],
-    };
-    let out = h.c.leave(id, leave, h.now());
-    h.absorb(out);
+    h.leave_alone("g", a);
     assert_eq!(h.state("g"), GroupState::Empty);
     h.advance(1_500);
     assert_eq!(fetched(&h, "g", tp("t", 0)), None);

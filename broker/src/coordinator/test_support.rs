@@ -273,6 +273,17 @@ impl Harness {
     }
 
     /// One member forms a Stable group; returns its id and generation.
+    /// `member` leaves `group` (LeaveGroup v3+, by itself).
+    pub fn leave_alone(&mut self, group: &str, member: MemberId) {
+        let id = self.request_id();
+        let leave = LeaveRequest {
+            group_id: GroupId::from(group),
+            members: vec![LeavingMember { member_id: member, instance_id: None, reason: None }],
+        };
+        let out = self.c.leave(id, leave, self.now());
+        self.absorb(out);
+    }
+
     pub fn stable_single(&mut self, group: &str) -> (MemberId, Generation) {
         let (id, join) = self.join_new(group);
         self.tick();
