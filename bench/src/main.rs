@@ -92,13 +92,13 @@ enum Command {
         #[arg(long, default_value = "weir-bench-load")]
         topic: String,
         /// MiB of record values to send.
-        #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+        #[arg(long, default_value_t = 2048, value_parser = load_mib())]
         mib: u64,
         /// The producer's `acks`.
         #[arg(long, default_value = "1", value_parser = ["0", "1", "all"])]
         acks: String,
         /// Each record's value size in bytes.
-        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+        #[arg(long, default_value_t = 1024, value_parser = load_record_bytes())]
         record_bytes: u32,
     },
 }
@@ -121,6 +121,16 @@ struct Common {
     /// as on a broker machine whose memory is full (0: uncapped; see docs/performance.md).
     #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_CAP_MIB)]
     memory_cap_mib: u64,
+}
+
+/// `load --mib`: at least one MiB, at most a TiB.
+fn load_mib() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..=1 << 20)
+}
+
+/// `load --record-bytes`: at least one byte, at most a MiB.
+fn load_record_bytes() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=1 << 20)
 }
 
 /// The default memory cap: well above the 256 MiB the broker and its clients may use, and

@@ -18,9 +18,10 @@
 //!   nothing grows then. Before, assignments were always refused.
 //! - DeleteTopics naming a topic twice, or giving its id twice, deletes it under neither entry
 //!   (INVALID_REQUEST, once per name or id); an entry with both a name and an id, or neither,
-//!   is INVALID_REQUEST, and does not count as naming the topic; a name whose topic is also
-//!   given by id is INVALID_REQUEST, and the id deletes it. Before, a topic given twice by id
-//!   was deleted.
+//!   is INVALID_REQUEST, and does not count as naming the topic; a topic given both by name
+//!   and by id, in two entries, is INVALID_REQUEST once (the entry by name, with the id) and
+//!   deleted by neither. Before, a topic given twice by id was deleted, and then a topic given
+//!   by name and by id was deleted by the id.
 
 use std::time::Duration;
 
@@ -298,15 +299,23 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.run_for(Duration::from_secs(1));
     let kept = c.committed_image().is_some_and(|i| i.topic("placed").is_some());
     ensure(kept, || "a refused DeleteTopics deleted placed".to_string())?;
-    let answers = delete(
-        &mut c,
-        via,
-        Vec::new(),
-        vec![by_id(Uuid::nil(), Some("placed")), by_id(placed_id, None)],
-    )?;
-    let want = [(name("placed"), nil, INVALID_REQUEST), (name("placed"), placed_id, 0)];
-    ensure(answers == want, || {
-        format!("DeleteTopics of placed by name and by id answered {answers:?}")
+    // By its name and by its id, in either order: one answer, and not deleted.
+    for both in [
+        vec![by_id(nil, Some("placed")), by_id(placed_id, None)],
+        vec![by_id(placed_id, None), by_id(nil, Some("placed"))],
+    ] {
+        let answers = delete(&mut c, via, Vec::new(), both)?;
+        let want = [(name("placed"), placed_id, INVALID_REQUEST)];
+        ensure(answers == want, || {
+            format!("DeleteTopics of placed by name and by id answered {answers:?}")
+        })?;
+    }
+    c.run_for(Duration::from_secs(1));
+    let kept = c.committed_image().is_some_and(|i| i.topic("placed").is_some());
+    ensure(kept, || "placed given by name and by id was deleted".to_string())?;
+    let answers = delete(&mut c, via, Vec::new(), vec![by_id(placed_id, None)])?;
+    ensure(answers == [(name("placed"), placed_id, 0)], || {
+        format!("DeleteTopics of placed by its id answered {answers:?}")
     })?;
     c.run_for(Duration::from_secs(1));
     let gone = c.committed_image().is_some_and(|i| i.topic("placed").is_none());

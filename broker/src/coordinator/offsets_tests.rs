@@ -227,6 +227,7 @@ fn offsets_committed_with_a_retention_time_expire_then() {
     let (a, generation) = h.stable_single("g");
     let c = h.commit_retained("g", &a, generation, vec![entry("t"), entry("x")], Some(10_000));
     h.commit_error(c);
+    assert_eq!(fetched(&h, "g", tp("x", 0)), Some(5), "committed");
     for _ in 0..6 {
         h.advance(5_000);
         assert_eq!(h.heartbeat("g", &a, generation), None);

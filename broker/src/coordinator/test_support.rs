@@ -272,7 +272,6 @@ impl Harness {
         self.c.describe_groups(&[GroupId::from(group)])[0].generation
     }
 
-    /// One member forms a Stable group; returns its id and generation.
     /// `member` leaves `group` (LeaveGroup v3+, by itself).
     pub fn leave_alone(&mut self, group: &str, member: MemberId) {
         let id = self.request_id();
@@ -284,6 +283,7 @@ impl Harness {
         self.absorb(out);
     }
 
+    /// One member forms a Stable group; returns its id and generation.
     pub fn stable_single(&mut self, group: &str) -> (MemberId, Generation) {
         let (id, join) = self.join_new(group);
         self.tick();

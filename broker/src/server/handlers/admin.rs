@@ -203,29 +203,41 @@ pub async fn delete_topics(
         .filter(|(name, id)| name.is_none() && !id.is_nil())
         .map(|(_, id)| *id)
         .collect();
+    // The ids also given by the name of their topic, in an entry of its own that names it
+    // once: as Kafka's, the topic is then deleted under neither entry, and only the entry by
+    // name is answered.
+    let image = super::metadata::image_of(broker);
+    let id_of = |name: &str| image.topic(name).map(|t| Uuid::from_bytes(t.id.0));
+    let claimed: BTreeSet<Uuid> = wanted
+        .iter()
+        .filter(|(_, id)| id.is_nil())
+        .filter_map(|(name, _)| name.as_deref())
+        .filter(|name| !repeated.repeats(&(*name).to_owned()))
+        .filter_map(id_of)
+        .filter(|id| given_ids.contains(id))
+        .collect();
     for (name, id) in wanted {
         let named = match &name {
             Some(name) if id.is_nil() => repeated.entry(name),
             None if !id.is_nil() => repeated_ids.entry(&id),
             _ => Named::Once,
         };
-        if named == Named::Again {
+        if named == Named::Again
+            || (name.is_none() && named == Named::Once && claimed.contains(&id))
+        {
             continue;
         }
         let mut result = DeletableTopicResult::default();
         result.topic_id = id;
         // As Kafka refuses them: an entry with both a name and an id, or neither; a name or an
-        // id given twice; a name whose topic's id is given too (the entry by id deletes it).
+        // id given twice; a name whose topic's id is given too.
         let refusal = match &name {
             Some(_) if !id.is_nil() => Some("a topic name and a topic id were both given"),
             None if id.is_nil() => Some("neither a topic name nor a topic id was given"),
             None if named == Named::First => Some("the topic id is given more than once"),
             Some(_) if named == Named::First => Some("the topic is named more than once"),
-            Some(name)
-                if super::metadata::image_of(broker)
-                    .topic(name)
-                    .is_some_and(|t| given_ids.contains(&Uuid::from_bytes(t.id.0))) =>
-            {
+            Some(name) if id_of(name).is_some_and(|id| claimed.contains(&id)) => {
+                result.topic_id = id_of(name).unwrap_or_default();
                 Some("the topic name maps to a topic id also given")
             }
             _ => None,
@@ -294,9 +306,14 @@ impl<T: Ord + Clone> Repeated<T> {
         Repeated { repeated, met: BTreeSet::new() }
     }
 
+    /// Whether `topic` is given more than once.
+    fn repeats(&self, topic: &T) -> bool {
+        self.repeated.contains(topic)
+    }
+
     /// How the next entry, naming `topic`, names it.
     fn entry(&mut self, topic: &T) -> Named {
-        if !self.repeated.contains(topic) {
+        if !self.repeats(topic) {
             Named::Once
         } else if self.met.insert(topic.clone()) {
             Named::First
