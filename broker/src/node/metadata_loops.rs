@@ -149,7 +149,18 @@ pub(super) async fn isr_loop(broker: Weak<Broker>, membership: Arc<Membership>) 
 /// Follows the membership's image: opens and removes partitions, starts loading the group state
 /// of offsets partitions as they open (see [`crate::groups::Groups::lead_partitions`]), and
 /// records how far it got.
+///
+/// Nothing is reconciled before the image has caught up with the controller and holds this
+/// run's registration ([`Membership::caught_up`]), as a Kafka broker publishes no image before
+/// its metadata log has caught up. A restarted broker may first be handed an image older than
+/// the one it acted on before (its local controller's, or a deposed controller's): one where
+/// it still leads a partition whose ISR has since grown. Taking the lead there, it computed the
+/// high watermark over the old, smaller ISR, moved it past what the grown ISR held, and served
+/// and acknowledged records that a member of the grown ISR lacked: elected next, that member
+/// wrote other records over them.
 pub(super) async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Membership>) {
+    // Whether the image has been safe to act on in this run; once it has, every later one is.
+    let mut safe = false;
     let mut strays_removed = false;
     // Whether some partition failed to open in the last pass.
     let mut open_failed = false;
@@ -160,7 +171,12 @@ pub(super) async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Members
         let Some(b) = broker.upgrade() else { return };
         let image = membership.image();
         b.groups.observe_topics(&image);
-        if image.offset > b.reconciled.load(Ordering::Acquire) || !strays_removed || open_failed {
+        safe |= membership.caught_up();
+        if safe
+            && (image.offset > b.reconciled.load(Ordering::Acquire)
+                || !strays_removed
+                || open_failed)
+        {
             let remove_strays = !strays_removed && membership.caught_up();
             match b.catalog.reconcile(&image, b.config.node_id, remove_strays).await {
                 Ok(done) => {
