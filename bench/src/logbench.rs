@@ -58,6 +58,10 @@ impl Settings {
 const RECORD_BYTES: usize = 1024;
 /// Bytes per read call when reading the log back.
 const READ_BYTES: usize = 1 << 20;
+/// Bytes a follower copy appends ([`copy_run`]), prepared in memory before the clock starts.
+const COPY_BYTES: u64 = 256 << 20;
+/// Bytes in one of the follower copy's fetches: Kafka's `replica.fetch.max.bytes`.
+const FETCH_BYTES: usize = 1 << 20;
 
 /// Runs the log benchmark (after measuring the baselines) into `report`.
 ///
@@ -86,6 +90,7 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
                 one_in_flight_figure(report, paired, kib, &one, &outcome);
             }
             if policy == FlushPolicy::Interval {
+                copy_figures(&runtime, dir, kib, &batch, report)?;
                 let read = runtime.block_on(read_run(dir, &name))?;
                 report.push(
                     Figure::plain(
@@ -125,6 +130,29 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
             )
             .against(&format!("buffered write in {batch_len} B writes"), same_size),
         );
+        // Both write patterns against 1 MiB writes measured beside them: what writing batch
+        // by batch caps any log at, and what gathering batches into fewer calls would lift it to.
+        let whole = one_mib_writes(dir, settings)?;
+        let gathered = gathered_writes(dir, settings, batch_len)?;
+        for (what, mbs, note) in [
+            (
+                format!("{kib} KiB batches written one per write"),
+                same_size,
+                "buffered write(2)s of one batch's bytes each (the line above), against 1 MiB \
+                 writes measured after them: the cap on any log that writes batch by batch",
+            ),
+            (
+                format!("{kib} KiB batches written {} per writev", baselines::GATHERED_PIECES),
+                gathered,
+                "the same batch-size pieces handed to the kernel many per call, against the same \
+                 1 MiB writes: what a log that gathered appends into one write could reach",
+            ),
+        ] {
+            report.push(
+                Figure::plain("log", &what, "MB/s", mbs, note)
+                    .against(&format!("{} (beside)", baselines::BUFFERED_WRITE), whole),
+            );
+        }
     }
     recovery::figures(&runtime, dir, quick, report)?;
     report.notes.push(format!(
@@ -144,6 +172,22 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
 fn batch_size_writes(dir: &Path, settings: &Settings, chunk: usize) -> Result<f64> {
     let file = dir.join("batch-size-baseline.dat");
     let mbs = baselines::buffered_write_in(&file, settings.bytes, chunk)?;
+    std::fs::remove_file(&file)?;
+    Ok(mbs)
+}
+
+/// Buffered writes of 1 MiB each, measured beside the write patterns.
+fn one_mib_writes(dir: &Path, settings: &Settings) -> Result<f64> {
+    let file = dir.join("one-mib-baseline.dat");
+    let mbs = baselines::buffered_write(&file, settings.bytes)?;
+    std::fs::remove_file(&file)?;
+    Ok(mbs)
+}
+
+/// Buffered writes of `chunk`-byte pieces, many per `writev(2)`.
+fn gathered_writes(dir: &Path, settings: &Settings, chunk: usize) -> Result<f64> {
+    let file = dir.join("gathered-baseline.dat");
+    let mbs = baselines::gathered_write_in(&file, settings.bytes, chunk)?;
     std::fs::remove_file(&file)?;
     Ok(mbs)
 }
@@ -262,6 +306,99 @@ pub fn one_batch(kib: usize) -> Result<Bytes> {
         })
         .collect();
     Ok(encode_batch(&records, &BatchOptions::default())?)
+}
+
+/// How a follower copies a fetch into its log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Copying {
+    /// Every batch of a fetch with its own append (and write).
+    OneByOne,
+    /// A fetch's batches with one `Log::append_replicated_all`.
+    Fetch,
+}
+
+/// A follower's copy of [`COPY_BYTES`] of `batch`es under `flush.policy=interval`, in fetches
+/// of [`FETCH_BYTES`], appended one by one and then a fetch at a time, each into a new log.
+fn copy_figures(
+    runtime: &tokio::runtime::Runtime,
+    dir: &Path,
+    kib: usize,
+    batch: &Bytes,
+    report: &mut Report,
+) -> Result<()> {
+    let fetches = stamped_fetches(batch)?;
+    let mut figures = Vec::new();
+    for copying in [Copying::OneByOne, Copying::Fetch] {
+        baselines::settle_disk()?;
+        let name = format!("copy-{kib}k");
+        figures.push(runtime.block_on(copy_run(dir, &name, &fetches, copying))?);
+        std::fs::remove_dir_all(dir.join(&name))?;
+    }
+    let [one_by_one, fetched] = figures[..] else { return Ok(()) };
+    report.push(
+        Figure::plain(
+            "log",
+            &format!("follower copy of {kib} KiB batches, a fetch at a time"),
+            "MB/s",
+            fetched,
+            &format!(
+                "{} MiB in fetches of {} KiB, each appended with one call (one write per run \
+                 of batches in one segment), against the same fetches appended batch by batch \
+                 just before; flush.policy=interval",
+                COPY_BYTES / MIB,
+                FETCH_BYTES >> 10
+            ),
+        )
+        .against("batch by batch", one_by_one),
+    );
+    Ok(())
+}
+
+/// [`COPY_BYTES`] of `batch` in fetches of [`FETCH_BYTES`], stamped with consecutive offsets
+/// from 0 in leader epoch 0, as a leader's log would send them.
+fn stamped_fetches(batch: &Bytes) -> Result<Vec<Vec<Bytes>>> {
+    let records = i64::from(weir::log::batch::parse_header(batch)?.record_count());
+    let per_fetch = (FETCH_BYTES / batch.len()).max(1);
+    let batches = usize::try_from(COPY_BYTES / batch.len() as u64)?;
+    let mut fetches = Vec::new();
+    let mut fetch = Vec::with_capacity(per_fetch);
+    for n in 0..batches {
+        let mut stamped = bytes::BytesMut::from(&batch[..]);
+        weir::log::batch::stamp(&mut stamped, n as i64 * records, 0)?;
+        fetch.push(stamped.freeze());
+        if fetch.len() == per_fetch {
+            fetches.push(std::mem::replace(&mut fetch, Vec::with_capacity(per_fetch)));
+        }
+    }
+    fetches.push(fetch);
+    Ok(fetches)
+}
+
+/// Appends `fetches` to a new log as a follower does; returns MB/s.
+async fn copy_run(dir: &Path, name: &str, fetches: &[Vec<Bytes>], copying: Copying) -> Result<f64> {
+    let (env, _counters) = counted_env(dir.to_path_buf());
+    let config = LogConfig { flush_policy: FlushPolicy::Interval, ..LogConfig::default() };
+    let log = Log::open(env, PathBuf::from(name), config).await?;
+    let start = Instant::now();
+    let mut bytes = 0u64;
+    for fetch in fetches {
+        match copying {
+            Copying::OneByOne => {
+                for batch in fetch {
+                    log.append_replicated(batch.clone()).await?;
+                }
+            }
+            Copying::Fetch => {
+                if let Some(e) = log.append_replicated_all(fetch).await.stopped {
+                    return Err(e.into());
+                }
+            }
+        }
+        bytes += fetch.iter().map(|b| b.len() as u64).sum::<u64>();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    log.close().await?;
+    Ok(bytes as f64 / 1e6 / secs)
 }
 
 /// What an append run did.

@@ -39,6 +39,15 @@ impl ValidBatch {
     }
 }
 
+/// What a follower's append of several batches did ([`Log::append_replicated_all`]).
+#[derive(Debug)]
+pub struct ReplicatedAppend {
+    /// The batches appended, in order: a prefix of those given.
+    pub appended: Vec<AppendInfo>,
+    /// Why the next batch was not appended, if one was left.
+    pub stopped: Option<AppendError>,
+}
+
 /// What an append did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -136,7 +145,9 @@ impl Log {
             Ok(self.appended(header, position, log_append_time))
         }
         .await;
-        self.note_room(&written);
+        if let Err(e) = &written {
+            self.note_room(e);
+        }
         written
     }
 
@@ -146,25 +157,94 @@ impl Log {
     /// than the log's newest is refused). Nothing is written unless every check passes. It is
     /// not synced: a follower syncs (`flush`) before it reports the batch as held.
     pub async fn append_replicated(&self, batch: Bytes) -> Result<AppendInfo, AppendError> {
-        // The leader already applied the topic's size limit; the follower only needs the
-        // batch to be whole and intact.
-        let header = batch::validate(&batch, batch.len())?;
-        let _append = self.append_lock.lock().await;
-        let written = async {
-            self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
-            let (end, position, file) = self.tail()?;
-            let base = Offset(header.base_offset());
-            if base != end {
-                return Err(AppendError::OutOfOrder { expected: end, got: base });
-            }
-            let epoch = LeaderEpoch(header.partition_leader_epoch());
-            self.record_epoch(epoch, base, OnShortage::Refuse).await?;
-            self.write(&*file, position, vec![batch]).await?;
-            Ok(self.appended(header, position, None))
+        let mut copied = self.append_replicated_all(std::slice::from_ref(&batch)).await;
+        match (copied.stopped, copied.appended.pop()) {
+            (Some(e), _) => Err(e),
+            (None, Some(info)) => Ok(info),
+            // Cannot happen: an append that did not stop appended the one batch.
+            (None, None) => Err(Offline::Closed.into()),
         }
-        .await;
-        self.note_room(&written);
-        written
+    }
+
+    /// Appends batches a leader already stamped, in order, each as [`Log::append_replicated`]
+    /// appends one, until one is refused: the batches before it stay appended, it and the
+    /// rest are not. Consecutive batches that continue each other in one epoch and one segment
+    /// reach the disk in one gathered write, as a fetch brought them: a follower copying many
+    /// small batches would otherwise pay the kernel's cost of a write for each.
+    pub async fn append_replicated_all(&self, batches: &[Bytes]) -> ReplicatedAppend {
+        let mut appended = Vec::with_capacity(batches.len());
+        let _append = self.append_lock.lock().await;
+        // The header of the next batch, where the run before it already checked it.
+        let mut checked = None;
+        let stopped = loop {
+            let Some(rest) = batches.get(appended.len()..).filter(|rest| !rest.is_empty()) else {
+                break None;
+            };
+            // The leader already applied the topic's size limit; the follower only needs each
+            // batch to be whole and intact.
+            let header =
+                match checked.take().map_or_else(|| batch::validate(&rest[0], rest[0].len()), Ok) {
+                    Ok(header) => header,
+                    Err(e) => break Some(e.into()),
+                };
+            match self.append_replicated_run(rest, header, &mut appended).await {
+                Ok(next) => checked = next,
+                Err(e) => break Some(e),
+            }
+        };
+        if let Some(e) = &stopped {
+            self.note_room(e);
+        }
+        ReplicatedAppend { appended, stopped }
+    }
+
+    /// Appends `batches[0]` (its header already checked), and after it every following batch
+    /// that continues it in the same epoch and segment, with one write; pushes what each
+    /// append did onto `appended`. Returns the header of the batch that ended the run, if the
+    /// run checked it. The caller holds the append lock.
+    async fn append_replicated_run(
+        &self,
+        batches: &[Bytes],
+        header: BatchHeader,
+        appended: &mut Vec<AppendInfo>,
+    ) -> Result<Option<BatchHeader>, AppendError> {
+        self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
+        let (end, position, file) = self.tail()?;
+        let base = Offset(header.base_offset());
+        if base != end {
+            return Err(AppendError::OutOfOrder { expected: end, got: base });
+        }
+        let epoch = header.partition_leader_epoch();
+        self.record_epoch(LeaderEpoch(epoch), base, OnShortage::Refuse).await?;
+        let mut run = vec![(header, position)];
+        let mut parts = vec![batches[0].clone()];
+        let mut next_position = position + header.total_bytes() as u64;
+        let mut ended_by = None;
+        {
+            let config = self.config();
+            let now = self.env.clock.wall_ms();
+            let state = self.state();
+            let active = state.active().ok_or(Offline::Closed)?;
+            for batch in &batches[1..] {
+                // A batch that fails its checks is refused when its turn comes.
+                let Ok(next) = batch::validate(batch, batch.len()) else { break };
+                let last = run.last().map_or(header, |(last, _)| *last);
+                let placed = Placed { bytes: next_position - position, batches: run.len() as u64 };
+                let joins = next.base_offset() == last.last_offset() + 1
+                    && next.partition_leader_epoch() == epoch
+                    && !must_roll(&config, active, now, placed, &next);
+                if !joins {
+                    ended_by = Some(next);
+                    break;
+                }
+                run.push((next, next_position));
+                parts.push(batch.clone());
+                next_position += next.total_bytes() as u64;
+            }
+        }
+        self.write(&*file, position, parts).await?;
+        appended.extend(run.into_iter().map(|(header, at)| self.appended(header, at, None)));
+        Ok(ended_by)
     }
 
     /// Whether an append was refused for lack of room (the disk out of space, or the process
@@ -180,8 +260,8 @@ impl Log {
     }
 
     /// Notes when an append was refused for lack of room.
-    fn note_room(&self, written: &Result<AppendInfo, AppendError>) {
-        if matches!(written, Err(AppendError::DiskFull | AppendError::OutOfDescriptors)) {
+    fn note_room(&self, refused: &AppendError) {
+        if matches!(refused, AppendError::DiskFull | AppendError::OutOfDescriptors) {
             self.state().refused_for_room = Some(self.env.clock.now());
         }
     }
@@ -330,13 +410,7 @@ impl Log {
                 return Err(Offline::Closed.into());
             };
             let last = Offset(state.log_end.0 + i64::from(last_delta));
-            active.size > 0
-                && (active.size + incoming > config.segment_bytes
-                    || active
-                        .first_append_wall_ms
-                        .is_some_and(|t| now.saturating_sub(t) >= config.roll_ms())
-                    || active.index_bytes() + index_entry_bytes() > config.segment_index_bytes
-                    || active.relative(last).is_none())
+            rolls_before(&config, active, now, Placed::NONE, incoming, last)
         };
         if needed {
             let _files = self.files_lock.lock().await;
@@ -475,6 +549,52 @@ impl From<Shortage> for AppendError {
             Shortage::Descriptors => AppendError::OutOfDescriptors,
         }
     }
+}
+
+/// What a follower's run has placed after the active segment's recorded end, in the same
+/// write, before a batch joins it.
+#[derive(Clone, Copy, Debug)]
+struct Placed {
+    /// Bytes placed.
+    bytes: u64,
+    /// Batches placed: each may add one offset index entry.
+    batches: u64,
+}
+
+impl Placed {
+    const NONE: Placed = Placed { bytes: 0, batches: 0 };
+}
+
+/// Whether the active segment must roll before a batch of `incoming` bytes whose last offset
+/// is `last`, with `placed` already written after it: the segment is too big, too old, has a
+/// full index, or could not index the new offsets.
+fn rolls_before(
+    config: &super::LogConfig,
+    active: &Segment,
+    now: i64,
+    placed: Placed,
+    incoming: u64,
+    last: Offset,
+) -> bool {
+    let size = active.size + placed.bytes;
+    let first_append = active.first_append_wall_ms.or((placed.batches > 0).then_some(now));
+    let entries = placed.batches + 1;
+    size > 0
+        && (size + incoming > config.segment_bytes
+            || first_append.is_some_and(|t| now.saturating_sub(t) >= config.roll_ms())
+            || active.index_bytes() + entries * index_entry_bytes() > config.segment_index_bytes
+            || active.relative(last).is_none())
+}
+
+/// Whether a follower's run must end before `next`, because the segment would roll before it.
+fn must_roll(
+    config: &super::LogConfig,
+    active: &Segment,
+    now: i64,
+    placed: Placed,
+    next: &BatchHeader,
+) -> bool {
+    rolls_before(config, active, now, placed, next.total_bytes() as u64, Offset(next.last_offset()))
 }
 
 fn index_entry_bytes() -> u64 {

@@ -32,7 +32,7 @@ mod truncate;
 mod walk;
 
 pub(crate) use append::Shortage;
-pub use append::{AppendInfo, ValidBatch};
+pub use append::{AppendInfo, ReplicatedAppend, ValidBatch};
 pub use cleaner::{CleanOutcome, CleanStats};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampPolicy};
 pub use error::{AppendError, MaintenanceError, Offline, OpenError, RECORD_ERRORS_MAX, ReadError};

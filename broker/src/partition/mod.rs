@@ -454,9 +454,12 @@ impl Partition {
         }
         {
             let mut state = self.producers.lock().await;
-            for batch in batches {
-                let info = self.log.append_replicated(batch.clone()).await?;
+            let copied = self.log.append_replicated_all(batches).await;
+            for info in &copied.appended {
                 state.record(&info.header, info.base_offset, info.last_offset);
+            }
+            if let Some(e) = copied.stopped {
+                return Err(e);
             }
         }
         if self.log.config().flush_policy == FlushPolicy::Ack {
