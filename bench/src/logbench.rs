@@ -90,7 +90,6 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
                 one_in_flight_figure(report, paired, kib, &one, &outcome);
             }
             if policy == FlushPolicy::Interval {
-                copy_figures(&runtime, dir, kib, &batch, report)?;
                 let read = runtime.block_on(read_run(dir, &name))?;
                 report.push(
                     Figure::plain(
@@ -110,6 +109,7 @@ pub fn run(dir: &Path, settings: &Settings, quick: bool, report: &mut Report) ->
             }
             std::fs::remove_dir_all(dir.join(&name))?;
             if policy == FlushPolicy::Interval {
+                copy_figures(&runtime, dir, kib, &batch, report)?;
                 interval_runs.push((kib, batch.len(), outcome.mbs()));
             }
         }
@@ -327,14 +327,19 @@ fn copy_figures(
     report: &mut Report,
 ) -> Result<()> {
     let fetches = stamped_fetches(batch)?;
-    let mut figures = Vec::new();
-    for copying in [Copying::OneByOne, Copying::Fetch] {
+    // In the order A B B A, each figure the mean of its two runs, so that neither copy
+    // always writes into the pages the other has just freed.
+    let (mut one_by_one, mut fetched) = (0.0, 0.0);
+    for copying in [Copying::OneByOne, Copying::Fetch, Copying::Fetch, Copying::OneByOne] {
         baselines::settle_disk()?;
         let name = format!("copy-{kib}k");
-        figures.push(runtime.block_on(copy_run(dir, &name, &fetches, copying))?);
+        let mbs = runtime.block_on(copy_run(dir, &name, &fetches, copying))? / 2.0;
         std::fs::remove_dir_all(dir.join(&name))?;
+        match copying {
+            Copying::OneByOne => one_by_one += mbs,
+            Copying::Fetch => fetched += mbs,
+        }
     }
-    let [one_by_one, fetched] = figures[..] else { return Ok(()) };
     report.push(
         Figure::plain(
             "log",
@@ -343,8 +348,8 @@ fn copy_figures(
             fetched,
             &format!(
                 "{} MiB in fetches of {} KiB, each appended with one call (one write per run \
-                 of batches in one segment), against the same fetches appended batch by batch \
-                 just before; flush.policy=interval",
+                 of batches in one segment), against the same fetches appended batch by batch; \
+                 two runs of each, in the order A B B A; flush.policy=interval",
                 COPY_BYTES / MIB,
                 FETCH_BYTES >> 10
             ),
@@ -370,7 +375,9 @@ fn stamped_fetches(batch: &Bytes) -> Result<Vec<Vec<Bytes>>> {
             fetches.push(std::mem::replace(&mut fetch, Vec::with_capacity(per_fetch)));
         }
     }
-    fetches.push(fetch);
+    if !fetch.is_empty() {
+        fetches.push(fetch);
+    }
     Ok(fetches)
 }
 

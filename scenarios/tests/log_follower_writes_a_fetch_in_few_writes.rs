@@ -103,6 +103,16 @@ async fn segment_bases(env: &Env, dir: &Path) -> Result<Vec<i64>, String> {
     Ok(names.iter().filter_map(|n| n.strip_suffix(".log")?.parse().ok()).collect())
 }
 
+/// The bytes of the segment files in `dir`.
+async fn segment_bytes(env: &Env, dir: &Path) -> Result<u64, String> {
+    let mut total = 0;
+    for base in segment_bases(env, dir).await? {
+        let path = dir.join(format!("{base:020}.log"));
+        total += env.disk.open(&path).await.map_err(|e| e.to_string())?.len();
+    }
+    Ok(total)
+}
+
 /// How many runs of consecutive batches share a segment and an epoch: the writes a follower
 /// appending `batches` at once needs.
 fn runs(batches: &[Bytes], bases: &[i64]) -> Result<usize, String> {
@@ -215,13 +225,13 @@ fn scenario(seed: u64, rolls: Rolls) -> Result<(), String> {
     let capacity = Some(sim.disk_usage(host) + room as u64);
     sim.set_disk_faults(host, DiskFaults { capacity_bytes: capacity, ..Default::default() });
     let rest = batches[43..].to_vec();
-    let full = sim.block_on(host, limit, move |_env| async move {
-        let end = follower.log_end_offset();
+    let held: u64 = batches[..43].iter().map(|b| b.len() as u64).sum();
+    let full = sim.block_on(host, limit, move |env| async move {
         let copied = follower.append_replicated_all(&rest).await;
-        let cut_back = match copied.appended.last() {
-            Some(info) => follower.log_end_offset() == info.last_offset.next(),
-            None => follower.log_end_offset() == end,
-        };
+        // The segment files hold exactly the batches appended: what a write cut short put
+        // down was cut off again.
+        let appended: u64 = rest[..copied.appended.len()].iter().map(|b| b.len() as u64).sum();
+        let cut_back = segment_bytes(&env, &follower_dir()).await == Ok(held + appended);
         let refused = matches!(copied.stopped, Some(AppendError::DiskFull));
         let outcome =
             format!("{} appended, stopped by {:?}", copied.appended.len(), copied.stopped);

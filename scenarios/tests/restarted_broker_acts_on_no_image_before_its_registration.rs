@@ -23,6 +23,11 @@ fn scenario(seed: u64) -> Result<(), String> {
     c.sim.start(host);
     c.run_for(Duration::from_secs(5));
     let broker = c.broker(cut).ok_or("the restarted broker is not running")?;
+    // It was handed an image that gives it a part in `t` (or the check below proves nothing).
+    let node = broker.config.node_id;
+    let image = broker.membership().map(|m| m.image()).ok_or("no membership")?;
+    let named = image.partition("t", 0).is_some_and(|p| p.replicas.contains(&node));
+    ensure(named, || format!("node{} was handed no image naming it a replica of t-0", cut + 1))?;
     let hosted: Vec<String> =
         broker.catalog.partitions().iter().map(|p| p.tp.to_string()).collect();
     ensure(hosted.is_empty(), || {

@@ -123,7 +123,13 @@ impl Membership {
     /// learned it was deposed (such a controller could otherwise hand out an older image, and
     /// the broker would remove the folders of topics created since).
     pub fn caught_up(&self) -> bool {
-        self.caught_up.load(Ordering::Acquire) && self.knows_itself(&self.image())
+        self.caught_up_in(&self.image())
+    }
+
+    /// [`Membership::caught_up`], with `image` as the image: for a caller about to act on
+    /// `image`, which the membership may have replaced meanwhile.
+    pub fn caught_up_in(&self, image: &MetadataImage) -> bool {
+        self.caught_up.load(Ordering::Acquire) && self.knows_itself(image)
     }
 
     /// Whether `image` holds this broker's current registration.

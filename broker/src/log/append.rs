@@ -161,35 +161,37 @@ impl Log {
         match (copied.stopped, copied.appended.pop()) {
             (Some(e), _) => Err(e),
             (None, Some(info)) => Ok(info),
-            // Cannot happen: an append that did not stop appended the one batch.
+            // Not reached: an append that did not stop appended its one batch.
             (None, None) => Err(Offline::Closed.into()),
         }
     }
 
     /// Appends batches a leader already stamped, in order, each as [`Log::append_replicated`]
-    /// appends one, until one is refused: the batches before it stay appended, it and the
-    /// rest are not. Consecutive batches that continue each other in one epoch and one segment
-    /// reach the disk in one gathered write, as a fetch brought them: a follower copying many
-    /// small batches would otherwise pay the kernel's cost of a write for each.
+    /// appends one, until one is refused: the batches before its run stay appended; it, the
+    /// rest, and (where its run's write failed) the run's batches before it are not.
+    /// Consecutive batches that continue each other in one epoch and one segment form a run
+    /// and reach the disk in one gathered write, as a fetch brought them: a follower copying
+    /// many small batches would otherwise pay the kernel's cost of a write for each.
     pub async fn append_replicated_all(&self, batches: &[Bytes]) -> ReplicatedAppend {
+        // The leader already applied the topic's size limit; the follower only needs each
+        // batch to be whole and intact. Checked before any lock is taken.
+        let checked: Vec<Option<BatchHeader>> =
+            batches.iter().map(|b| batch::validate(b, b.len()).ok()).collect();
         let mut appended = Vec::with_capacity(batches.len());
         let _append = self.append_lock.lock().await;
-        // The header of the next batch, where the run before it already checked it.
-        let mut checked = None;
         let stopped = loop {
-            let Some(rest) = batches.get(appended.len()..).filter(|rest| !rest.is_empty()) else {
-                break None;
-            };
-            // The leader already applied the topic's size limit; the follower only needs each
-            // batch to be whole and intact.
-            let header =
-                match checked.take().map_or_else(|| batch::validate(&rest[0], rest[0].len()), Ok) {
-                    Ok(header) => header,
-                    Err(e) => break Some(e.into()),
-                };
-            match self.append_replicated_run(rest, header, &mut appended).await {
-                Ok(next) => checked = next,
-                Err(e) => break Some(e),
+            let at = appended.len();
+            let Some(first) = batches.get(at) else { break None };
+            if checked[at].is_none() {
+                // Checked again for the reason it is refused.
+                if let Err(e) = batch::validate(first, first.len()) {
+                    break Some(e.into());
+                }
+            }
+            if let Err(e) =
+                self.append_replicated_run(&batches[at..], &checked[at..], &mut appended).await
+            {
+                break Some(e);
             }
         };
         if let Some(e) = &stopped {
@@ -198,16 +200,20 @@ impl Log {
         ReplicatedAppend { appended, stopped }
     }
 
-    /// Appends `batches[0]` (its header already checked), and after it every following batch
-    /// that continues it in the same epoch and segment, with one write; pushes what each
-    /// append did onto `appended`. Returns the header of the batch that ended the run, if the
-    /// run checked it. The caller holds the append lock.
+    /// Appends `batches[0]` and after it every following batch that continues it in the same
+    /// epoch and segment, with one write (`checked` holds each batch's header, where it passed
+    /// its checks); pushes what each append did onto `appended`. The caller holds the append
+    /// lock.
     async fn append_replicated_run(
         &self,
         batches: &[Bytes],
-        header: BatchHeader,
+        checked: &[Option<BatchHeader>],
         appended: &mut Vec<AppendInfo>,
-    ) -> Result<Option<BatchHeader>, AppendError> {
+    ) -> Result<(), AppendError> {
+        // Not reached without a checked first batch: the caller refuses one that failed.
+        let Some(Some(header)) = checked.first().copied() else {
+            return Err(Offline::Closed.into());
+        };
         self.roll_if_needed(header.total_bytes() as u64, header.last_offset_delta()).await?;
         let (end, position, file) = self.tail()?;
         let base = Offset(header.base_offset());
@@ -219,32 +225,31 @@ impl Log {
         let mut run = vec![(header, position)];
         let mut parts = vec![batches[0].clone()];
         let mut next_position = position + header.total_bytes() as u64;
-        let mut ended_by = None;
         {
             let config = self.config();
             let now = self.env.clock.wall_ms();
             let state = self.state();
             let active = state.active().ok_or(Offline::Closed)?;
-            for batch in &batches[1..] {
-                // A batch that fails its checks is refused when its turn comes.
-                let Ok(next) = batch::validate(batch, batch.len()) else { break };
-                let last = run.last().map_or(header, |(last, _)| *last);
+            let mut last = header;
+            for (batch, next) in batches.iter().zip(checked).skip(1) {
+                // A batch that failed its checks is refused when its turn comes.
+                let Some(next) = *next else { break };
                 let placed = Placed { bytes: next_position - position, batches: run.len() as u64 };
                 let joins = next.base_offset() == last.last_offset() + 1
                     && next.partition_leader_epoch() == epoch
                     && !must_roll(&config, active, now, placed, &next);
                 if !joins {
-                    ended_by = Some(next);
                     break;
                 }
                 run.push((next, next_position));
                 parts.push(batch.clone());
                 next_position += next.total_bytes() as u64;
+                last = next;
             }
         }
         self.write(&*file, position, parts).await?;
         appended.extend(run.into_iter().map(|(header, at)| self.appended(header, at, None)));
-        Ok(ended_by)
+        Ok(())
     }
 
     /// Whether an append was refused for lack of room (the disk out of space, or the process

@@ -171,13 +171,15 @@ pub(super) async fn reconcile_loop(broker: Weak<Broker>, membership: Arc<Members
         let Some(b) = broker.upgrade() else { return };
         let image = membership.image();
         b.groups.observe_topics(&image);
-        safe |= membership.caught_up();
+        // Asked of the image in hand: a newer one applied meanwhile must not vouch for it.
+        let caught_up = membership.caught_up_in(&image);
+        safe |= caught_up;
         if safe
             && (image.offset > b.reconciled.load(Ordering::Acquire)
                 || !strays_removed
                 || open_failed)
         {
-            let remove_strays = !strays_removed && membership.caught_up();
+            let remove_strays = !strays_removed && caught_up;
             match b.catalog.reconcile(&image, b.config.node_id, remove_strays).await {
                 Ok(done) => {
                     open_failed = done.open_failed;
