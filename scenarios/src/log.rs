@@ -177,6 +177,31 @@ pub fn repair_segment(sim: &Sim, host: Host, partition: &str) -> Result<(), Stri
     .map_err(|e| format!("repairing {partition}: {e}"))
 }
 
+/// Batch `n` of a run that `seed` varies: 1 to `most_records` keyed records (`k{n}-{i}`),
+/// timestamped `1_000 + n`, each with a value of `value_bytes.0` bytes and up to
+/// `value_bytes.1 - 1` more.
+pub fn varied_batch(
+    seed: u64,
+    n: usize,
+    most_records: usize,
+    value_bytes: (usize, usize),
+) -> Bytes {
+    let (least, spread) = value_bytes;
+    let records: Vec<RecordSpec> = (0..1 + (seed as usize + n) % most_records)
+        .map(|i| RecordSpec {
+            offset_delta: i as i32,
+            timestamp: 1_000 + n as i64,
+            key: Some(Bytes::from(format!("k{n}-{i}"))),
+            value: Some(Bytes::from(vec![
+                (n + i) as u8;
+                least + (seed as usize * 7 + n * 13) % spread
+            ])),
+            headers: Vec::new(),
+        })
+        .collect();
+    encode_batch(&records, &BatchOptions::default()).expect("a valid batch")
+}
+
 /// Every batch of the log, in order, read from its start to its end.
 pub async fn all_batches(log: &Log) -> Result<Vec<Bytes>, String> {
     let end = log.log_end_offset();

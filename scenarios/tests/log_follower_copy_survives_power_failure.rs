@@ -9,7 +9,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use weir::io::Env;
 use weir::log::batch;
-use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::split::split_batches;
 use weir::log::{AppendError, Log, LogConfig};
 use weir::model::{LeaderEpoch, Offset};
@@ -27,16 +26,7 @@ fn config() -> LogConfig {
 }
 
 fn batch(seed: u64, n: usize) -> Bytes {
-    let records: Vec<RecordSpec> = (0..1 + (seed as usize + n) % 5)
-        .map(|i| RecordSpec {
-            offset_delta: i as i32,
-            timestamp: 1_000 + n as i64,
-            key: Some(Bytes::from(format!("k{n}-{i}"))),
-            value: Some(Bytes::from(vec![(n + i) as u8; 50 + (seed as usize * 7 + n * 13) % 400])),
-            headers: Vec::new(),
-        })
-        .collect();
-    encode_batch(&records, &BatchOptions::default()).expect("a valid batch")
+    weir_scenarios::log::varied_batch(seed, n, 5, (50, 400))
 }
 
 /// Every batch of `log` from its start, as stored.

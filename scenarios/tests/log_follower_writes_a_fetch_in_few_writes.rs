@@ -12,11 +12,10 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use weir::io::Env;
 use weir::io::disk::WrapFiles;
-use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
-use weir::log::split::split_batches;
 use weir::log::{AppendError, Log, LogConfig, batch};
 use weir::model::{LeaderEpoch, Offset};
 use weir_scenarios::hooked::{Hooked, Hooks};
+use weir_scenarios::log::all_batches;
 use weir_scenarios::{ensure, for_each_seed};
 use weir_sim::{DiskFaults, Sim};
 
@@ -42,29 +41,7 @@ fn follower_dir() -> PathBuf {
 }
 
 fn batch(seed: u64, n: usize) -> Bytes {
-    let records: Vec<RecordSpec> = (0..1 + (seed as usize + n) % 4)
-        .map(|i| RecordSpec {
-            offset_delta: i as i32,
-            timestamp: 1_000 + n as i64,
-            key: Some(Bytes::from(format!("k{n}-{i}"))),
-            value: Some(Bytes::from(vec![(n + i) as u8; 20 + (seed as usize * 7 + n * 13) % 200])),
-            headers: Vec::new(),
-        })
-        .collect();
-    encode_batch(&records, &BatchOptions::default()).expect("a valid batch")
-}
-
-/// Every batch of `log` from its start, as stored.
-async fn all_batches(log: &Log) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let mut at = log.log_start_offset();
-    let end = log.log_end_offset();
-    while at < end {
-        let read = log.read(at, 1 << 20, end).await.expect("a readable log");
-        out.extend(split_batches(&read.records).map(|b| b.expect("whole batches")));
-        at = read.next_offset;
-    }
-    out
+    weir_scenarios::log::varied_batch(seed, n, 4, (20, 200))
 }
 
 /// The writes made to segment (`.log`) files, counted.
@@ -142,7 +119,7 @@ async fn copy(env: Env, seed: u64, rolls: Rolls) -> Result<Copy, String> {
     for n in 30..60 {
         leader.append(batch(seed, n), LeaderEpoch(3)).await.map_err(|e| e.to_string())?;
     }
-    let batches = all_batches(&leader).await;
+    let batches = all_batches(&leader).await?;
     ensure(batches.len() == 60, || format!("{} batches in the leader", batches.len()))?;
 
     let (counted_env, writes) = counted(&env);
@@ -273,7 +250,7 @@ fn scenario(seed: u64, rolls: Rolls) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         let bases = segment_bases(&env, &follower_dir()).await?;
         let leader_bases = segment_bases(&env, Path::new("leader-0")).await?;
-        Ok::<_, String>((all_batches(&follower).await, bases == leader_bases))
+        Ok::<_, String>((all_batches(&follower).await?, bases == leader_bases))
     });
     let (copy, same_segments) = after.ok_or("the reopen did not finish")??;
     ensure(same_segments, || "the follower's segments are not the leader's".to_owned())?;

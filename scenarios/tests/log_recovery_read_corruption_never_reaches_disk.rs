@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use weir::io::Env;
-use weir::log::encode::{BatchOptions, RecordSpec, encode_batch};
 use weir::log::split::split_batches;
 use weir::log::{FlushPolicy, Log, LogConfig};
 use weir::model::{LeaderEpoch, Offset};
@@ -35,16 +34,7 @@ fn config() -> LogConfig {
 }
 
 fn batch(seed: u64, n: usize) -> Bytes {
-    let records: Vec<RecordSpec> = (0..1 + (seed as usize + n) % 4)
-        .map(|i| RecordSpec {
-            offset_delta: i as i32,
-            timestamp: 1_000 + n as i64,
-            key: Some(Bytes::from(format!("k{n}-{i}"))),
-            value: Some(Bytes::from(vec![(n + i) as u8; 40 + (seed as usize * 7 + n * 13) % 300])),
-            headers: Vec::new(),
-        })
-        .collect();
-    encode_batch(&records, &BatchOptions::default()).expect("a valid batch")
+    weir_scenarios::log::varied_batch(seed, n, 4, (40, 300))
 }
 
 /// Every batch of `log` from its start, as stored; an error if any read fails.
